@@ -1,0 +1,63 @@
+# cushare: share one NVIDIA GPU among many CUDA processes.
+#
+#   make            optimized build of everything under build/
+#   make test       every test: optimized, then AddressSanitizer+UBSan, then
+#                   ThreadSanitizer for the daemon and the hook's threading
+#   make demo       the daemon and two jobs sharing the GPU (the simulated GPU
+#                   when no NVIDIA driver is present)
+#   make install PREFIX=/usr/local
+#   make clean
+#
+# Each module keeps its rules in mk/<module>.mk and appends its outputs to
+# ALL_TARGETS, its test programs to TEST_BINS and its test scripts to TESTS.
+
+.DEFAULT_GOAL := all
+.SUFFIXES:
+.DELETE_ON_ERROR:
+
+ALL_TARGETS :=
+TEST_BINS   :=
+TESTS       :=
+TSAN_TESTS  :=
+
+include mk/config.mk
+include mk/deps.mk
+include mk/common.mk
+include mk/fakecuda.mk
+include mk/hook.mk
+include mk/sched.mk
+include mk/tools.mk
+include mk/tests.mk
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+.PHONY: all test check demo install clean deps
+
+all: $(DEPS_STAMP) $(ALL_TARGETS)
+
+# `check` runs the suites of one build tree (BUILD, SAN); `test` runs the three
+# trees in turn and stops at the first failing one.
+check: all $(TEST_BINS)
+	@CUSHARE_BUILD=$(BUILD) CUSHARE_SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) \
+	  tests/run-suite.sh $(if $(filter tsan,$(SAN)),$(TSAN_TESTS),$(TESTS))
+
+test: $(DEPS_STAMP)
+	$(MAKE) --no-print-directory check
+	$(MAKE) --no-print-directory BUILD=build/asan SAN=asan check
+	$(MAKE) --no-print-directory BUILD=build/tsan SAN=tsan check
+	@echo "make test: all suites passed"
+
+demo: all
+	@scripts/demo.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
+	install -m 0755 $(BUILD)/lib/libcushare.so $(DESTDIR)$(PREFIX)/lib/libcushare.so
+	install -m 0755 $(BUILD)/bin/cushared $(BUILD)/bin/cusharectl $(BUILD)/bin/cushare-run $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 include/cushare.h $(DESTDIR)$(PREFIX)/include/cushare.h
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,1 @@
+# mk/fakecuda.mk: filled in by its module.

@@ -1,0 +1,1 @@
+# mk/hook.mk: filled in by its module.

@@ -1,0 +1,1 @@
+# mk/sched.mk: filled in by its module.

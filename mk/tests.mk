@@ -1,0 +1,1 @@
+# mk/tests.mk: filled in by its module.

@@ -1,0 +1,1 @@
+# mk/tools.mk: filled in by its module.

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Check (and as root, install) the Debian packages cushare builds against.
+# Only the daemon, the tools and the tests use them: the injected library
+# depends on libc, libdl and libpthread alone.
+set -eu
+
+# header -> package
+need=""
+check() { [ -e "$1" ] || need="$need $2"; }
+check /usr/include/cmocka.h      libcmocka-dev      # unit-test framework
+check /usr/include/microhttpd.h  libmicrohttpd-dev  # Prometheus metrics endpoint
+check /usr/include/ini.h         libinih-dev        # cushared --config parser
+command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+
+[ -z "$need" ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "deps: installing$need" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends $need >/dev/null 2>&1 || {
+        apt-get update >/dev/null 2>&1 || true
+        apt-get install -y --no-install-recommends $need
+    }
+    exit 0
+fi
+echo "deps: missing packages. Install them with:" >&2
+echo "    sudo apt-get install -y$need" >&2
+exit 1

@@ -1,0 +1,468 @@
+/* proto.c: encoding, decoding and validation of protocol records.
+ *
+ * Every message type is described once, as a table of fields with their
+ * kind, place in the C struct and permitted range. One encoder and one
+ * decoder walk those tables, so a new message is a new table, not new
+ * parsing code, and every field of every message is validated the same way.
+ * The decoder never trusts a length or an offset from the wire: record
+ * lengths are fixed per type and checked before a single field is read.
+ */
+#include "common/proto.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+enum field_kind { F_U32, F_I32, F_U64, F_BYTES, F_STR, F_PAD32 };
+
+struct field {
+    uint8_t kind;
+    uint16_t off;  /* offset in the C body struct */
+    uint16_t len;  /* bytes on the wire (BYTES/STR); derived for numbers */
+    uint64_t lo;   /* numeric range, inclusive */
+    uint64_t hi;
+};
+
+struct msgdesc {
+    uint16_t type;
+    const char *name;
+    const struct field *fields;
+    size_t nfields;
+};
+
+#define ANY32 0, UINT32_MAX
+#define ANY64 0, UINT64_MAX
+#define BYTES62 0, (1ull << 62)
+/* The range is passed as one or two arguments (ANY32 expands to two), hence
+ * the extra expansion step. */
+#define U32(s, f, ...) U32_(s, f, __VA_ARGS__)
+#define U64(s, f, ...) U64_(s, f, __VA_ARGS__)
+#define U32_(s, f, lo, hi) {F_U32, offsetof(struct s, f), 4, lo, hi}
+#define U64_(s, f, lo, hi) {F_U64, offsetof(struct s, f), 8, lo, hi}
+#define I32(s, f) {F_I32, offsetof(struct s, f), 4, ANY32}
+#define PAD(s, f) {F_PAD32, offsetof(struct s, f), 4, 0, 0}
+#define BYTES(s, f) {F_BYTES, offsetof(struct s, f), sizeof(((struct s *)0)->f), 0, 0}
+#define STR(s, f) {F_STR, offsetof(struct s, f), sizeof(((struct s *)0)->f), 0, 0}
+#define SLOT(s) U32(s, slot, 0, CS_MAX_DEVICES - 1)
+
+static const struct field f_hello[] = {
+    U32(cs_msg_hello, flags, 0, CS_HELLO_RECONNECT | CS_HELLO_CONTROL),
+    U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
+    U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
+    U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
+    U64(cs_msg_hello, mem_limit, BYTES62),
+    U64(cs_msg_hello, prev_client_id, ANY64),
+    STR(cs_msg_hello, name),
+    STR(cs_msg_hello, pod),
+    STR(cs_msg_hello, ns),
+};
+static const struct field f_welcome[] = {
+    U64(cs_msg_welcome, client_id, 1, UINT64_MAX),
+    U64(cs_msg_welcome, epoch, ANY64),
+    U32(cs_msg_welcome, idle_ms, 1, 3600000),
+    U32(cs_msg_welcome, flags, 0, 0),
+};
+static const struct field f_attach[] = {
+    SLOT(cs_msg_attach),
+    U32(cs_msg_attach, flags, 0, CS_ATTACH_HOLDING | CS_ATTACH_WAITING),
+    BYTES(cs_msg_attach, uuid),
+    U64(cs_msg_attach, total_mem, BYTES62),
+    U64(cs_msg_attach, lease_id, ANY64),
+};
+static const struct field f_acquire[] = {
+    SLOT(cs_msg_acquire),
+    U32(cs_msg_acquire, flags, 0, 0),
+};
+static const struct field f_release[] = {
+    SLOT(cs_msg_release),
+    U32(cs_msg_release, reason, 1, CS_RELEASE_REASON_MAX),
+    U64(cs_msg_release, lease_id, ANY64),
+    U64(cs_msg_release, drain_ns, ANY64),
+    U64(cs_msg_release, swap_ns, ANY64),
+    U64(cs_msg_release, swapped_bytes, BYTES62),
+};
+static const struct field f_usage[] = {
+    SLOT(cs_msg_usage),
+    U32(cs_msg_usage, flags, 0, CS_USAGE_IDLE),
+    U64(cs_msg_usage, resident, BYTES62),
+    U64(cs_msg_usage, swapped, BYTES62),
+    U64(cs_msg_usage, unswappable, BYTES62),
+    U64(cs_msg_usage, footprint, BYTES62),
+    U64(cs_msg_usage, submissions, ANY64),
+};
+static const struct field f_evicted[] = {
+    SLOT(cs_msg_evicted),
+    I32(cs_msg_evicted, status),
+    U64(cs_msg_evicted, request_id, ANY64),
+    U64(cs_msg_evicted, bytes, BYTES62),
+    U64(cs_msg_evicted, ns, ANY64),
+};
+static const struct field f_room[] = {
+    SLOT(cs_msg_room),
+    U32(cs_msg_room, flags, 0, 0),
+    U64(cs_msg_room, request_id, ANY64),
+    U64(cs_msg_room, bytes, 1, 1ull << 62),
+};
+static const struct field f_grant[] = {
+    SLOT(cs_msg_grant),
+    U32(cs_msg_grant, quantum_ms, ANY32),
+    U64(cs_msg_grant, lease_id, ANY64),
+};
+static const struct field f_revoke[] = {
+    SLOT(cs_msg_revoke),
+    U32(cs_msg_revoke, reason, 1, CS_REVOKE_REASON_MAX),
+    U64(cs_msg_revoke, lease_id, ANY64),
+    U64(cs_msg_revoke, evict_bytes, ANY64),
+};
+static const struct field f_evict[] = {
+    SLOT(cs_msg_evict),
+    U32(cs_msg_evict, flags, 0, 0),
+    U64(cs_msg_evict, request_id, ANY64),
+    U64(cs_msg_evict, bytes, 1, UINT64_MAX),
+};
+static const struct field f_room_reply[] = {
+    SLOT(cs_msg_room_reply),
+    I32(cs_msg_room_reply, status),
+    U64(cs_msg_room_reply, request_id, ANY64),
+};
+static const struct field f_error[] = {
+    U32(cs_msg_error, code, ANY32),
+    PAD(cs_msg_error, pad),
+    STR(cs_msg_error, text),
+};
+static const struct field f_ctl_status[] = {
+    U32(cs_msg_ctl_status, flags, 0, 0),
+    PAD(cs_msg_ctl_status, pad),
+};
+static const struct field f_ctl_set[] = {
+    STR(cs_msg_ctl_set, key),
+    STR(cs_msg_ctl_set, value),
+};
+static const struct field f_ctl_drain[] = {
+    U32(cs_msg_ctl_drain, on, 0, 1),
+    PAD(cs_msg_ctl_drain, pad),
+    STR(cs_msg_ctl_drain, gpu),
+};
+static const struct field f_ctl_gpu[] = {
+    U32(cs_msg_ctl_gpu, index, ANY32),
+    U32(cs_msg_ctl_gpu, mode, 0, 1),
+    BYTES(cs_msg_ctl_gpu, uuid),
+    U32(cs_msg_ctl_gpu, clients, ANY32),
+    U32(cs_msg_ctl_gpu, draining, 0, 1),
+    U64(cs_msg_ctl_gpu, mem_total, ANY64),
+    U64(cs_msg_ctl_gpu, mem_resident, ANY64),
+    U64(cs_msg_ctl_gpu, switches, ANY64),
+    U64(cs_msg_ctl_gpu, idle_ns, ANY64),
+    U64(cs_msg_ctl_gpu, busy_ns, ANY64),
+    U32(cs_msg_ctl_gpu, quantum_ms, ANY32),
+    PAD(cs_msg_ctl_gpu, pad),
+};
+static const struct field f_ctl_client[] = {
+    U64(cs_msg_ctl_client, client_id, ANY64),
+    U32(cs_msg_ctl_client, pid, ANY32),
+    U32(cs_msg_ctl_client, uid, ANY32),
+    U32(cs_msg_ctl_client, gpu_index, ANY32),
+    U32(cs_msg_ctl_client, priority, 0, CS_PRIO_COUNT - 1),
+    U32(cs_msg_ctl_client, weight, 0, CS_WEIGHT_MAX),
+    U32(cs_msg_ctl_client, state, ANY32),
+    U64(cs_msg_ctl_client, gpu_ns, ANY64),
+    U64(cs_msg_ctl_client, wait_ns, ANY64),
+    U64(cs_msg_ctl_client, slices, ANY64),
+    U64(cs_msg_ctl_client, preemptions, ANY64),
+    U64(cs_msg_ctl_client, resident, ANY64),
+    U64(cs_msg_ctl_client, swapped, ANY64),
+    U64(cs_msg_ctl_client, swap_ns, ANY64),
+    U64(cs_msg_ctl_client, mem_limit, ANY64),
+    STR(cs_msg_ctl_client, name),
+};
+static const struct field f_ctl_done[] = {
+    I32(cs_msg_ctl_done, status),
+    PAD(cs_msg_ctl_done, pad),
+    STR(cs_msg_ctl_done, text),
+};
+
+#define DESC(t, n, f) {t, n, f, sizeof(f) / sizeof(f[0])}
+static const struct msgdesc descs[] = {
+    DESC(CS_MSG_HELLO, "HELLO", f_hello),
+    DESC(CS_MSG_ATTACH, "ATTACH", f_attach),
+    DESC(CS_MSG_ACQUIRE, "ACQUIRE", f_acquire),
+    DESC(CS_MSG_RELEASE, "RELEASE", f_release),
+    DESC(CS_MSG_USAGE, "USAGE", f_usage),
+    DESC(CS_MSG_EVICTED, "EVICTED", f_evicted),
+    DESC(CS_MSG_ROOM, "ROOM", f_room),
+    DESC(CS_MSG_WELCOME, "WELCOME", f_welcome),
+    DESC(CS_MSG_GRANT, "GRANT", f_grant),
+    DESC(CS_MSG_REVOKE, "REVOKE", f_revoke),
+    DESC(CS_MSG_EVICT, "EVICT", f_evict),
+    DESC(CS_MSG_ROOM_REPLY, "ROOM_REPLY", f_room_reply),
+    DESC(CS_MSG_ERROR, "ERROR", f_error),
+    DESC(CS_MSG_CTL_STATUS, "CTL_STATUS", f_ctl_status),
+    DESC(CS_MSG_CTL_SET, "CTL_SET", f_ctl_set),
+    DESC(CS_MSG_CTL_DRAIN, "CTL_DRAIN", f_ctl_drain),
+    DESC(CS_MSG_CTL_GPU, "CTL_GPU", f_ctl_gpu),
+    DESC(CS_MSG_CTL_CLIENT, "CTL_CLIENT", f_ctl_client),
+    DESC(CS_MSG_CTL_DONE, "CTL_DONE", f_ctl_done),
+};
+
+static const struct msgdesc *desc_of(uint16_t type)
+{
+    for (size_t i = 0; i < sizeof descs / sizeof descs[0]; i++)
+        if (descs[i].type == type)
+            return &descs[i];
+    return NULL;
+}
+
+static size_t body_size(const struct msgdesc *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->nfields; i++)
+        n += d->fields[i].len;
+    return n;
+}
+
+size_t cs_msg_size(uint16_t type)
+{
+    const struct msgdesc *d = desc_of(type);
+    return d ? CS_HDR_SIZE + body_size(d) : 0;
+}
+
+const char *cs_msg_name(uint16_t type)
+{
+    const struct msgdesc *d = desc_of(type);
+    return d ? d->name : "UNKNOWN";
+}
+
+/* ---- little-endian primitives (byte by byte: no alignment, any host) ---- */
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+int cs_msg_encode(const struct cs_msg *m, uint8_t *buf, size_t cap)
+{
+    const struct msgdesc *d = desc_of(m->type);
+    if (!d || cap < CS_HDR_SIZE + body_size(d))
+        return -1;
+    put_le(buf, CS_PROTO_MAGIC, 4);
+    put_le(buf + 4, CS_PROTO_VERSION, 2);
+    put_le(buf + 6, m->type, 2);
+    const uint8_t *body = (const uint8_t *)&m->u;
+    uint8_t *p = buf + CS_HDR_SIZE;
+    for (size_t i = 0; i < d->nfields; i++) {
+        const struct field *f = &d->fields[i];
+        const uint8_t *src = body + f->off;
+        uint32_t v32;
+        uint64_t v64;
+        switch (f->kind) {
+        case F_U32:
+        case F_I32:
+            memcpy(&v32, src, 4);
+            put_le(p, v32, 4);
+            break;
+        case F_PAD32:
+            put_le(p, 0, 4);
+            break;
+        case F_U64:
+            memcpy(&v64, src, 8);
+            put_le(p, v64, 8);
+            break;
+        case F_BYTES:
+            memcpy(p, src, f->len);
+            break;
+        case F_STR:
+            /* NUL-pad; always leave a terminator inside the field. */
+            memset(p, 0, f->len);
+            memcpy(p, src, strnlen((const char *)src, f->len - 1u));
+            break;
+        }
+        p += f->len;
+    }
+    return (int)(p - buf);
+}
+
+static bool str_ok(const uint8_t *p, size_t len)
+{
+    size_t n = 0;
+    while (n < len && p[n] != 0) {
+        if (p[n] < 0x20 || p[n] > 0x7e)
+            return false;
+        n++;
+    }
+    if (n == len)
+        return false; /* no terminator inside the field */
+    for (; n < len; n++) /* NUL padding only: no hidden bytes after it */
+        if (p[n] != 0)
+            return false;
+    return true;
+}
+
+static int decode_field(const struct field *f, const uint8_t *p, uint8_t *dst, const char **why)
+{
+    uint64_t v;
+    switch (f->kind) {
+    case F_U32:
+    case F_I32:
+        v = get_le(p, 4);
+        if (f->kind == F_U32 && (v < f->lo || v > f->hi)) {
+            *why = "field out of range";
+            return -1;
+        }
+        uint32_t v32 = (uint32_t)v;
+        memcpy(dst, &v32, 4);
+        return 0;
+    case F_PAD32:
+        if (get_le(p, 4) != 0) {
+            *why = "non-zero padding";
+            return -1;
+        }
+        memset(dst, 0, 4);
+        return 0;
+    case F_U64:
+        v = get_le(p, 8);
+        if (v < f->lo || v > f->hi) {
+            *why = "field out of range";
+            return -1;
+        }
+        memcpy(dst, &v, 8);
+        return 0;
+    case F_BYTES:
+        memcpy(dst, p, f->len);
+        return 0;
+    case F_STR:
+        if (!str_ok(p, f->len)) {
+            *why = "malformed string field";
+            return -1;
+        }
+        memcpy(dst, p, f->len);
+        return 0;
+    }
+    *why = "internal: bad field kind";
+    return -1;
+}
+
+int cs_msg_decode(const uint8_t *buf, size_t len, struct cs_msg *m, const char **why)
+{
+    static const char *ignored;
+    if (!why)
+        why = &ignored;
+    if (len < CS_HDR_SIZE) {
+        *why = "record shorter than the header";
+        return -1;
+    }
+    if (get_le(buf, 4) != CS_PROTO_MAGIC) {
+        *why = "bad magic";
+        return -1;
+    }
+    if (get_le(buf + 4, 2) != CS_PROTO_VERSION) {
+        *why = "unsupported protocol version";
+        return -1;
+    }
+    uint16_t type = (uint16_t)get_le(buf + 6, 2);
+    const struct msgdesc *d = desc_of(type);
+    if (!d) {
+        *why = "unknown message type";
+        return -1;
+    }
+    if (len != CS_HDR_SIZE + body_size(d)) {
+        *why = "wrong record length for its type";
+        return -1;
+    }
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    uint8_t *body = (uint8_t *)&m->u;
+    const uint8_t *p = buf + CS_HDR_SIZE;
+    for (size_t i = 0; i < d->nfields; i++) {
+        if (decode_field(&d->fields[i], p, body + d->fields[i].off, why) < 0)
+            return -1;
+        p += d->fields[i].len;
+    }
+    return 0;
+}
+
+/* ---- sockets ------------------------------------------------------------ */
+
+int cs_send(int fd, const struct cs_msg *m)
+{
+    uint8_t buf[CS_MSG_MAX];
+    int n = cs_msg_encode(m, buf, sizeof buf);
+    if (n < 0)
+        return -EINVAL;
+    for (;;) {
+        ssize_t w = send(fd, buf, (size_t)n, MSG_NOSIGNAL);
+        if (w == n)
+            return 0;
+        if (w >= 0)
+            return -EMSGSIZE; /* SEQPACKET sends whole records or fails */
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+int cs_recv(int fd, struct cs_msg *m, const char **why)
+{
+    uint8_t buf[CS_MSG_MAX + 1];
+    for (;;) {
+        ssize_t r = recv(fd, buf, sizeof buf, MSG_TRUNC);
+        if (r == 0)
+            return 0;
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if ((size_t)r > CS_MSG_MAX) {
+            if (why)
+                *why = "record longer than any message";
+            return -EPROTO;
+        }
+        if (cs_msg_decode(buf, (size_t)r, m, why) < 0)
+            return -EPROTO;
+        return 1;
+    }
+}
+
+int cs_default_socket_path(char *buf, size_t cap)
+{
+    int n;
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (geteuid() == 0)
+        n = snprintf(buf, cap, "/run/cushare/cushared.sock");
+    else if (xdg && xdg[0] == '/')
+        n = snprintf(buf, cap, "%s/cushare/cushared.sock", xdg);
+    else
+        n = snprintf(buf, cap, "/tmp/cushare-%u/cushared.sock", (unsigned)geteuid());
+    return (n < 0 || (size_t)n >= cap) ? -1 : 0;
+}
+
+int cs_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}

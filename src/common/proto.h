@@ -1,0 +1,303 @@
+/* proto.h: the wire protocol between clients (libcushare.so, cusharectl) and
+ * the daemon (cushared). docs/protocol.md is the prose version of this file.
+ *
+ * Transport: AF_UNIX SOCK_SEQPACKET, one record per message, one connection
+ * per client process. The peer's pid and uid come from SO_PEERCRED, never
+ * from a message.
+ *
+ * Record layout: a fixed 8-byte header, then the body of the type, every
+ * field fixed-size and little-endian, no padding, no optional parts:
+ *
+ *     u32 magic (CS_PROTO_MAGIC)  u16 version (CS_PROTO_VERSION)  u16 type
+ *
+ * A record's length must equal exactly the size its type declares. Strings
+ * travel in fixed-size fields, NUL-padded; the decoder requires a NUL inside
+ * the field and only printable ASCII before it. Every numeric field has a
+ * documented range that cs_msg_decode enforces, so code that handles a
+ * decoded message may trust it. A record that fails to decode is a protocol
+ * error: the receiver closes that connection (the daemon also counts it).
+ *
+ * Devices are named in lease messages by a client-chosen slot (0 ..
+ * CS_MAX_DEVICES-1) bound to a GPU UUID by ATTACH, so a process may use
+ * several GPUs over one connection.
+ */
+#ifndef CS_PROTO_H
+#define CS_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/util.h"
+
+#define CS_PROTO_MAGIC 0x50485343u /* "CSHP" on the wire */
+#define CS_PROTO_VERSION 1
+#define CS_HDR_SIZE 8
+#define CS_MSG_MAX 512 /* no record is longer; receivers use this buffer size */
+#define CS_MAX_DEVICES 16
+#define CS_NAME_LEN 64   /* client name, pod, namespace fields */
+#define CS_KEY_LEN 32    /* control: key of a `set` */
+#define CS_VALUE_LEN 96  /* control: value of a `set` */
+#define CS_TEXT_LEN 160  /* free-text reasons and replies */
+#define CS_WEIGHT_MAX 1000000u
+#define CS_ALL_BYTES UINT64_MAX /* "evict everything" */
+
+enum cs_msg_type {
+    /* client -> daemon: lease and memory */
+    CS_MSG_HELLO = 1,    /* first message: who I am, my settings */
+    CS_MSG_ATTACH = 2,   /* bind a slot to a GPU; state after a reconnect */
+    CS_MSG_ACQUIRE = 3,  /* I want the lease on this slot */
+    CS_MSG_RELEASE = 4,  /* I gave the lease back (drained) */
+    CS_MSG_USAGE = 5,    /* memory footprint and idleness report */
+    CS_MSG_EVICTED = 6,  /* reply to EVICT */
+    CS_MSG_ROOM = 7,     /* the holder needs room for an allocation */
+    /* daemon -> client */
+    CS_MSG_WELCOME = 32, /* reply to HELLO */
+    CS_MSG_GRANT = 33,   /* you hold the lease: open the gate */
+    CS_MSG_REVOKE = 34,  /* give the lease back (drain, maybe swap out) */
+    CS_MSG_EVICT = 35,   /* swap out this much while not holding */
+    CS_MSG_ROOM_REPLY = 36,
+    CS_MSG_ERROR = 37,   /* fatal for the connection: reason text */
+    /* cusharectl -> daemon */
+    CS_MSG_CTL_STATUS = 64,
+    CS_MSG_CTL_SET = 65,
+    CS_MSG_CTL_DRAIN = 66,
+    /* daemon -> cusharectl */
+    CS_MSG_CTL_GPU = 96,    /* one per GPU in a status reply */
+    CS_MSG_CTL_CLIENT = 97, /* one per client per GPU in a status reply */
+    CS_MSG_CTL_DONE = 98,   /* ends every control reply */
+};
+
+/* HELLO.flags */
+#define CS_HELLO_RECONNECT 0x1u /* this process was registered before */
+#define CS_HELLO_CONTROL 0x2u   /* a cusharectl connection, not a GPU client */
+
+/* ATTACH.flags: the client's state on that GPU, meaningful on reconnect */
+#define CS_ATTACH_HOLDING 0x1u /* my gate is open under lease_id */
+#define CS_ATTACH_WAITING 0x2u /* I have work waiting for the lease */
+
+/* USAGE.flags */
+#define CS_USAGE_IDLE 0x1u /* nothing submitted for the idle period */
+
+enum cs_release_reason {
+    CS_RELEASE_REVOKED = 1, /* answering a REVOKE */
+    CS_RELEASE_IDLE = 2,    /* gave it back on its own: nothing to do */
+    CS_RELEASE_DETACH = 3,  /* the context/device is going away */
+    CS_RELEASE_REASON_MAX = 3,
+};
+
+enum cs_revoke_reason {
+    CS_REVOKE_QUANTUM = 1, /* slice used up and someone waits */
+    CS_REVOKE_PREEMPT = 2, /* a higher priority class waits */
+    CS_REVOKE_IDLE = 3,    /* holder idle and someone waits */
+    CS_REVOKE_DRAIN = 4,   /* operator drained the GPU */
+    CS_REVOKE_MEMORY = 5,  /* shared mode: memory no longer fits */
+    CS_REVOKE_REASON_MAX = 5,
+};
+
+struct cs_msg_hello {
+    uint32_t flags;
+    uint32_t priority;      /* enum cs_priority */
+    uint32_t weight;        /* 1 .. CS_WEIGHT_MAX */
+    uint32_t proto_min;     /* lowest version the client speaks */
+    uint64_t mem_limit;     /* per-GPU quota in bytes, 0 = none */
+    uint64_t prev_client_id;/* set with CS_HELLO_RECONNECT */
+    char name[CS_NAME_LEN];
+    char pod[CS_NAME_LEN];
+    char ns[CS_NAME_LEN];
+};
+
+struct cs_msg_welcome {
+    uint64_t client_id;
+    uint64_t epoch;         /* changes each time the daemon starts */
+    uint32_t idle_ms;       /* report USAGE idle after this long without work */
+    uint32_t flags;
+};
+
+struct cs_msg_attach {
+    uint32_t slot;
+    uint32_t flags;         /* CS_ATTACH_* */
+    uint8_t uuid[CS_UUID_LEN];
+    uint64_t total_mem;     /* what the driver reports for the device */
+    uint64_t lease_id;      /* with CS_ATTACH_HOLDING */
+};
+
+struct cs_msg_acquire {
+    uint32_t slot;
+    uint32_t flags;         /* reserved, 0 */
+};
+
+struct cs_msg_release {
+    uint32_t slot;
+    uint32_t reason;        /* enum cs_release_reason */
+    uint64_t lease_id;
+    uint64_t drain_ns;      /* time from revoke to drained */
+    uint64_t swap_ns;       /* time spent swapping out, if asked */
+    uint64_t swapped_bytes; /* bytes swapped out while releasing */
+};
+
+struct cs_msg_usage {
+    uint32_t slot;
+    uint32_t flags;         /* CS_USAGE_* */
+    uint64_t resident;      /* device bytes materialized now */
+    uint64_t swapped;       /* bytes held in host backing */
+    uint64_t unswappable;   /* part of resident that can never move */
+    uint64_t footprint;     /* everything allocated: resident + swapped + reserved */
+    uint64_t submissions;   /* gated calls so far (monotonic) */
+};
+
+struct cs_msg_evicted {
+    uint32_t slot;
+    int32_t status;         /* 0 or a CUresult */
+    uint64_t request_id;
+    uint64_t bytes;         /* moved to host by this request */
+    uint64_t ns;
+};
+
+struct cs_msg_room {
+    uint32_t slot;
+    uint32_t flags;
+    uint64_t request_id;
+    uint64_t bytes;
+};
+
+struct cs_msg_grant {
+    uint32_t slot;
+    uint32_t quantum_ms;    /* informational: expected slice length */
+    uint64_t lease_id;
+};
+
+struct cs_msg_revoke {
+    uint32_t slot;
+    uint32_t reason;        /* enum cs_revoke_reason */
+    uint64_t lease_id;
+    uint64_t evict_bytes;   /* swap out this much after draining; 0 = none */
+};
+
+struct cs_msg_evict {
+    uint32_t slot;
+    uint32_t flags;
+    uint64_t request_id;
+    uint64_t bytes;         /* CS_ALL_BYTES = everything swappable */
+};
+
+struct cs_msg_room_reply {
+    uint32_t slot;
+    int32_t status;         /* 0: room made; else CUDA_ERROR_OUT_OF_MEMORY */
+    uint64_t request_id;
+};
+
+struct cs_msg_error {
+    uint32_t code;
+    uint32_t pad;
+    char text[CS_TEXT_LEN];
+};
+
+struct cs_msg_ctl_status {
+    uint32_t flags;
+    uint32_t pad;
+};
+
+struct cs_msg_ctl_set {
+    char key[CS_KEY_LEN];
+    char value[CS_VALUE_LEN];
+};
+
+struct cs_msg_ctl_drain {
+    uint32_t on;            /* 1 drain, 0 undrain */
+    uint32_t pad;
+    char gpu[CS_NAME_LEN];  /* UUID text or index */
+};
+
+struct cs_msg_ctl_gpu {
+    uint32_t index;
+    uint32_t mode;          /* 0 exclusive, 1 shared */
+    uint8_t uuid[CS_UUID_LEN];
+    uint32_t clients;
+    uint32_t draining;
+    uint64_t mem_total;
+    uint64_t mem_resident;  /* sum over clients */
+    uint64_t switches;
+    uint64_t idle_ns;
+    uint64_t busy_ns;
+    uint32_t quantum_ms;    /* current quantum */
+    uint32_t pad;
+};
+
+struct cs_msg_ctl_client {
+    uint64_t client_id;
+    uint32_t pid;
+    uint32_t uid;
+    uint32_t gpu_index;
+    uint32_t priority;
+    uint32_t weight;
+    uint32_t state;         /* daemon's lease state */
+    uint64_t gpu_ns;
+    uint64_t wait_ns;
+    uint64_t slices;
+    uint64_t preemptions;
+    uint64_t resident;
+    uint64_t swapped;
+    uint64_t swap_ns;
+    uint64_t mem_limit;
+    char name[CS_NAME_LEN];
+};
+
+struct cs_msg_ctl_done {
+    int32_t status;         /* 0 ok, else -errno */
+    uint32_t pad;
+    char text[CS_TEXT_LEN];
+};
+
+struct cs_msg {
+    uint16_t type;
+    union {
+        struct cs_msg_hello hello;
+        struct cs_msg_welcome welcome;
+        struct cs_msg_attach attach;
+        struct cs_msg_acquire acquire;
+        struct cs_msg_release release;
+        struct cs_msg_usage usage;
+        struct cs_msg_evicted evicted;
+        struct cs_msg_room room;
+        struct cs_msg_grant grant;
+        struct cs_msg_revoke revoke;
+        struct cs_msg_evict evict;
+        struct cs_msg_room_reply room_reply;
+        struct cs_msg_error error;
+        struct cs_msg_ctl_status ctl_status;
+        struct cs_msg_ctl_set ctl_set;
+        struct cs_msg_ctl_drain ctl_drain;
+        struct cs_msg_ctl_gpu ctl_gpu;
+        struct cs_msg_ctl_client ctl_client;
+        struct cs_msg_ctl_done ctl_done;
+    } u;
+};
+
+/* Encodes m into buf (at least CS_MSG_MAX bytes). Returns the record length,
+ * or -1 if m's type is unknown. Strings longer than their field are cut. */
+int cs_msg_encode(const struct cs_msg *m, uint8_t *buf, size_t cap);
+
+/* Decodes and validates one record. Returns 0 and fills *m, or -1 with *why
+ * (a static string) set to the first rule the record broke. */
+int cs_msg_decode(const uint8_t *buf, size_t len, struct cs_msg *m, const char **why);
+
+/* Wire size of a type's record, header included; 0 for unknown types. */
+size_t cs_msg_size(uint16_t type);
+const char *cs_msg_name(uint16_t type);
+
+/* Socket helpers: one record per call, EINTR retried. cs_send returns 0 or
+ * -errno; cs_recv returns 1 (message), 0 (peer closed), -errno (I/O error,
+ * -EAGAIN on a non-blocking socket with nothing to read) or -EPROTO (record
+ * rejected, *why set). */
+int cs_send(int fd, const struct cs_msg *m);
+int cs_recv(int fd, struct cs_msg *m, const char **why);
+
+/* The default socket path: /run/cushare/cushared.sock for root, else
+ * $XDG_RUNTIME_DIR/cushare/cushared.sock, else /tmp/cushare-<uid>/cushared.sock.
+ * Returns 0, or -1 if buf is too small. */
+int cs_default_socket_path(char *buf, size_t cap);
+
+/* Connects a SOCK_SEQPACKET client socket (close-on-exec). Returns fd or -errno. */
+int cs_connect(const char *path);
+
+#endif

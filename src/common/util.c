@@ -1,0 +1,155 @@
+/* util.c: see util.h. */
+#include "common/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int cs_parse_size(const char *s, uint64_t *out)
+{
+    if (!s)
+        return -1;
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s) && *s != '.')
+        return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return -1;
+    while (isspace((unsigned char)*end))
+        end++;
+    double mult = 1;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'B': mult = 1; end++; break;
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: return -1;
+    }
+    if (mult > 1) {
+        /* Optional "i", then optional "B": K, KB, KiB all mean 1024. */
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+    }
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0')
+        return -1;
+    double bytes = v * mult;
+    if (bytes > (double)(1ull << 62))
+        return -1;
+    *out = (uint64_t)bytes;
+    return 0;
+}
+
+char *cs_format_size(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+    else
+        snprintf(buf, len, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+int cs_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (!s || !isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+void cs_uuid_format(const unsigned char u[CS_UUID_LEN], char out[CS_UUID_STR_LEN])
+{
+    snprintf(out, CS_UUID_STR_LEN,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+             u[14], u[15]);
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = tolower(c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+int cs_uuid_parse(const char *s, unsigned char u[CS_UUID_LEN])
+{
+    if (!s)
+        return -1;
+    if (strncasecmp(s, "GPU-", 4) == 0)
+        s += 4;
+    int n = 0;
+    for (; *s && n < 2 * CS_UUID_LEN; s++) {
+        if (*s == '-')
+            continue;
+        int h = hexval((unsigned char)*s);
+        if (h < 0)
+            return -1;
+        if (n % 2 == 0)
+            u[n / 2] = (unsigned char)(h << 4);
+        else
+            u[n / 2] |= (unsigned char)h;
+        n++;
+    }
+    return (n == 2 * CS_UUID_LEN && *s == '\0') ? 0 : -1;
+}
+
+int cs_priority_parse(const char *s)
+{
+    if (!s)
+        return -1;
+    if (!strcasecmp(s, "high") || !strcasecmp(s, "lc") || !strcmp(s, "0"))
+        return CS_PRIO_HIGH;
+    if (!strcasecmp(s, "normal") || !strcmp(s, "1"))
+        return CS_PRIO_NORMAL;
+    if (!strcasecmp(s, "low") || !strcasecmp(s, "be") || !strcmp(s, "2"))
+        return CS_PRIO_LOW;
+    return -1;
+}
+
+const char *cs_priority_name(int prio)
+{
+    switch (prio) {
+    case CS_PRIO_HIGH: return "high";
+    case CS_PRIO_NORMAL: return "normal";
+    case CS_PRIO_LOW: return "low";
+    default: return "?";
+    }
+}
+
+char *cs_strlcpy(char *dst, const char *src, size_t cap)
+{
+    if (cap == 0)
+        return dst;
+    size_t n = src ? strnlen(src, cap - 1) : 0;
+    if (n)
+        memcpy(dst, src, n);
+    dst[n] = '\0';
+    return dst;
+}

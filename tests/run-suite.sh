@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# tests/run-suite.sh TEST...: runs each test program or script of one build
+# tree, one at a time, each with its own simulated-GPU namespace and a time
+# limit; prints a line per test, the log of every failure, and a summary.
+# Exits non-zero if any test failed.
+#
+# Environment passed to each test:
+#   CUSHARE_BUILD  the build tree (build, build/asan, build/tsan)
+#   CUSHARE_SAN    "", asan or tsan
+#   SAN_RUNTIME    the sanitizer runtime to LD_PRELOAD ahead of instrumented
+#                  shared objects in uninstrumented programs
+#   FAKECUDA_SHM   a name unique to the test, so tests never share a GPU
+#   TEST_TMP       a fresh scratch directory, removed after a pass
+set -u
+BUILD=${CUSHARE_BUILD:-build}
+LOGDIR=$BUILD/test-logs
+mkdir -p "$LOGDIR"
+LIMIT=${TEST_TIME_LIMIT:-300}
+pass=0 fail=0 failed=()
+export LD_LIBRARY_PATH=$BUILD/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CUSHARE_BUILD=$BUILD CUSHARE_SAN=${CUSHARE_SAN:-} SAN_RUNTIME=${SAN_RUNTIME:-}
+# Sanitizer reports fail the test that triggers them.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_odr_violation=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+for t in "$@"; do
+    name=$(echo "$t" | sed 's|^build/||; s|[/ ]|_|g')
+    log=$LOGDIR/$name.log
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/cushare-test.XXXXXX")
+    start=$(date +%s%N)
+    FAKECUDA_SHM="cs-test-$$-$pass-$fail" TEST_TMP=$tmp \
+        timeout --kill-after=10 "$LIMIT" $t >"$log" 2>&1
+    rc=$?
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    secs=$(printf "%d.%02d" $((ms / 1000)) $((ms % 1000 / 10)))
+    if [ $rc -eq 0 ]; then
+        printf '  PASS  %-52s %6ss\n' "$t" "$secs"
+        pass=$((pass + 1))
+        rm -rf "$tmp"
+    else
+        [ $rc -eq 124 ] && why="timed out after ${LIMIT}s" || why="exit $rc"
+        printf '  FAIL  %-52s %6ss  (%s)\n' "$t" "$secs" "$why"
+        echo "------ last lines of $log ------"
+        tail -n 60 "$log"
+        echo "------"
+        fail=$((fail + 1))
+        failed+=("$t")
+    fi
+    rm -f /dev/shm/fakecuda-cs-test-$$-* 2>/dev/null
+done
+echo "suite ${CUSHARE_SAN:-optimized} ($BUILD): $pass passed, $fail failed"
+[ $fail -eq 0 ] || { printf '  failed: %s\n' "${failed[@]}"; exit 1; }
