@@ -9,6 +9,9 @@
 
 BUILD ?= build
 SAN   ?=
+# V=1 shows full command lines.
+V ?= 0
+Q := $(if $(filter 1,$(V)),,@)
 CC    ?= cc
 ifeq ($(origin CC),default)
 CC := gcc
@@ -57,7 +60,7 @@ OBJ := $(BUILD)/obj
 # target-specific flags (e.g. `$(HOOK_OBJS): CFLAGS += ...`).
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # The run-time path of a sanitizer runtime, for LD_PRELOAD ahead of the hook
 # when an uninstrumented program (python, a shell) loads instrumented objects.

@@ -1,0 +1,58 @@
+/* api.c: include/cushare.h, the client API. */
+#include "cushare.h"
+#include "hook/config.h"
+#include "hook/device.h"
+#include "hook/seg.h"
+
+#include <string.h>
+
+#define CUSHARE_VERSION_STRING "0.1.0"
+
+/* The enums must agree: the public one is a stable copy of the internal. */
+_Static_assert(CUSHARE_LEASE_HELD == (int)CS_LEASE_HELD, "lease state numbering");
+_Static_assert(CUSHARE_LEASE_REVOKING == (int)CS_LEASE_REVOKING, "lease state numbering");
+
+CS_EXPORT int cushare_get_stats(int device, struct cushare_stats *out)
+{
+    if (!out || out->size < sizeof *out || device < 0 || device >= CS_MAX_DEVICES)
+        return -1;
+    struct cs_dev *d = &cs_devs[device];
+    memset(out, 0, sizeof *out);
+    out->size = sizeof *out;
+    out->device = device;
+    pthread_mutex_lock(&d->mu);
+    out->state = (int)d->state;
+    out->lease_id = d->lease_id;
+    out->grants = d->grants;
+    out->revokes = d->revokes;
+    out->wait_ns = d->wait_ns_total;
+    out->drain_ns = d->drain_ns_total;
+    pthread_mutex_unlock(&d->mu);
+    out->submissions = atomic_load(&d->subm) >> 32;
+    out->mem_used = atomic_load(&d->mem_used);
+    out->mem_peak = atomic_load(&d->mem_peak);
+    out->mem_limit = cs_cfg.mem_limit;
+    out->allocs = atomic_load(&d->mem_allocs);
+    out->ooms = atomic_load(&d->mem_ooms);
+    uint64_t res, swp, rsv;
+    cs_seg_counts(device, &res, &swp, &rsv);
+    out->mem_resident = res;
+    out->mem_swapped = swp;
+    out->mem_reserved = rsv;
+    struct cs_segs *s = &cs_segs[device];
+    pthread_mutex_lock(&s->mu);
+    out->mem_pinned = s->backing;
+    out->swap_out_bytes = s->swap_out_bytes;
+    out->swap_out_ns = s->swap_out_ns;
+    out->swap_outs = s->swap_outs;
+    out->swap_in_bytes = s->swap_in_bytes;
+    out->swap_in_ns = s->swap_in_ns;
+    out->swap_ins = s->swap_ins;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+CS_EXPORT const char *cushare_version(void)
+{
+    return CUSHARE_VERSION_STRING;
+}

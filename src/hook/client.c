@@ -1,0 +1,356 @@
+/* client.c: the connection to cushared (see client.h).
+ *
+ * Threading: `fd` belongs to the I/O thread (and to cs_client_start before
+ * that thread exists). Other threads send through `send_fd`, which is only
+ * published, under `mu`, once a connection has finished its handshake
+ * (HELLO, WELCOME, one ATTACH per device), so a daemon never sees an
+ * ACQUIRE before it knows who is asking. Lock order: a device's mu, then mu.
+ */
+#include "hook/client.h"
+#include "hook/config.h"
+#include "hook/device.h"
+#include "hook/lease.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct {
+    pthread_mutex_t mu;   /* guards send_fd, gen, lost_ns */
+    int fd;               /* I/O thread's own connection, -1 if none */
+    int send_fd;          /* published copy of fd for senders, -1 if none */
+    uint64_t gen;         /* connection generation */
+    uint64_t lost_ns;     /* when the last connection dropped */
+    uint64_t client_id;   /* I/O thread only */
+    _Atomic uint32_t idle_ms;
+    bool ever_connected;  /* I/O thread only */
+} cl = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .fd = -1,
+    .send_fd = -1,
+};
+
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+
+/* Outstanding ROOM requests, answered by the I/O thread. Guarded by
+ * room_mu; a handful at most (one per thread allocating or restoring). */
+#define ROOM_MAX 32
+static pthread_mutex_t room_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t room_cv = PTHREAD_COND_INITIALIZER;
+static struct {
+    uint64_t id;   /* 0 = free slot */
+    bool done;
+    int32_t status;
+} room[ROOM_MAX];
+static uint64_t room_next_id = 1;
+
+int cs_client_send(const struct cs_msg *m)
+{
+    pthread_mutex_lock(&cl.mu);
+    int rc = cl.send_fd >= 0 ? cs_send(cl.send_fd, m) : -ENOTCONN;
+    pthread_mutex_unlock(&cl.mu);
+    if (rc < 0 && rc != -ENOTCONN)
+        cs_debug("send %s: %s", cs_msg_name(m->type), strerror(-rc));
+    return rc < 0 ? -1 : 0;
+}
+
+bool cs_client_is_connected(void)
+{
+    pthread_mutex_lock(&cl.mu);
+    bool c = cl.send_fd >= 0;
+    pthread_mutex_unlock(&cl.mu);
+    return c;
+}
+
+uint64_t cs_client_generation(void)
+{
+    pthread_mutex_lock(&cl.mu);
+    uint64_t g = cl.gen;
+    pthread_mutex_unlock(&cl.mu);
+    return g;
+}
+
+uint64_t cs_client_lost_ns(void)
+{
+    pthread_mutex_lock(&cl.mu);
+    uint64_t t = cl.lost_ns;
+    pthread_mutex_unlock(&cl.mu);
+    return t;
+}
+
+uint32_t cs_client_idle_ms(void)
+{
+    return atomic_load_explicit(&cl.idle_ms, memory_order_relaxed);
+}
+
+/* Waits up to timeout_ms for one record on fd. 1, 0 (timeout) or -1. */
+static int recv_timeout(int fd, struct cs_msg *m, int timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r;
+    do
+        r = poll(&p, 1, timeout_ms);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+        return r;
+    const char *why = "";
+    r = cs_recv(fd, m, &why);
+    if (r == -EPROTO)
+        cs_warn("malformed message from the scheduler: %s", why);
+    return r == 1 ? 1 : -1;
+}
+
+static int hello(int fd)
+{
+    struct cs_msg m = {.type = CS_MSG_HELLO};
+    struct cs_msg_hello *h = &m.u.hello;
+    h->flags = cl.ever_connected ? CS_HELLO_RECONNECT : 0;
+    h->priority = (uint32_t)cs_cfg.priority;
+    h->weight = cs_cfg.weight;
+    h->proto_min = CS_PROTO_VERSION;
+    h->mem_limit = cs_cfg.mem_limit;
+    h->prev_client_id = cl.client_id;
+    cs_strlcpy(h->name, cs_cfg.name, sizeof h->name);
+    cs_strlcpy(h->pod, cs_cfg.pod, sizeof h->pod);
+    cs_strlcpy(h->ns, cs_cfg.ns, sizeof h->ns);
+    if (cs_send(fd, &m) < 0)
+        return -1;
+    struct cs_msg r;
+    if (recv_timeout(fd, &r, 2000) != 1)
+        return -1;
+    if (r.type == CS_MSG_ERROR) {
+        cs_error("the scheduler refused this process: %s", r.u.error.text);
+        return -1;
+    }
+    if (r.type != CS_MSG_WELCOME)
+        return -1;
+    cl.client_id = r.u.welcome.client_id;
+    atomic_store_explicit(&cl.idle_ms, r.u.welcome.idle_ms, memory_order_relaxed);
+    return 0;
+}
+
+/* One connection attempt with the full handshake. I/O thread (or the
+ * starting thread before the I/O thread exists). */
+static bool try_connect(void)
+{
+    int fd = cs_connect(cs_cfg.socket);
+    if (fd < 0)
+        return false;
+    if (hello(fd) < 0) {
+        close(fd);
+        return false;
+    }
+    for (int i = 0; i < CS_MAX_DEVICES; i++)
+        cs_lease_handshake(&cs_devs[i], fd);
+    pthread_mutex_lock(&cl.mu);
+    cl.fd = fd;
+    cl.send_fd = fd;
+    cl.gen++;
+    cl.lost_ns = 0;
+    pthread_mutex_unlock(&cl.mu);
+    for (int i = 0; i < CS_MAX_DEVICES; i++)
+        cs_lease_rescan(&cs_devs[i]);
+    if (cl.ever_connected)
+        cs_info("reconnected to the scheduler at %s", cs_cfg.socket);
+    else
+        cs_info("connected to the scheduler at %s (client %llu)", cs_cfg.socket,
+                (unsigned long long)cl.client_id);
+    cl.ever_connected = true;
+    return true;
+}
+
+static void room_answer(uint64_t id, int32_t status)
+{
+    pthread_mutex_lock(&room_mu);
+    for (int i = 0; i < ROOM_MAX; i++) {
+        if (room[i].id && (id == 0 || room[i].id == id)) {
+            room[i].done = true;
+            room[i].status = status;
+        }
+    }
+    pthread_cond_broadcast(&room_cv);
+    pthread_mutex_unlock(&room_mu);
+}
+
+int cs_client_request_room(int slot, uint64_t bytes)
+{
+    pthread_mutex_lock(&room_mu);
+    int i = 0;
+    while (i < ROOM_MAX && room[i].id)
+        i++;
+    if (i == ROOM_MAX || bytes == 0) {
+        pthread_mutex_unlock(&room_mu);
+        return -1;
+    }
+    uint64_t id = room_next_id++;
+    room[i].id = id;
+    room[i].done = false;
+    pthread_mutex_unlock(&room_mu);
+
+    struct cs_msg m = {.type = CS_MSG_ROOM};
+    m.u.room.slot = (uint32_t)slot;
+    m.u.room.request_id = id;
+    m.u.room.bytes = bytes;
+    int rc = cs_client_send(&m);
+
+    pthread_mutex_lock(&room_mu);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 60;
+    while (rc == 0 && !room[i].done)
+        if (pthread_cond_timedwait(&room_cv, &room_mu, &deadline) != 0)
+            break;
+    int32_t status = room[i].done ? room[i].status : -1;
+    room[i].id = 0;
+    pthread_mutex_unlock(&room_mu);
+    return rc == 0 && status == 0 ? 0 : -1;
+}
+
+static void disconnect(const char *why)
+{
+    pthread_mutex_lock(&cl.mu);
+    cl.send_fd = -1;
+    cl.lost_ns = cs_now_ns();
+    pthread_mutex_unlock(&cl.mu);
+    close(cl.fd);
+    cl.fd = -1;
+    for (int i = 0; i < CS_MAX_DEVICES; i++)
+        cs_lease_on_disconnect(&cs_devs[i]);
+    room_answer(0, -1); /* nobody will answer outstanding ROOM requests */
+    cs_warn("lost the scheduler (%s): jobs holding the GPU keep running; reconnecting", why);
+}
+
+static struct cs_dev *dev_of_slot(uint32_t slot)
+{
+    return slot < CS_MAX_DEVICES ? &cs_devs[slot] : NULL;
+}
+
+static void dispatch(const struct cs_msg *m)
+{
+    struct cs_dev *d;
+    switch (m->type) {
+    case CS_MSG_GRANT:
+        if ((d = dev_of_slot(m->u.grant.slot)))
+            cs_lease_on_grant(d, m->u.grant.lease_id);
+        break;
+    case CS_MSG_REVOKE:
+        if ((d = dev_of_slot(m->u.revoke.slot)))
+            cs_lease_on_revoke(d, &m->u.revoke);
+        break;
+    case CS_MSG_EVICT:
+        if ((d = dev_of_slot(m->u.evict.slot)))
+            cs_lease_on_evict(d, &m->u.evict);
+        break;
+    case CS_MSG_ROOM_REPLY:
+        room_answer(m->u.room_reply.request_id, m->u.room_reply.status);
+        break;
+    case CS_MSG_ERROR:
+        cs_error("the scheduler closed this connection: %s", m->u.error.text);
+        disconnect("error from the scheduler");
+        break;
+    default:
+        cs_warn("unexpected %s from the scheduler", cs_msg_name(m->type));
+        disconnect("protocol error");
+        break;
+    }
+}
+
+static void tick_devices(void)
+{
+    uint64_t now = cs_now_ns();
+    for (int i = 0; i < CS_MAX_DEVICES; i++)
+        cs_lease_tick(&cs_devs[i], now);
+}
+
+static void sleep_ms(uint32_t ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static void *io_main(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "cushare-io");
+    uint32_t backoff = 50;
+    uint64_t next_try = 0;
+    for (;;) {
+        uint32_t tick = cs_lease_tick_interval_ms();
+        if (cl.fd < 0) {
+            uint64_t now = cs_now_ns();
+            if (now >= next_try) {
+                if (try_connect()) {
+                    backoff = 50;
+                    continue;
+                }
+                next_try = now + (uint64_t)backoff * 1000000ull;
+                backoff = backoff < 2000 ? backoff * 2 : 2000;
+            }
+            tick_devices();
+            sleep_ms(tick < backoff ? tick : backoff);
+            continue;
+        }
+        struct cs_msg m;
+        int r = recv_timeout(cl.fd, &m, (int)tick);
+        if (r == 1)
+            dispatch(&m);
+        else if (r < 0)
+            disconnect("connection closed");
+        tick_devices();
+    }
+    return NULL;
+}
+
+static void start(void)
+{
+    if (cs_cfg.disabled)
+        return;
+    if (!try_connect()) {
+        pthread_mutex_lock(&cl.mu);
+        cl.lost_ns = cs_now_ns();
+        pthread_mutex_unlock(&cl.mu);
+        if (cs_cfg.require_daemon)
+            cs_warn("no scheduler at %s: waiting for it before using the GPU "
+                    "(CUSHARE_REQUIRE_DAEMON)", cs_cfg.socket);
+        else
+            cs_warn("no scheduler at %s: running unmanaged (will keep trying)", cs_cfg.socket);
+    }
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, io_main, NULL) != 0)
+        cs_error("cannot start the scheduler connection thread: running unmanaged");
+    pthread_attr_destroy(&a);
+}
+
+void cs_client_start(void)
+{
+    pthread_once(&start_once, start);
+}
+
+void cs_client_reset_after_fork(void)
+{
+    /* The child has no I/O thread and must not share the parent's
+     * connection (the daemon knows the parent's pid on it): start over. */
+    if (cl.fd >= 0)
+        close(cl.fd);
+    pthread_mutex_init(&cl.mu, NULL);
+    cl.fd = -1;
+    cl.send_fd = -1;
+    cl.gen++;
+    cl.lost_ns = 0;
+    cl.client_id = 0;
+    cl.ever_connected = false;
+    atomic_store(&cl.idle_ms, 0);
+    start_once = PTHREAD_ONCE_INIT;
+    pthread_mutex_init(&room_mu, NULL);
+    pthread_cond_init(&room_cv, NULL);
+    memset(room, 0, sizeof room);
+}

@@ -1,0 +1,41 @@
+/* client.h: the connection to cushared.
+ *
+ * One SOCK_SEQPACKET connection per process, owned by a background I/O
+ * thread that reads daemon messages, runs the lease timers and reconnects
+ * with backoff when the daemon goes away. Other threads only send, through
+ * cs_client_send, and only once a (re)connection has finished its handshake.
+ */
+#ifndef CS_HOOK_CLIENT_H
+#define CS_HOOK_CLIENT_H
+
+#include "common/proto.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Starts the client once per process: the first call tries to connect
+ * synchronously (so the first device knows whether it is managed) and
+ * starts the I/O thread. No-op when CUSHARE_DISABLE is set. */
+void cs_client_start(void);
+
+/* Sends on the shared connection. 0, or -1 when not connected. */
+int cs_client_send(const struct cs_msg *m);
+
+bool cs_client_is_connected(void);
+/* Bumped by each successful connection (a RELEASE is only meaningful on
+ * the connection its REVOKE came from). */
+uint64_t cs_client_generation(void);
+/* CLOCK_MONOTONIC ns when the connection was lost, 0 when connected or
+ * never connected. */
+uint64_t cs_client_lost_ns(void);
+/* The daemon's idle period (WELCOME), 0 before the first connection. */
+uint32_t cs_client_idle_ms(void);
+
+/* Asks the scheduler to make `bytes` of room on GPU `slot` for this process
+ * (other jobs' memory is swapped out) and waits for the answer. 0 when room
+ * was made; -1 without a scheduler, on refusal, or after 60 s. */
+int cs_client_request_room(int slot, uint64_t bytes);
+
+void cs_client_reset_after_fork(void);
+
+#endif

@@ -1,0 +1,141 @@
+/* config.c: see config.h. Every bad value is reported once, clearly, and
+ * replaced by its default: a typo in a pod spec must not kill the job. */
+#include "hook/config.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct cs_config cs_cfg;
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return (v && *v) ? v : NULL;
+}
+
+static void load_log_level(void)
+{
+    const char *v = env("CUSHARE_LOG_LEVEL");
+    int level = CS_LOG_WARN;
+    if (v) {
+        level = cs_log_parse_level(v);
+        if (level < 0) {
+            cs_log_init("cushare", CS_LOG_WARN);
+            cs_warn("CUSHARE_LOG_LEVEL=%s is not error|warn|info|debug; using warn", v);
+            level = CS_LOG_WARN;
+        }
+    }
+    cs_log_init("cushare", (enum cs_log_level)level);
+}
+
+static void load_priority(void)
+{
+    const char *v = env("CUSHARE_PRIORITY");
+    cs_cfg.priority = CS_PRIO_NORMAL;
+    if (v) {
+        int p = cs_priority_parse(v);
+        if (p < 0)
+            cs_warn("CUSHARE_PRIORITY=%s is not high|normal|low; using normal", v);
+        else
+            cs_cfg.priority = p;
+    }
+}
+
+static void load_weight(void)
+{
+    const char *v = env("CUSHARE_WEIGHT");
+    uint64_t w = 1;
+    cs_cfg.weight = 1;
+    if (v) {
+        if (cs_parse_u64(v, 1, CS_WEIGHT_MAX, &w) < 0)
+            cs_warn("CUSHARE_WEIGHT=%s is not an integer in 1..%u; using 1", v, CS_WEIGHT_MAX);
+        else
+            cs_cfg.weight = (uint32_t)w;
+    }
+}
+
+static void load_mem_limit(void)
+{
+    const char *v = env("CUSHARE_MEM_LIMIT");
+    cs_cfg.mem_limit = 0;
+    if (v && cs_parse_size(v, &cs_cfg.mem_limit) < 0) {
+        cs_warn("CUSHARE_MEM_LIMIT=%s is not a size such as 12G or 1536M; no limit", v);
+        cs_cfg.mem_limit = 0;
+    }
+}
+
+static void load_names(void)
+{
+    extern char *program_invocation_short_name;
+    const char *v = env("CUSHARE_NAME");
+    cs_strlcpy(cs_cfg.name, v ? v : program_invocation_short_name, sizeof cs_cfg.name);
+    /* Kubernetes: the downward API conventionally exports these; HOSTNAME is
+     * the pod name in every pod. */
+    v = env("POD_NAME");
+    if (!v && env("KUBERNETES_SERVICE_HOST"))
+        v = env("HOSTNAME");
+    cs_strlcpy(cs_cfg.pod, v ? v : "", sizeof cs_cfg.pod);
+    v = env("POD_NAMESPACE");
+    cs_strlcpy(cs_cfg.ns, v ? v : "", sizeof cs_cfg.ns);
+    /* The protocol carries printable ASCII only. */
+    for (char *s = cs_cfg.name; *s; s++)
+        if (*s < 0x20 || *s > 0x7e)
+            *s = '?';
+    for (char *s = cs_cfg.pod; *s; s++)
+        if (*s < 0x20 || *s > 0x7e)
+            *s = '?';
+    for (char *s = cs_cfg.ns; *s; s++)
+        if (*s < 0x20 || *s > 0x7e)
+            *s = '?';
+}
+
+static bool env_flag(const char *name)
+{
+    const char *v = env(name);
+    return v && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
+                 !strcasecmp(v, "on"));
+}
+
+void cs_config_load(void)
+{
+    memset(&cs_cfg, 0, sizeof cs_cfg);
+    load_log_level();
+    load_priority();
+    load_weight();
+    load_mem_limit();
+    load_names();
+
+    const char *v = env("CUSHARE_SOCKET");
+    if (v && strlen(v) >= sizeof cs_cfg.socket) {
+        cs_warn("CUSHARE_SOCKET is longer than a unix socket path may be; using the default");
+        v = NULL;
+    }
+    if (v)
+        cs_strlcpy(cs_cfg.socket, v, sizeof cs_cfg.socket);
+    else
+        cs_default_socket_path(cs_cfg.socket, sizeof cs_cfg.socket);
+
+    v = env("CUSHARE_REAL_LIBCUDA");
+    cs_strlcpy(cs_cfg.real_libcuda, v ? v : "", sizeof cs_cfg.real_libcuda);
+
+    cs_cfg.require_daemon = env_flag("CUSHARE_REQUIRE_DAEMON");
+    cs_cfg.disabled = env_flag("CUSHARE_DISABLE");
+    v = env("CUSHARE_SWAP");
+    cs_cfg.swap = !v || env_flag("CUSHARE_SWAP");
+    if (v && !cs_cfg.swap && strcmp(v, "0") && strcasecmp(v, "off") && strcasecmp(v, "false") &&
+        strcasecmp(v, "no"))
+        cs_warn("CUSHARE_SWAP=%s is not on|off; using off", v);
+
+    uint64_t ms = 30000;
+    v = env("CUSHARE_DAEMON_WAIT_MS");
+    if (v && cs_parse_u64(v, 0, 86400000, &ms) < 0) {
+        cs_warn("CUSHARE_DAEMON_WAIT_MS=%s is not a number of milliseconds; using 30000", v);
+        ms = 30000;
+    }
+    cs_cfg.daemon_wait_ms = (uint32_t)ms;
+}

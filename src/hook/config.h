@@ -1,0 +1,35 @@
+/* config.h: the hook's settings, read once from the environment when the
+ * library is loaded and never again (a getenv per call is the kind of hot
+ * path cost HAMi-core paid). Read-only after the constructor. */
+#ifndef CS_HOOK_CONFIG_H
+#define CS_HOOK_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/proto.h"
+
+struct cs_config {
+    char socket[108];            /* CUSHARE_SOCKET, else the default path */
+    int priority;                /* CUSHARE_PRIORITY: high|normal|low */
+    uint32_t weight;             /* CUSHARE_WEIGHT: 1..1000000 */
+    uint64_t mem_limit;          /* CUSHARE_MEM_LIMIT per GPU, 0 = none */
+    char name[CS_NAME_LEN];      /* CUSHARE_NAME, else the program name */
+    char pod[CS_NAME_LEN];       /* POD_NAME / HOSTNAME in Kubernetes */
+    char ns[CS_NAME_LEN];        /* POD_NAMESPACE */
+    char real_libcuda[256];      /* CUSHARE_REAL_LIBCUDA */
+    bool require_daemon;         /* CUSHARE_REQUIRE_DAEMON=1: wait for it */
+    uint32_t daemon_wait_ms;     /* CUSHARE_DAEMON_WAIT_MS: how long work waits
+                                    for a lost daemon before running unmanaged */
+    bool disabled;               /* CUSHARE_DISABLE=1: forward everything */
+    bool swap;                   /* CUSHARE_SWAP (default on): VMM-backed,
+                                    swappable allocations */
+};
+
+extern struct cs_config cs_cfg;
+
+/* Parses the environment into cs_cfg. Called from the library constructor;
+ * exposed for the unit tests, which call it again after setenv. */
+void cs_config_load(void);
+
+#endif

@@ -1,0 +1,164 @@
+/* device.c: the device table and the context -> device map. */
+#include "hook/device.h"
+#include "hook/client.h"
+#include "hook/config.h"
+#include "hook/lease.h"
+#include "common/log.h"
+
+#include <string.h>
+
+struct cs_dev cs_devs[CS_MAX_DEVICES];
+_Atomic uint32_t cs_ctx_gen;
+__thread struct cs_tls cs_tls __attribute__((tls_model("initial-exec")));
+
+/* Contexts seen so far and their device ordinal. Guarded by ctx_mu; only
+ * slow paths (first use of a context, destroy, drain) touch it. */
+static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    CUcontext ctx;
+    int ordinal;
+} ctx_tab[CS_MAX_CTX];
+static int ctx_count;
+
+const char *cs_lease_name(enum cs_lease s)
+{
+    static const char *const names[] = {"detached", "unmanaged", "idle",
+                                        "waiting",  "held",      "revoking"};
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
+}
+
+static int ctx_find_locked(CUcontext ctx)
+{
+    for (int i = 0; i < ctx_count; i++)
+        if (ctx_tab[i].ctx == ctx)
+            return ctx_tab[i].ordinal;
+    return -1;
+}
+
+static void ctx_add_locked(CUcontext ctx, int ordinal)
+{
+    if (ctx_count == CS_MAX_CTX) {
+        /* Only draining walks this list. A context left out is still gated
+         * (the per-thread cache maps it), but its work is not waited for on
+         * a revoke: say so once rather than fail the application. */
+        static bool warned;
+        if (!warned)
+            cs_warn("more than %d CUDA contexts: later ones are not drained on revoke",
+                    CS_MAX_CTX);
+        warned = true;
+        return;
+    }
+    ctx_tab[ctx_count].ctx = ctx;
+    ctx_tab[ctx_count].ordinal = ordinal;
+    ctx_count++;
+}
+
+/* ctx must be current on the calling thread (cuCtxGetDevice asks about the
+ * current context). Returns the ordinal or -1. */
+static int ctx_register_current(CUcontext ctx)
+{
+    pthread_mutex_lock(&ctx_mu);
+    int ord = ctx_find_locked(ctx);
+    if (ord < 0) {
+        CUdevice dev;
+        if (cs_real.cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
+            ord = (int)dev;
+            ctx_add_locked(ctx, ord);
+        }
+    }
+    pthread_mutex_unlock(&ctx_mu);
+    return ord;
+}
+
+struct cs_dev *cs_dev_get(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= CS_MAX_DEVICES) {
+        static _Atomic bool warned;
+        if (!atomic_exchange(&warned, true))
+            cs_warn("device ordinal %d is beyond the %d devices cushare manages: "
+                    "it runs unmanaged", ordinal, CS_MAX_DEVICES);
+        return NULL;
+    }
+    struct cs_dev *d = &cs_devs[ordinal];
+    cs_lease_attach(d, ordinal);
+    return d;
+}
+
+struct cs_dev *cs_dev_lookup(CUcontext ctx)
+{
+    /* Read the generation first: a context destroyed while we look it up
+     * must not leave a stale entry in this thread's cache. */
+    uint32_t gen = atomic_load_explicit(&cs_ctx_gen, memory_order_relaxed);
+    int ord = ctx_register_current(ctx);
+    struct cs_dev *d = ord >= 0 ? cs_dev_get(ord) : NULL;
+    cs_tls.ctx = ctx;
+    cs_tls.dev = d;
+    cs_tls.gen = gen;
+    return d;
+}
+
+struct cs_dev *cs_dev_of_ctx(CUcontext ctx)
+{
+    if (!ctx)
+        return NULL;
+    pthread_mutex_lock(&ctx_mu);
+    int ord = ctx_find_locked(ctx);
+    pthread_mutex_unlock(&ctx_mu);
+    if (ord < 0) {
+        if (cs_real.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS)
+            return NULL;
+        ord = ctx_register_current(ctx);
+        CUcontext popped;
+        cs_real.cuCtxPopCurrent_v2(&popped);
+    }
+    return ord >= 0 ? cs_dev_get(ord) : NULL;
+}
+
+void cs_ctx_forget(CUcontext ctx)
+{
+    pthread_mutex_lock(&ctx_mu);
+    for (int i = 0; i < ctx_count; i++) {
+        if (ctx_tab[i].ctx == ctx) {
+            ctx_tab[i] = ctx_tab[--ctx_count];
+            break;
+        }
+    }
+    atomic_fetch_add_explicit(&cs_ctx_gen, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&ctx_mu);
+}
+
+void cs_ctx_forget_device(int ordinal)
+{
+    pthread_mutex_lock(&ctx_mu);
+    for (int i = 0; i < ctx_count;) {
+        if (ctx_tab[i].ordinal == ordinal)
+            ctx_tab[i] = ctx_tab[--ctx_count];
+        else
+            i++;
+    }
+    atomic_fetch_add_explicit(&cs_ctx_gen, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&ctx_mu);
+}
+
+int cs_ctx_list(int ordinal, CUcontext *out, int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&ctx_mu);
+    for (int i = 0; i < ctx_count && n < max; i++)
+        if (ctx_tab[i].ordinal == ordinal)
+            out[n++] = ctx_tab[i].ctx;
+    pthread_mutex_unlock(&ctx_mu);
+    return n;
+}
+
+void cs_dev_reset_after_fork(void)
+{
+    /* Only the forking thread exists in the child: locks held by threads
+     * that are gone would never be released, so re-create them. The
+     * parent's contexts are unusable in a child (CUDA forbids it). */
+    pthread_mutex_init(&ctx_mu, NULL);
+    ctx_count = 0;
+    atomic_fetch_add_explicit(&cs_ctx_gen, 1, memory_order_relaxed);
+    for (int i = 0; i < CS_MAX_DEVICES; i++)
+        cs_lease_reset_after_fork(&cs_devs[i], i);
+}

@@ -1,0 +1,146 @@
+/* device.h: per-GPU state of this process, and the context -> GPU map.
+ *
+ * Each CUDA device the process touches gets a struct cs_dev, indexed by its
+ * ordinal (which is also its slot in the protocol). The first cache line
+ * holds the two words every gated call touches; the rest is cold and
+ * guarded by the device's mutex.
+ */
+#ifndef CS_HOOK_DEVICE_H
+#define CS_HOOK_DEVICE_H
+
+#include "hook/hook.h"
+#include "common/proto.h"
+
+#include <pthread.h>
+
+#define CS_MAX_CTX 256
+
+/* The lease as this process sees it (docs/protocol.md has the diagram). */
+enum cs_lease {
+    CS_LEASE_DETACHED = 0, /* device not used yet */
+    CS_LEASE_UNMANAGED,    /* no daemon (or CUSHARE_DISABLE): gate open */
+    CS_LEASE_IDLE,         /* managed; no lease, none requested */
+    CS_LEASE_WAITING,      /* managed; lease requested */
+    CS_LEASE_HELD,         /* lease held: gate open */
+    CS_LEASE_REVOKING,     /* revoked: gate closed, worker draining */
+};
+const char *cs_lease_name(enum cs_lease s);
+
+/* Work for a device's worker thread. */
+enum cs_job_kind {
+    CS_JOB_REVOKE = 1, /* drain, maybe swap out, RELEASE */
+    CS_JOB_GRANT = 2,  /* restore memory, then open the gate */
+    CS_JOB_EVICT = 3,  /* swap out (or pin ahead) while not holding */
+};
+struct cs_job {
+    uint8_t kind;
+    uint32_t flags;
+    uint64_t id;      /* lease id or request id */
+    uint64_t bytes;
+    uint64_t conn;    /* connection generation it arrived on */
+    uint64_t t0;      /* arrival time */
+};
+#define CS_JOBQ 16
+
+/* subm: the low 32 bits count threads inside a gated call, the high 32 bits
+ * count gated calls (wrapping), so one atomic add does both jobs. */
+#define CS_SUBM_INSIDE 1ull
+#define CS_SUBM_ENTRY (1ull << 32)
+
+struct cs_dev {
+    /* ---- hot: read/written by every gated call, lock-free ---- */
+    _Atomic uint32_t open __attribute__((aligned(64)));
+    _Atomic uint64_t subm;
+
+    /* ---- cold: everything below is guarded by mu ---- */
+    pthread_mutex_t mu __attribute__((aligned(64)));
+    pthread_cond_t gate_cv; /* app threads waiting for the gate to open */
+    pthread_cond_t work_cv; /* the worker waiting for a job */
+    int ordinal;
+    enum cs_lease state;
+    uint64_t lease_id;
+    unsigned char uuid[CS_UUID_LEN];
+    uint64_t total_mem;       /* as the driver reports it */
+    int waiters;              /* app threads blocked in the gate */
+    bool attach_sent;         /* the daemon knows this device (this connection) */
+    bool acquire_sent;        /* an ACQUIRE (or ATTACH WAITING) is with the daemon */
+    bool lost_warned;         /* "running unmanaged" said for this outage */
+    bool worker_started;
+    pthread_t worker;
+    /* work handed to the worker thread, in arrival order */
+    struct cs_job jobs[CS_JOBQ];
+    unsigned job_head, job_count;
+    bool granting;            /* the worker is running a GRANT job... */
+    uint64_t granting_lease;  /* ...for this lease */
+
+    /* idle detection: owned by the client I/O thread */
+    uint32_t idle_last_entries;
+    uint64_t idle_last_activity_ns;
+    bool idle_reported;
+    uint64_t usage_sent[3];   /* resident, swapped, footprint last reported */
+
+    /* memory accounting: atomics, see mem.c */
+    _Atomic uint64_t mem_used;
+    _Atomic uint64_t mem_peak;
+    _Atomic uint64_t mem_allocs;
+    _Atomic uint64_t mem_ooms;
+
+    /* lease statistics (under mu) */
+    uint64_t grants;
+    uint64_t revokes;
+    uint64_t drain_ns_total;
+    uint64_t wait_ns_total;
+};
+
+extern struct cs_dev cs_devs[CS_MAX_DEVICES];
+
+/* Bumped whenever a context goes away, so that per-thread caches of
+ * "current context -> device" are dropped (relaxed: a stale hit can only
+ * happen for a context the application is destroying concurrently). */
+extern _Atomic uint32_t cs_ctx_gen;
+
+struct cs_tls {
+    CUcontext ctx;
+    struct cs_dev *dev;
+    uint32_t gen;
+};
+extern __thread struct cs_tls cs_tls __attribute__((tls_model("initial-exec")));
+
+/* Slow path of cs_dev_current: registers the context and attaches its
+ * device on first use (which may connect to the daemon). */
+struct cs_dev *cs_dev_lookup(CUcontext ctx);
+
+/* The device of the calling thread's current context, or NULL when there is
+ * none (the driver call that follows will fail on its own). Hot path: one
+ * driver TLS read, two compares. */
+static inline struct cs_dev *cs_dev_current(void)
+{
+    CUcontext c = NULL;
+    if (cs_real.cuCtxGetCurrent(&c) != CUDA_SUCCESS || !c)
+        return NULL;
+    if (cs_likely(c == cs_tls.ctx &&
+                  cs_tls.gen == atomic_load_explicit(&cs_ctx_gen, memory_order_relaxed)))
+        return cs_tls.dev;
+    return cs_dev_lookup(c);
+}
+
+/* The device a given context belongs to (pushes it to ask the driver when
+ * it is not known yet). NULL if the context is invalid. */
+struct cs_dev *cs_dev_of_ctx(CUcontext ctx);
+
+/* The device with this ordinal, attached if it was not yet. */
+struct cs_dev *cs_dev_get(int ordinal);
+
+/* Forget a context (destroyed, or primary context released for good). */
+void cs_ctx_forget(CUcontext ctx);
+/* Forget every context of a device (primary context reset). */
+void cs_ctx_forget_device(int ordinal);
+/* Copies up to max contexts of the device into out; returns the count. */
+int cs_ctx_list(int ordinal, CUcontext *out, int max);
+
+/* After fork(), in the child: every device back to DETACHED. */
+void cs_dev_reset_after_fork(void);
+/* After fork(), in the child: forget the primary contexts (hooks_ctx.c). */
+void cs_ctx_hooks_reset_after_fork(void);
+
+#endif

@@ -1,0 +1,85 @@
+/* gate.c: the slow path of the gate (see gate.h). */
+#include "hook/gate.h"
+#include "hook/config.h"
+#include "hook/lease.h"
+#include "hook/seg.h"
+
+__thread int cs_tls_depth __attribute__((tls_model("initial-exec")));
+
+int cs_hook_init_slow(void)
+{
+    return cs_real_init();
+}
+
+/* Work submitted while its stream is being captured is recorded into a
+ * graph, not executed: it needs no lease. The one exception is a job whose
+ * memory is swapped out: the driver may check the addresses it records, so
+ * it waits for the lease (which restores the memory) like any other work. */
+static bool stream_is_capturing(CUstream s, int per_thread)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = per_thread ? cs_real.cuStreamIsCapturing_ptsz(s, &st)
+                            : cs_real.cuStreamIsCapturing(s, &st);
+    return r == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+CUresult cs_gate_slow(struct cs_ticket *t, CUstream s, int per_thread)
+{
+    struct cs_dev *d = t->dev;
+    if (stream_is_capturing(s, per_thread) && (!cs_cfg.swap || !cs_seg_any_absent(d->ordinal)))
+        return CUDA_SUCCESS;
+    for (;;) {
+        atomic_fetch_sub_explicit(&d->subm, CS_SUBM_INSIDE, memory_order_release);
+        cs_lease_wait_open(d);
+        atomic_fetch_add_explicit(&d->subm, CS_SUBM_INSIDE, memory_order_seq_cst);
+        if (atomic_load_explicit(&d->open, memory_order_seq_cst))
+            return CUDA_SUCCESS;
+    }
+}
+
+static bool try_inside(struct cs_dev *d)
+{
+    atomic_fetch_add_explicit(&d->subm, CS_SUBM_ENTRY | CS_SUBM_INSIDE, memory_order_seq_cst);
+    if (atomic_load_explicit(&d->open, memory_order_seq_cst))
+        return true;
+    atomic_fetch_sub_explicit(&d->subm, CS_SUBM_INSIDE, memory_order_release);
+    return false;
+}
+
+CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_dev *a,
+                        struct cs_dev *b, CUstream s, int per_thread)
+{
+    ta->dev = tb->dev = NULL;
+    if (cs_tls_depth++ != 0)
+        return CUDA_SUCCESS;
+    if (a == b)
+        b = NULL;
+    if (!a && !b)
+        return CUDA_SUCCESS;
+    if (stream_is_capturing(s, per_thread) &&
+        (!cs_cfg.swap || ((!a || !cs_seg_any_absent(a->ordinal)) &&
+                          (!b || !cs_seg_any_absent(b->ordinal)))))
+        return CUDA_SUCCESS;
+    for (;;) {
+        if (a && !try_inside(a)) {
+            cs_lease_wait_open(a);
+            continue;
+        }
+        if (b && !try_inside(b)) {
+            if (a)
+                atomic_fetch_sub_explicit(&a->subm, CS_SUBM_INSIDE, memory_order_release);
+            cs_lease_wait_open(b);
+            continue;
+        }
+        ta->dev = a;
+        tb->dev = b;
+        return CUDA_SUCCESS;
+    }
+}
+
+void cs_gate_exit2(struct cs_ticket *ta, struct cs_ticket *tb)
+{
+    if (tb->dev)
+        atomic_fetch_sub_explicit(&tb->dev->subm, CS_SUBM_INSIDE, memory_order_release);
+    cs_gate_exit(ta);
+}

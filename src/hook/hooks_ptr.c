@@ -1,0 +1,161 @@
+/* hooks_ptr.c: pointer queries on swappable memory.
+ *
+ * Allocations placed in segments differ from the driver's own in two ways
+ * a program can see: a small allocation shares a 2 MiB mapping with others,
+ * and while the job is swapped out its range is not mapped at all. These
+ * hooks answer pointer queries about our allocations as the driver would
+ * for a plain cuMemAlloc allocation: its own base and size, its context and
+ * device, whether or not it is resident right now. Every other pointer goes
+ * to the driver untouched.
+ */
+#include "hook/hook.h"
+#include "hook/config.h"
+#include "hook/gate.h"
+#include "hook/mem.h"
+#include "hook/seg.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+struct ours {
+    CUdeviceptr base;    /* the allocation */
+    uint64_t bytes;      /* as requested */
+    int dev;
+    CUcontext ctx;
+    CUdeviceptr map_base;/* the segment: mapping base and size */
+    uint64_t map_size;
+};
+
+static bool find_ours(CUdeviceptr ptr, struct ours *o)
+{
+    if (!cs_cfg.swap || !cs_real_ready())
+        return false;
+    uint64_t placed;
+    if (!cs_seg_lookup(ptr, &o->base, &placed, &o->dev))
+        return false;
+    int dev;
+    if (!cs_mem_find_ctx(CS_MEM_SEG, (uintptr_t)o->base, &o->bytes, &dev, &o->ctx))
+        return false;
+    if (ptr >= o->base + o->bytes)
+        return false; /* in the allocation's rounding, not in the allocation */
+    o->map_base = o->base;
+    o->map_size = placed;
+    return true;
+}
+
+static void put_bool(void *data, bool v)
+{
+    *(unsigned char *)data = v ? 1 : 0;
+}
+
+/* The answer for one attribute of one of our pointers. */
+static CUresult answer(void *data, CUpointer_attribute a, CUdeviceptr ptr, const struct ours *o)
+{
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = o->ctx;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = ptr;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = o->dev;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        *(unsigned long long *)data = (unsigned long long)o->base;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = o->base;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = (size_t)o->bytes;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        *(CUdeviceptr *)data = o->map_base;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        *(size_t *)data = (size_t)o->map_size;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        put_bool(data, true); /* to the program it always is */
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        put_bool(data, false);
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *(unsigned long long *)data = 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        *(unsigned int *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(CUmemoryPool *)data = NULL;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE; /* host pointer, P2P tokens: as for device memory */
+    }
+}
+
+CS_EXPORT CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute,
+                                                 CUdeviceptr ptr)
+{
+    if (cs_real_init() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct ours o;
+    if (!data || !find_ours(ptr, &o))
+        return cs_real.cuPointerGetAttribute(data, attribute, ptr);
+    return answer(data, attribute, ptr, &o);
+}
+
+CS_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
+                                                  CUpointer_attribute *attributes, void **data,
+                                                  CUdeviceptr ptr)
+{
+    if (cs_real_init() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct ours o;
+    if (!attributes || !data || !find_ours(ptr, &o))
+        return cs_real.cuPointerGetAttributes(numAttributes, attributes, data, ptr);
+    for (unsigned i = 0; i < numAttributes; i++) {
+        if (!data[i])
+            continue;
+        /* The plural form never fails on one attribute: unknown ones read
+         * as zero, like the driver's defaults for a foreign pointer. */
+        if (answer(data[i], attributes[i], ptr, &o) != CUDA_SUCCESS)
+            *(void **)data[i] = NULL;
+    }
+    return CUDA_SUCCESS;
+}
+
+CS_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
+                                                   CUdeviceptr dptr)
+{
+    if (cs_real_init() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct ours o;
+    if (!find_ours(dptr, &o))
+        return cs_real.cuMemGetAddressRange_v2(pbase, psize, dptr);
+    if (pbase)
+        *pbase = o.base;
+    if (psize)
+        *psize = (size_t)o.bytes;
+    return CUDA_SUCCESS;
+}
+
+/* The 32-bit form predates 64-bit addressing: no segment can be below 4 GiB
+ * of address space in a 64-bit process, so it is always the driver's. */
+CS_EXPORT CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize,
+                                                CUdeviceptr_v1 dptr)
+{
+    if (cs_real_init() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return cs_real.cuMemGetAddressRange(pbase, psize, dptr);
+}

@@ -1,0 +1,542 @@
+/* lease.c: see lease.h for the state machine. */
+#include "hook/lease.h"
+#include "hook/client.h"
+#include "hook/config.h"
+#include "hook/mem.h"
+#include "hook/swap.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+static void *worker_main(void *arg);
+
+static void open_gate_locked(struct cs_dev *d)
+{
+    atomic_store_explicit(&d->open, 1, memory_order_seq_cst);
+    pthread_cond_broadcast(&d->gate_cv);
+}
+
+static void close_gate_locked(struct cs_dev *d)
+{
+    /* seq_cst store, then (in the worker) a seq_cst read of the inside
+     * count: with the seq_cst add+load in cs_gate_enter this is Dekker's
+     * pattern, so either the submitter sees the gate closed or we see it
+     * inside, never neither. */
+    atomic_store_explicit(&d->open, 0, memory_order_seq_cst);
+}
+
+static void set_unmanaged_locked(struct cs_dev *d)
+{
+    d->state = CS_LEASE_UNMANAGED;
+    open_gate_locked(d);
+}
+
+static void hold_locked(struct cs_dev *d, uint64_t lease_id)
+{
+    d->state = CS_LEASE_HELD;
+    d->lease_id = lease_id;
+    d->acquire_sent = false;
+    d->grants++;
+    d->idle_last_entries = (uint32_t)(atomic_load(&d->subm) >> 32);
+    d->idle_last_activity_ns = cs_now_ns();
+    d->idle_reported = false;
+    open_gate_locked(d);
+}
+
+/* The ATTACH describing this device's state to a (re)connected daemon. An
+ * open gate claims its hold; waiting work counts as an ACQUIRE. */
+static void attach_msg_locked(struct cs_dev *d, struct cs_msg *m)
+{
+    memset(m, 0, sizeof *m);
+    m->type = CS_MSG_ATTACH;
+    m->u.attach.slot = (uint32_t)d->ordinal;
+    memcpy(m->u.attach.uuid, d->uuid, CS_UUID_LEN);
+    m->u.attach.total_mem = d->total_mem;
+    if (d->state == CS_LEASE_HELD || d->state == CS_LEASE_UNMANAGED) {
+        m->u.attach.flags = CS_ATTACH_HOLDING;
+        m->u.attach.lease_id = d->lease_id;
+    } else if (d->state == CS_LEASE_WAITING || d->waiters > 0) {
+        m->u.attach.flags = CS_ATTACH_WAITING;
+    }
+}
+
+static void after_attach_sent_locked(struct cs_dev *d, const struct cs_msg *m)
+{
+    d->attach_sent = true;
+    memset(d->usage_sent, 0, sizeof d->usage_sent); /* report afresh */
+    d->lost_warned = false;
+    if (m->u.attach.flags & CS_ATTACH_HOLDING) {
+        if (d->state == CS_LEASE_UNMANAGED) {
+            d->state = CS_LEASE_HELD;
+            d->lease_id = 0;
+        }
+    } else if (m->u.attach.flags & CS_ATTACH_WAITING) {
+        if (d->state == CS_LEASE_IDLE)
+            d->state = CS_LEASE_WAITING;
+        d->acquire_sent = true;
+    }
+}
+
+static void send_acquire_locked(struct cs_dev *d)
+{
+    if (d->acquire_sent || !d->attach_sent)
+        return;
+    struct cs_msg m = {.type = CS_MSG_ACQUIRE};
+    m.u.acquire.slot = (uint32_t)d->ordinal;
+    d->acquire_sent = cs_client_send(&m) == 0;
+}
+
+static void start_worker_locked(struct cs_dev *d)
+{
+    if (d->worker_started)
+        return;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&d->worker, &a, worker_main, d) == 0)
+        d->worker_started = true;
+    else
+        cs_error("cannot start the drain thread for GPU %d: revokes cannot be honoured",
+                 d->ordinal);
+    pthread_attr_destroy(&a);
+}
+
+void cs_lease_attach(struct cs_dev *d, int ordinal)
+{
+    pthread_mutex_lock(&d->mu);
+    enum cs_lease st = d->state;
+    pthread_mutex_unlock(&d->mu);
+    if (st != CS_LEASE_DETACHED)
+        return;
+
+    /* Driver queries and the first connection happen outside the lock. */
+    unsigned char uuid[CS_UUID_LEN] = {0};
+    size_t total = 0;
+    CUdevice dev;
+    CUuuid u;
+    if (cs_real.cuDeviceGet(&dev, ordinal) == CUDA_SUCCESS) {
+        if (cs_real.cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS)
+            memcpy(uuid, u.bytes, CS_UUID_LEN);
+        cs_real.cuDeviceTotalMem_v2(&total, dev);
+    }
+    cs_client_start();
+
+    pthread_mutex_lock(&d->mu);
+    if (d->state == CS_LEASE_DETACHED) {
+        d->ordinal = ordinal;
+        memcpy(d->uuid, uuid, CS_UUID_LEN);
+        d->total_mem = total;
+        if (cs_cfg.disabled) {
+            set_unmanaged_locked(d);
+        } else {
+            if (cs_client_is_connected() || cs_cfg.require_daemon) {
+                d->state = CS_LEASE_IDLE;
+                close_gate_locked(d);
+                struct cs_msg m;
+                attach_msg_locked(d, &m);
+                if (cs_client_send(&m) == 0)
+                    after_attach_sent_locked(d, &m);
+            } else {
+                set_unmanaged_locked(d);
+            }
+            start_worker_locked(d);
+        }
+        char us[CS_UUID_STR_LEN];
+        cs_uuid_format(d->uuid, us);
+        cs_info("GPU %d (%s) attached: %s", ordinal, us, cs_lease_name(d->state));
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cs_lease_wait_open(struct cs_dev *d)
+{
+    uint64_t t0 = cs_now_ns();
+    pthread_mutex_lock(&d->mu);
+    d->waiters++;
+    while (!atomic_load_explicit(&d->open, memory_order_seq_cst)) {
+        if (d->state == CS_LEASE_IDLE)
+            d->state = CS_LEASE_WAITING;
+        if (d->state == CS_LEASE_WAITING)
+            send_acquire_locked(d);
+        pthread_cond_wait(&d->gate_cv, &d->mu);
+    }
+    d->waiters--;
+    d->wait_ns_total += cs_now_ns() - t0;
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Queues work for the device's worker; d->mu held. False if the queue is
+ * full (the daemon is flooding us: the caller answers with an error). */
+static bool enqueue_locked(struct cs_dev *d, struct cs_job job)
+{
+    if (d->job_count == CS_JOBQ)
+        return false;
+    job.conn = cs_client_generation();
+    job.t0 = cs_now_ns();
+    d->jobs[(d->job_head + d->job_count) % CS_JOBQ] = job;
+    d->job_count++;
+    pthread_cond_signal(&d->work_cv);
+    return true;
+}
+
+/* The gate opens on the worker, after the job's memory is resident again
+ * (a thread hand-off of a few microseconds when nothing was swapped). */
+void cs_lease_on_grant(struct cs_dev *d, uint64_t lease_id)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->state != CS_LEASE_DETACHED &&
+        !enqueue_locked(d, (struct cs_job){.kind = CS_JOB_GRANT, .id = lease_id}))
+        cs_error("GPU %d: too much queued scheduler work; grant %llu dropped", d->ordinal,
+                 (unsigned long long)lease_id);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* A revoke may overtake its own grant: the daemon can take a lease back
+ * before the worker has finished restoring memory for it. It then queues
+ * behind the grant, which the worker completes first. */
+static bool grant_queued_locked(const struct cs_dev *d, uint64_t lease_id)
+{
+    if (d->granting && d->granting_lease == lease_id)
+        return true;
+    for (unsigned i = 0; i < d->job_count; i++) {
+        const struct cs_job *j = &d->jobs[(d->job_head + i) % CS_JOBQ];
+        if (j->kind == CS_JOB_GRANT && j->id == lease_id)
+            return true;
+    }
+    return false;
+}
+
+void cs_lease_on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv)
+{
+    pthread_mutex_lock(&d->mu);
+    bool held = d->state == CS_LEASE_HELD && rv->lease_id == d->lease_id;
+    if (held || grant_queued_locked(d, rv->lease_id)) {
+        if (held) {
+            d->state = CS_LEASE_REVOKING; /* stop new work now, not when the worker runs */
+            close_gate_locked(d);
+        }
+        d->revokes++;
+        if (!enqueue_locked(d, (struct cs_job){.kind = CS_JOB_REVOKE, .id = rv->lease_id,
+                                               .bytes = rv->evict_bytes}))
+            cs_error("GPU %d: too much queued scheduler work; revoke dropped", d->ordinal);
+    } else {
+        cs_debug("GPU %d: ignoring revoke of lease %llu (state %s, lease %llu)", d->ordinal,
+                 (unsigned long long)rv->lease_id, cs_lease_name(d->state),
+                 (unsigned long long)d->lease_id);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cs_lease_on_evict(struct cs_dev *d, const struct cs_msg_evict *ev)
+{
+    pthread_mutex_lock(&d->mu);
+    bool queued = d->state != CS_LEASE_DETACHED &&
+                  enqueue_locked(d, (struct cs_job){.kind = CS_JOB_EVICT, .id = ev->request_id,
+                                                    .bytes = ev->bytes, .flags = ev->flags});
+    pthread_mutex_unlock(&d->mu);
+    if (!queued) {
+        struct cs_msg r = {.type = CS_MSG_EVICTED};
+        r.u.evicted.slot = ev->slot;
+        r.u.evicted.request_id = ev->request_id;
+        r.u.evicted.status = CUDA_ERROR_NOT_READY;
+        cs_client_send(&r);
+    }
+}
+
+void cs_lease_on_disconnect(struct cs_dev *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->attach_sent = false;
+    d->acquire_sent = false;
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cs_lease_handshake(struct cs_dev *d, int fd)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->state != CS_LEASE_DETACHED && !cs_cfg.disabled) {
+        struct cs_msg m;
+        attach_msg_locked(d, &m);
+        if (cs_send(fd, &m) == 0)
+            after_attach_sent_locked(d, &m);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cs_lease_rescan(struct cs_dev *d)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->state != CS_LEASE_DETACHED && !cs_cfg.disabled) {
+        if (!d->attach_sent) {
+            struct cs_msg m;
+            attach_msg_locked(d, &m);
+            if (cs_client_send(&m) == 0)
+                after_attach_sent_locked(d, &m);
+        }
+        if (d->state == CS_LEASE_WAITING)
+            send_acquire_locked(d);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void tick_lost_daemon_locked(struct cs_dev *d, uint64_t now)
+{
+    bool wants = d->state == CS_LEASE_WAITING || (d->state == CS_LEASE_IDLE && d->waiters > 0);
+    uint64_t lost = cs_client_lost_ns();
+    if (!wants || cs_cfg.require_daemon || lost == 0)
+        return;
+    if (now - lost < (uint64_t)cs_cfg.daemon_wait_ms * 1000000ull)
+        return;
+    if (!d->lost_warned)
+        cs_warn("GPU %d: no scheduler for %u ms: running unmanaged until it returns",
+                d->ordinal, cs_cfg.daemon_wait_ms);
+    d->lost_warned = true;
+    set_unmanaged_locked(d);
+}
+
+/* Idle tracking while held: a holder that has submitted nothing for the
+ * daemon's idle period says so, and says so again when work resumes. */
+static bool idle_changed_locked(struct cs_dev *d, uint64_t now, bool *idle_now)
+{
+    uint32_t idle_ms = cs_client_idle_ms();
+    *idle_now = false;
+    if (d->state != CS_LEASE_HELD || idle_ms == 0)
+        return false;
+    uint32_t entries = (uint32_t)(atomic_load_explicit(&d->subm, memory_order_relaxed) >> 32);
+    if (entries != d->idle_last_entries) {
+        d->idle_last_entries = entries;
+        d->idle_last_activity_ns = now;
+    } else {
+        *idle_now = now - d->idle_last_activity_ns >= (uint64_t)idle_ms * 1000000ull;
+    }
+    return *idle_now != d->idle_reported;
+}
+
+/* USAGE goes out when idleness flips or the memory picture changed. The
+ * usage is computed before taking d->mu (segment lock order). */
+static void tick_report(struct cs_dev *d, uint64_t now)
+{
+    struct cs_msg m = {.type = CS_MSG_USAGE};
+    m.u.usage.slot = (uint32_t)d->ordinal;
+    cs_mem_fill_usage(d, &m.u.usage);
+    pthread_mutex_lock(&d->mu);
+    if (d->state != CS_LEASE_DETACHED && d->attach_sent) {
+        bool idle_now;
+        bool idle_flip = idle_changed_locked(d, now, &idle_now);
+        bool mem_changed = d->usage_sent[0] != m.u.usage.resident ||
+                           d->usage_sent[1] != m.u.usage.swapped ||
+                           d->usage_sent[2] != m.u.usage.footprint;
+        if (idle_flip || mem_changed) {
+            m.u.usage.flags = (idle_flip ? idle_now : d->idle_reported) ? CS_USAGE_IDLE : 0;
+            if (cs_client_send(&m) == 0) {
+                d->idle_reported = m.u.usage.flags & CS_USAGE_IDLE;
+                d->usage_sent[0] = m.u.usage.resident;
+                d->usage_sent[1] = m.u.usage.swapped;
+                d->usage_sent[2] = m.u.usage.footprint;
+            }
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cs_lease_tick(struct cs_dev *d, uint64_t now)
+{
+    if (cs_cfg.disabled)
+        return;
+    if (cs_client_is_connected()) {
+        tick_report(d, now);
+        return;
+    }
+    pthread_mutex_lock(&d->mu);
+    if (d->state != CS_LEASE_DETACHED)
+        tick_lost_daemon_locked(d, now);
+    pthread_mutex_unlock(&d->mu);
+}
+
+uint32_t cs_lease_tick_interval_ms(void)
+{
+    /* Fine enough that an idle holder is reported within a fifth of the
+     * idle period; never busier than every 5 ms. */
+    uint32_t idle = cs_client_idle_ms();
+    uint32_t t = idle ? idle / 5 : 100;
+    return t < 5 ? 5 : (t > 100 ? 100 : t);
+}
+
+/* ---- the worker: drains, swaps, opens the gate --------------------------- */
+
+static void wait_inside_zero(struct cs_dev *d)
+{
+    /* Threads inside a submission are in the middle of one driver call
+     * (microseconds): yield first, then sleep in short steps. */
+    struct timespec step = {0, 50000};
+    for (int i = 0; (atomic_load_explicit(&d->subm, memory_order_seq_cst) & 0xffffffffu) != 0;
+         i++) {
+        if (i < 200)
+            sched_yield();
+        else
+            nanosleep(&step, NULL);
+    }
+}
+
+static void drain_contexts(struct cs_dev *d)
+{
+    CUcontext ctxs[CS_MAX_CTX];
+    int n = cs_ctx_list(d->ordinal, ctxs, CS_MAX_CTX);
+    /* Relaxed capture mode for this thread: a synchronize from here must not
+     * invalidate a global-mode capture running on an application thread. */
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    cs_real.cuThreadExchangeStreamCaptureMode(&mode);
+    for (int i = 0; i < n; i++) {
+        if (cs_real.cuCtxPushCurrent_v2(ctxs[i]) != CUDA_SUCCESS)
+            continue;
+        cs_real.cuCtxSynchronize();
+        CUcontext popped;
+        cs_real.cuCtxPopCurrent_v2(&popped);
+    }
+    cs_real.cuThreadExchangeStreamCaptureMode(&mode);
+}
+
+static void job_revoke(struct cs_dev *d, const struct cs_job *job)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->state == CS_LEASE_HELD && d->lease_id == job->id) {
+        d->state = CS_LEASE_REVOKING; /* the revoke overtook its grant */
+        close_gate_locked(d);
+    }
+    pthread_mutex_unlock(&d->mu);
+    wait_inside_zero(d);
+    drain_contexts(d);
+    uint64_t drain_ns = cs_now_ns() - job->t0;
+    struct cs_swap_result sw = {CUDA_SUCCESS, 0, 0};
+    if (job->bytes && cs_cfg.swap) {
+        pthread_mutex_lock(&cs_segs[d->ordinal].mu);
+        sw = cs_swap_out_locked(d, job->bytes);
+        pthread_mutex_unlock(&cs_segs[d->ordinal].mu);
+    }
+
+    pthread_mutex_lock(&d->mu);
+    d->drain_ns_total += drain_ns;
+    if (job->conn == cs_client_generation() && cs_client_is_connected()) {
+        struct cs_msg m = {.type = CS_MSG_RELEASE};
+        m.u.release.slot = (uint32_t)d->ordinal;
+        m.u.release.reason = CS_RELEASE_REVOKED;
+        m.u.release.lease_id = job->id;
+        m.u.release.drain_ns = drain_ns;
+        m.u.release.swap_ns = sw.ns;
+        m.u.release.swapped_bytes = sw.bytes;
+        cs_client_send(&m);
+    }
+    d->state = CS_LEASE_IDLE;
+    if (d->waiters > 0) {
+        d->state = CS_LEASE_WAITING;
+        send_acquire_locked(d);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Restores the job's memory and opens the gate, holding the segment lock
+ * throughout so that no allocation can appear unmapped in between. Retries
+ * (asking for room each time) until the memory fits: a gate opened over
+ * unmapped memory would fault the job's kernels. */
+static void job_grant(struct cs_dev *d, const struct cs_job *job)
+{
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    uint64_t first_fail = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        struct cs_swap_result sw = {CUDA_SUCCESS, 0, 0};
+        if (cs_cfg.swap)
+            sw = cs_swap_in_locked(d);
+        if (sw.status == CUDA_SUCCESS) {
+            pthread_mutex_lock(&d->mu);
+            if (d->state != CS_LEASE_DETACHED)
+                hold_locked(d, job->id);
+            pthread_mutex_unlock(&d->mu);
+            pthread_mutex_unlock(&s->mu);
+            return;
+        }
+        pthread_mutex_unlock(&s->mu);
+        uint64_t now = cs_now_ns();
+        if (!first_fail)
+            first_fail = now;
+        if (now - first_fail > 5000000000ull) {
+            cs_warn("GPU %d: still waiting for room to restore this job's memory", d->ordinal);
+            first_fail = now;
+        }
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void job_evict(struct cs_dev *d, const struct cs_job *job)
+{
+    struct cs_swap_result sw = {CUDA_ERROR_NOT_SUPPORTED, 0, 0};
+    pthread_mutex_lock(&d->mu);
+    bool open = atomic_load(&d->open) != 0;
+    pthread_mutex_unlock(&d->mu);
+    if (!cs_cfg.swap) {
+        sw.status = CUDA_ERROR_NOT_SUPPORTED;
+    } else if (job->flags & CS_EVICT_PREPARE) {
+        sw = cs_swap_prepare(d, job->bytes);
+    } else if (open) {
+        sw.status = CUDA_ERROR_NOT_PERMITTED; /* running: only a revoke may move it */
+    } else {
+        pthread_mutex_lock(&cs_segs[d->ordinal].mu);
+        sw = cs_swap_out_locked(d, job->bytes);
+        pthread_mutex_unlock(&cs_segs[d->ordinal].mu);
+    }
+    struct cs_msg r = {.type = CS_MSG_EVICTED};
+    r.u.evicted.slot = (uint32_t)d->ordinal;
+    r.u.evicted.request_id = job->id;
+    r.u.evicted.status = (int32_t)sw.status;
+    r.u.evicted.bytes = sw.bytes;
+    r.u.evicted.ns = sw.ns;
+    cs_client_send(&r);
+}
+
+static void *worker_main(void *arg)
+{
+    struct cs_dev *d = arg;
+    pthread_setname_np(pthread_self(), "cushare-work");
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        while (d->job_count == 0)
+            pthread_cond_wait(&d->work_cv, &d->mu);
+        struct cs_job job = d->jobs[d->job_head];
+        d->job_head = (d->job_head + 1) % CS_JOBQ;
+        d->job_count--;
+        pthread_mutex_unlock(&d->mu);
+        switch (job.kind) {
+        case CS_JOB_REVOKE:
+            job_revoke(d, &job);
+            break;
+        case CS_JOB_GRANT:
+            pthread_mutex_lock(&d->mu);
+            d->granting = true;
+            d->granting_lease = job.id;
+            pthread_mutex_unlock(&d->mu);
+            job_grant(d, &job);
+            pthread_mutex_lock(&d->mu);
+            d->granting = false;
+            pthread_mutex_unlock(&d->mu);
+            break;
+        case CS_JOB_EVICT:
+            job_evict(d, &job);
+            break;
+        }
+    }
+    return NULL;
+}
+
+void cs_lease_reset_after_fork(struct cs_dev *d, int ordinal)
+{
+    memset(d, 0, sizeof *d);
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->gate_cv, NULL);
+    pthread_cond_init(&d->work_cv, NULL);
+    d->ordinal = ordinal;
+    d->state = CS_LEASE_DETACHED;
+}

@@ -1,0 +1,422 @@
+/* seg.c: segments, the chunk sub-allocator and the address index (seg.h). */
+#include "hook/seg.h"
+#include "hook/client.h"
+#include "hook/config.h"
+#include "hook/swap.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct cs_segs cs_segs[CS_MAX_DEVICES];
+
+/* ---- address index: every segment by base address ----------------------
+ * A sorted array searched by bisection; pointer queries and frees use it.
+ * Guarded by idx_mu (taken inside a device's segs.mu, never around it). */
+static pthread_mutex_t idx_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct cs_seg **idx;
+static size_t idx_len, idx_cap;
+
+static size_t idx_lower_bound(CUdeviceptr va)
+{
+    size_t lo = 0, hi = idx_len;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (idx[mid]->va < va)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool idx_insert(struct cs_seg *g)
+{
+    pthread_mutex_lock(&idx_mu);
+    if (idx_len == idx_cap) {
+        size_t ncap = idx_cap ? idx_cap * 2 : 256;
+        struct cs_seg **n = realloc(idx, ncap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&idx_mu);
+            return false;
+        }
+        idx = n;
+        idx_cap = ncap;
+    }
+    size_t i = idx_lower_bound(g->va);
+    memmove(&idx[i + 1], &idx[i], (idx_len - i) * sizeof *idx);
+    idx[i] = g;
+    idx_len++;
+    pthread_mutex_unlock(&idx_mu);
+    return true;
+}
+
+static void idx_remove(struct cs_seg *g)
+{
+    pthread_mutex_lock(&idx_mu);
+    size_t i = idx_lower_bound(g->va);
+    if (i < idx_len && idx[i] == g) {
+        memmove(&idx[i], &idx[i + 1], (idx_len - i - 1) * sizeof *idx);
+        idx_len--;
+    }
+    pthread_mutex_unlock(&idx_mu);
+}
+
+/* The segment containing ptr, or NULL. Caller holds idx_mu. */
+static struct cs_seg *idx_find_locked(CUdeviceptr ptr)
+{
+    size_t i = idx_lower_bound(ptr + 1);
+    if (i == 0)
+        return NULL;
+    struct cs_seg *g = idx[i - 1];
+    return ptr >= g->va && ptr < g->va + g->size ? g : NULL;
+}
+
+/* ---- bitmaps --------------------------------------------------------------
+ * bits: unit in use; starts: an allocation begins at this unit. */
+
+static inline bool bit_get(const uint64_t *b, unsigned i)
+{
+    return (b[i / 64] >> (i % 64)) & 1;
+}
+
+static inline void bit_put(uint64_t *b, unsigned i, bool v)
+{
+    if (v)
+        b[i / 64] |= 1ull << (i % 64);
+    else
+        b[i / 64] &= ~(1ull << (i % 64));
+}
+
+struct chunk_meta {
+    uint64_t starts[CS_CHUNK_UNITS / 64];
+};
+
+/* The start bitmap lives right after the segment (allocated together). */
+static inline uint64_t *chunk_starts(struct cs_seg *g)
+{
+    return ((struct chunk_meta *)(g + 1))->starts;
+}
+
+/* First run of n free units, or -1. */
+static int chunk_find(const struct cs_seg *g, unsigned n)
+{
+    if (CS_CHUNK_UNITS - g->used_units < n)
+        return -1;
+    unsigned run = 0;
+    for (unsigned i = 0; i < CS_CHUNK_UNITS; i++) {
+        if (g->bits[i / 64] == ~0ull && i % 64 == 0) {
+            run = 0;
+            i += 63;
+            continue;
+        }
+        run = bit_get(g->bits, i) ? 0 : run + 1;
+        if (run == n)
+            return (int)(i + 1 - n);
+    }
+    return -1;
+}
+
+static void chunk_mark(struct cs_seg *g, unsigned first, unsigned n, bool used)
+{
+    for (unsigned i = first; i < first + n; i++)
+        bit_put(g->bits, i, used);
+    bit_put(chunk_starts(g), first, used);
+    g->used_units = used ? g->used_units + n : g->used_units - n;
+}
+
+/* ---- physical memory ----------------------------------------------------- */
+
+/* Devices that may access memory of `dev` (itself and its peers), computed
+ * once per device. Guarded by the owning device's segs.mu. */
+static int peer_list[CS_MAX_DEVICES][CS_MAX_DEVICES];
+static int peer_count[CS_MAX_DEVICES];
+
+static void peers_locked(int dev)
+{
+    if (peer_count[dev])
+        return;
+    int n = 0, count = 0;
+    peer_list[dev][n++] = dev;
+    if (cs_real.cuDeviceGetCount(&count) == CUDA_SUCCESS) {
+        for (int o = 0; o < count && o < CS_MAX_DEVICES; o++) {
+            int can = 0;
+            if (o != dev && cs_real.cuDeviceCanAccessPeer(&can, o, dev) == CUDA_SUCCESS && can)
+                peer_list[dev][n++] = o;
+        }
+    }
+    peer_count[dev] = n;
+}
+
+CUresult cs_seg_map_locked(struct cs_seg *g)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = g->dev;
+    CUmemGenericAllocationHandle h;
+    CUresult r = cs_real.cuMemCreate(&h, g->size, &p, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cs_real.cuMemMap(g->va, g->size, 0, h, 0);
+    if (r != CUDA_SUCCESS) {
+        cs_real.cuMemRelease(h);
+        return r;
+    }
+    peers_locked(g->dev);
+    CUmemAccessDesc acc[CS_MAX_DEVICES];
+    for (int i = 0; i < peer_count[g->dev]; i++) {
+        memset(&acc[i], 0, sizeof acc[i]);
+        acc[i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        acc[i].location.id = peer_list[g->dev][i];
+        acc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
+    r = cs_real.cuMemSetAccess(g->va, g->size, acc, (size_t)peer_count[g->dev]);
+    if (r != CUDA_SUCCESS) {
+        cs_real.cuMemUnmap(g->va, g->size);
+        cs_real.cuMemRelease(h);
+        return r;
+    }
+    g->h = h;
+    return CUDA_SUCCESS;
+}
+
+void cs_seg_unmap_locked(struct cs_seg *g)
+{
+    cs_real.cuMemUnmap(g->va, g->size);
+    cs_real.cuMemRelease(g->h);
+    g->h = 0;
+}
+
+/* ---- segment life -------------------------------------------------------- */
+
+static void account(struct cs_segs *s, const struct cs_seg *g, int sign)
+{
+    _Atomic uint64_t *c = g->state == CS_SEG_RESIDENT  ? &s->resident
+                          : g->state == CS_SEG_SWAPPED ? &s->swapped
+                                                       : &s->reserved;
+    if (sign > 0)
+        atomic_fetch_add_explicit(c, g->size, memory_order_relaxed);
+    else
+        atomic_fetch_sub_explicit(c, g->size, memory_order_relaxed);
+}
+
+void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st)
+{
+    account(s, g, -1);
+    g->state = (uint8_t)st;
+    account(s, g, +1);
+}
+
+/* May the job use device memory right now? Only then is a new segment
+ * materialized at once; otherwise it waits for the next grant. */
+static bool may_materialize(struct cs_dev *d)
+{
+    pthread_mutex_lock(&d->mu);
+    bool ok = d->state == CS_LEASE_HELD || d->state == CS_LEASE_UNMANAGED;
+    pthread_mutex_unlock(&d->mu);
+    return ok;
+}
+
+static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size, bool chunk,
+                               struct cs_seg **out)
+{
+    size_t extra = chunk ? sizeof(struct chunk_meta) : 0;
+    struct cs_seg *g = calloc(1, sizeof *g + extra);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->size = size;
+    g->dev = d->ordinal;
+    g->chunk = chunk;
+    g->state = CS_SEG_RESERVED;
+    CUresult r = cs_real.cuMemAddressReserve(&g->va, size, CS_CHUNK_SIZE, 0, 0);
+    if (r != CUDA_SUCCESS) {
+        free(g);
+        return r;
+    }
+    if (may_materialize(d)) {
+        r = cs_swap_map_new_locked(d, s, g);
+        if (r != CUDA_SUCCESS) {
+            cs_real.cuMemAddressFree(g->va, size);
+            free(g);
+            return r;
+        }
+        g->state = CS_SEG_RESIDENT;
+    }
+    if (!idx_insert(g)) {
+        if (g->state == CS_SEG_RESIDENT)
+            cs_seg_unmap_locked(g);
+        cs_real.cuMemAddressFree(g->va, size);
+        free(g);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    account(s, g, +1);
+    g->next = s->head;
+    s->head = g;
+    *out = g;
+    return CUDA_SUCCESS;
+}
+
+static void seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
+{
+    for (struct cs_seg **pp = &s->head; *pp; pp = &(*pp)->next) {
+        if (*pp == g) {
+            *pp = g->next;
+            break;
+        }
+    }
+    idx_remove(g);
+    account(s, g, -1);
+    if (g->state == CS_SEG_RESIDENT)
+        cs_seg_unmap_locked(g);
+    cs_real.cuMemAddressFree(g->va, g->size);
+    cs_swap_drop_backing_locked(s, g);
+    free(g);
+}
+
+static uint64_t round_up(uint64_t x, uint64_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+static CUresult alloc_small_locked(struct cs_dev *d, struct cs_segs *s, uint64_t bytes,
+                                   CUdeviceptr *out)
+{
+    unsigned n = (unsigned)(round_up(bytes ? bytes : 1, CS_UNIT) / CS_UNIT);
+    struct cs_seg *g = NULL;
+    int at = -1;
+    for (struct cs_seg *c = s->head; c; c = c->next) {
+        if (c->chunk && (at = chunk_find(c, n)) >= 0) {
+            g = c;
+            break;
+        }
+    }
+    if (!g) {
+        CUresult r = seg_new_locked(d, s, CS_CHUNK_SIZE, true, &g);
+        if (r != CUDA_SUCCESS)
+            return r;
+        at = 0;
+    }
+    chunk_mark(g, (unsigned)at, n, true);
+    *out = g->va + (CUdeviceptr)at * CS_UNIT;
+    return CUDA_SUCCESS;
+}
+
+CUresult cs_seg_alloc(struct cs_dev *d, uint64_t bytes, CUdeviceptr *out)
+{
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    pthread_mutex_lock(&s->mu);
+    CUresult r;
+    if (bytes < CS_CHUNK_SIZE) {
+        r = alloc_small_locked(d, s, bytes, out);
+    } else {
+        struct cs_seg *g;
+        r = seg_new_locked(d, s, round_up(bytes, CS_CHUNK_SIZE), false, &g);
+        if (r == CUDA_SUCCESS)
+            *out = g->va;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
+{
+    pthread_mutex_lock(&idx_mu);
+    struct cs_seg *g = idx_find_locked(ptr);
+    int d = g ? g->dev : -1;
+    pthread_mutex_unlock(&idx_mu);
+    if (!g)
+        return false;
+    struct cs_segs *s = &cs_segs[d];
+    pthread_mutex_lock(&s->mu);
+    /* Look again under the device lock: the segment may have gone. */
+    pthread_mutex_lock(&idx_mu);
+    g = idx_find_locked(ptr);
+    pthread_mutex_unlock(&idx_mu);
+    bool ok = false;
+    if (g && g->dev == d) {
+        if (!g->chunk && ptr == g->va) {
+            *bytes = g->size;
+            seg_destroy_locked(s, g);
+            ok = true;
+        } else if (g->chunk) {
+            unsigned first = (unsigned)((ptr - g->va) / CS_UNIT);
+            if ((ptr - g->va) % CS_UNIT == 0 && bit_get(chunk_starts(g), first)) {
+                unsigned n = 1;
+                while (first + n < CS_CHUNK_UNITS && bit_get(g->bits, first + n) &&
+                       !bit_get(chunk_starts(g), first + n))
+                    n++;
+                chunk_mark(g, first, n, false);
+                *bytes = (uint64_t)n * CS_UNIT;
+                if (g->used_units == 0)
+                    seg_destroy_locked(s, g);
+                ok = true;
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    *dev = d;
+    return ok;
+}
+
+bool cs_seg_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size, int *dev)
+{
+    bool ok = false;
+    pthread_mutex_lock(&idx_mu);
+    struct cs_seg *g = idx_find_locked(ptr);
+    if (g && !g->chunk) {
+        *base = g->va;
+        *size = g->size;
+        *dev = g->dev;
+        ok = true;
+    } else if (g) {
+        unsigned u = (unsigned)((ptr - g->va) / CS_UNIT);
+        if (bit_get(g->bits, u)) {
+            unsigned first = u;
+            while (first > 0 && !bit_get(chunk_starts(g), first))
+                first--;
+            unsigned n = 1;
+            while (first + n < CS_CHUNK_UNITS && bit_get(g->bits, first + n) &&
+                   !bit_get(chunk_starts(g), first + n))
+                n++;
+            *base = g->va + (CUdeviceptr)first * CS_UNIT;
+            *size = (uint64_t)n * CS_UNIT;
+            *dev = g->dev;
+            ok = true;
+        }
+    }
+    pthread_mutex_unlock(&idx_mu);
+    return ok;
+}
+
+bool cs_seg_any_absent(int dev)
+{
+    struct cs_segs *s = &cs_segs[dev];
+    return atomic_load_explicit(&s->swapped, memory_order_relaxed) ||
+           atomic_load_explicit(&s->reserved, memory_order_relaxed);
+}
+
+void cs_seg_counts(int dev, uint64_t *resident, uint64_t *swapped, uint64_t *reserved)
+{
+    struct cs_segs *s = &cs_segs[dev];
+    *resident = atomic_load_explicit(&s->resident, memory_order_relaxed);
+    *swapped = atomic_load_explicit(&s->swapped, memory_order_relaxed);
+    *reserved = atomic_load_explicit(&s->reserved, memory_order_relaxed);
+}
+
+void cs_seg_reset_after_fork(void)
+{
+    /* Device memory does not survive fork: the child starts empty. The
+     * parent's segment objects are leaked in the child on purpose (freeing
+     * them would touch driver state the child does not own). */
+    pthread_mutex_init(&idx_mu, NULL);
+    idx = NULL;
+    idx_len = idx_cap = 0;
+    for (int i = 0; i < CS_MAX_DEVICES; i++) {
+        memset(&cs_segs[i], 0, sizeof cs_segs[i]);
+        pthread_mutex_init(&cs_segs[i].mu, NULL);
+        peer_count[i] = 0;
+    }
+}

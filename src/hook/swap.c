@@ -1,0 +1,298 @@
+/* swap.c: see swap.h. */
+#include "hook/swap.h"
+#include "hook/client.h"
+#include "hook/config.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- host backing -------------------------------------------------------- */
+
+static void *backing_alloc(uint64_t bytes)
+{
+    void *p = NULL;
+    if (cs_real.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
+        return NULL;
+    return p;
+}
+
+static void backing_free(void *p)
+{
+    if (p)
+        cs_real.cuMemFreeHost(p);
+}
+
+void cs_swap_drop_backing_locked(struct cs_segs *s, struct cs_seg *g)
+{
+    if (!g->backing)
+        return;
+    backing_free(g->backing);
+    s->backing -= g->backing_size;
+    g->backing = NULL;
+    g->backing_size = 0;
+}
+
+static bool ensure_backing_locked(struct cs_segs *s, struct cs_seg *g)
+{
+    if (g->backing)
+        return true;
+    g->backing = backing_alloc(g->size);
+    if (!g->backing)
+        return false;
+    g->backing_size = g->size;
+    s->backing += g->size;
+    return true;
+}
+
+/* ---- the swap context and stream ----------------------------------------- */
+
+bool cs_segs_ensure_ready_locked(struct cs_segs *s, int dev)
+{
+    if (s->ready)
+        return true;
+    CUdevice d;
+    if (cs_real.cuDeviceGet(&d, dev) != CUDA_SUCCESS)
+        return false;
+    if (cs_real.cuDevicePrimaryCtxRetain(&s->pctx, d) != CUDA_SUCCESS)
+        return false;
+    if (cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS)
+        return false;
+    CUresult r = cs_real.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+    CUcontext popped;
+    cs_real.cuCtxPopCurrent_v2(&popped);
+    if (r != CUDA_SUCCESS)
+        return false;
+    s->ready = true;
+    return true;
+}
+
+/* ---- room on the GPU ------------------------------------------------------- */
+
+/* cuMemCreate for a segment, asking the scheduler to make room when the
+ * GPU is full of other jobs' memory. */
+static CUresult map_with_room_locked(struct cs_dev *d, struct cs_seg *g)
+{
+    CUresult r = cs_seg_map_locked(g);
+    for (int attempt = 0; r == CUDA_ERROR_OUT_OF_MEMORY && attempt < 3; attempt++) {
+        if (cs_client_request_room(d->ordinal, g->size) != 0)
+            break;
+        r = cs_seg_map_locked(g);
+    }
+    return r;
+}
+
+CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g)
+{
+    (void)s;
+    return map_with_room_locked(d, g);
+}
+
+/* ---- swap-out -------------------------------------------------------------- */
+
+/* Eviction order: whole large segments before shared chunks, larger before
+ * smaller (fewest operations per byte moved). */
+static int victim_cmp(const void *a, const void *b)
+{
+    const struct cs_seg *x = *(struct cs_seg *const *)a, *y = *(struct cs_seg *const *)b;
+    if (x->chunk != y->chunk)
+        return x->chunk ? 1 : -1;
+    return x->size < y->size ? 1 : (x->size > y->size ? -1 : 0);
+}
+
+/* Fills out[] with up to max resident segments totalling at least `want`
+ * bytes (or all there are), in eviction order. Returns the count. */
+static int choose_victims_locked(struct cs_segs *s, uint64_t want, struct cs_seg **out, int max)
+{
+    int all = 0;
+    for (struct cs_seg *g = s->head; g; g = g->next)
+        all += g->state == CS_SEG_RESIDENT;
+    if (!all)
+        return 0;
+    struct cs_seg **cand = malloc((size_t)all * sizeof *cand);
+    if (!cand)
+        return 0;
+    int k = 0;
+    for (struct cs_seg *g = s->head; g; g = g->next)
+        if (g->state == CS_SEG_RESIDENT)
+            cand[k++] = g;
+    qsort(cand, (size_t)k, sizeof *cand, victim_cmp);
+    int n = 0;
+    uint64_t got = 0;
+    for (int i = 0; i < k && n < max && got < want; i++) {
+        out[n++] = cand[i];
+        got += cand[i]->size;
+    }
+    free(cand);
+    return n;
+}
+
+#define SWAP_BATCH 512
+
+/* One batch: copy out, wait, then unmap what was copied. */
+static void swap_out_batch_locked(struct cs_segs *s, struct cs_seg **v, int n,
+                                  struct cs_swap_result *res)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        if (!ensure_backing_locked(s, v[i])) {
+            res->status = CUDA_ERROR_OUT_OF_MEMORY; /* host memory: keep the rest */
+            break;
+        }
+        CUresult r = cs_real.cuMemcpyDtoHAsync_v2(v[i]->backing, v[i]->va, v[i]->size, s->stream);
+        if (r != CUDA_SUCCESS) {
+            res->status = r;
+            break;
+        }
+        ok++;
+    }
+    /* All-or-nothing per segment: unmap only what is known to be copied. */
+    CUresult sync = cs_real.cuStreamSynchronize(s->stream);
+    if (sync != CUDA_SUCCESS) {
+        res->status = sync;
+        ok = 0;
+    }
+    for (int i = 0; i < ok; i++) {
+        cs_seg_unmap_locked(v[i]);
+        cs_seg_set_state_locked(s, v[i], CS_SEG_SWAPPED);
+        res->bytes += v[i]->size;
+    }
+}
+
+struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
+{
+    struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    struct cs_seg *v[SWAP_BATCH];
+    uint64_t t0 = cs_now_ns();
+    if (!s->resident)
+        return res;
+    if (!cs_segs_ensure_ready_locked(s, d->ordinal)) {
+        res.status = CUDA_ERROR_NOT_INITIALIZED;
+        return res;
+    }
+    cs_real.cuCtxPushCurrent_v2(s->pctx);
+    while (res.bytes < bytes && res.status == CUDA_SUCCESS) {
+        int n = choose_victims_locked(s, bytes - res.bytes, v, SWAP_BATCH);
+        if (n == 0)
+            break;
+        swap_out_batch_locked(s, v, n, &res);
+    }
+    CUcontext popped;
+    cs_real.cuCtxPopCurrent_v2(&popped);
+    res.ns = cs_now_ns() - t0;
+    if (res.bytes) {
+        s->swap_out_bytes += res.bytes;
+        s->swap_out_ns += res.ns;
+        s->swap_outs++;
+    }
+    if (res.status != CUDA_SUCCESS)
+        cs_warn("GPU %d: swap-out stopped after %llu bytes: %s", d->ordinal,
+                (unsigned long long)res.bytes,
+                res.status == CUDA_ERROR_OUT_OF_MEMORY ? "no host memory for the backing copy"
+                                                       : "a copy failed");
+    return res;
+}
+
+/* ---- swap-in ---------------------------------------------------------------- */
+
+struct cs_swap_result cs_swap_in_locked(struct cs_dev *d)
+{
+    struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    uint64_t t0 = cs_now_ns();
+    if (!s->swapped && !s->reserved)
+        return res;
+    if (!cs_segs_ensure_ready_locked(s, d->ordinal)) {
+        res.status = CUDA_ERROR_NOT_INITIALIZED;
+        return res;
+    }
+    cs_real.cuCtxPushCurrent_v2(s->pctx);
+    for (struct cs_seg *g = s->head; g; g = g->next) {
+        if (g->state == CS_SEG_RESIDENT)
+            continue;
+        CUresult r = map_with_room_locked(d, g);
+        if (r != CUDA_SUCCESS) {
+            res.status = r;
+            break;
+        }
+        if (g->state == CS_SEG_SWAPPED) {
+            r = cs_real.cuMemcpyHtoDAsync_v2(g->va, g->backing, g->size, s->stream);
+            if (r != CUDA_SUCCESS) {
+                cs_seg_unmap_locked(g);
+                res.status = r;
+                break;
+            }
+            res.bytes += g->size;
+        }
+        cs_seg_set_state_locked(s, g, CS_SEG_RESIDENT);
+    }
+    CUresult sync = cs_real.cuStreamSynchronize(s->stream);
+    if (sync != CUDA_SUCCESS && res.status == CUDA_SUCCESS)
+        res.status = sync;
+    CUcontext popped;
+    cs_real.cuCtxPopCurrent_v2(&popped);
+    res.ns = cs_now_ns() - t0;
+    if (res.bytes) {
+        s->swap_in_bytes += res.bytes;
+        s->swap_in_ns += res.ns;
+        s->swap_ins++;
+    }
+    if (res.status != CUDA_SUCCESS)
+        cs_warn("GPU %d: restoring device memory stopped (error %d) after %llu bytes",
+                d->ordinal, (int)res.status, (unsigned long long)res.bytes);
+    return res;
+}
+
+/* ---- pinning ahead of need -------------------------------------------------- */
+
+/* A resident segment without backing, or NULL. */
+static struct cs_seg *unbacked_locked(struct cs_segs *s)
+{
+    for (struct cs_seg *g = s->head; g; g = g->next)
+        if (!g->backing && g->state == CS_SEG_RESIDENT)
+            return g;
+    return NULL;
+}
+
+static bool still_listed_locked(struct cs_segs *s, const struct cs_seg *want, uint64_t size)
+{
+    for (struct cs_seg *g = s->head; g; g = g->next)
+        if (g == want && g->size == size)
+            return true;
+    return false;
+}
+
+struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes)
+{
+    struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    uint64_t t0 = cs_now_ns();
+    while (res.bytes < bytes) {
+        pthread_mutex_lock(&s->mu);
+        struct cs_seg *g = unbacked_locked(s);
+        uint64_t size = g ? g->size : 0;
+        pthread_mutex_unlock(&s->mu);
+        if (!g)
+            break;
+        /* Pin without the lock: it takes ~0.25-0.6 s per GiB. */
+        void *p = backing_alloc(size);
+        if (!p) {
+            res.status = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (still_listed_locked(s, g, size) && !g->backing) {
+            g->backing = p;
+            g->backing_size = size;
+            s->backing += size;
+            p = NULL;
+        }
+        pthread_mutex_unlock(&s->mu);
+        backing_free(p);
+        res.bytes += size;
+    }
+    res.ns = cs_now_ns() - t0;
+    return res;
+}

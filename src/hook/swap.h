@@ -1,0 +1,50 @@
+/* swap.h: moving a job's device memory to pinned host memory and back.
+ *
+ * Swap-out copies RESIDENT segments to their host backing on the device's
+ * swap stream, waits for the copies, and only then unmaps and releases the
+ * physical memory: a failure anywhere leaves the segment resident and the
+ * data where it was. Swap-in creates physical memory, maps it at the same
+ * address, copies the backing back, and waits, before the gate reopens.
+ * Host backing is pinned once and kept for the next swap: pinning costs far
+ * more than copying (see bench/results/oversubscription.md).
+ *
+ * All of it runs on the device's worker thread (never on an application
+ * thread, never inside a hook), with the job's work drained or its gate
+ * closed, so no kernel can touch memory that is moving.
+ */
+#ifndef CS_HOOK_SWAP_H
+#define CS_HOOK_SWAP_H
+
+#include "hook/seg.h"
+
+struct cs_swap_result {
+    CUresult status;   /* CUDA_SUCCESS, or why it stopped */
+    uint64_t bytes;    /* moved */
+    uint64_t ns;       /* wall time */
+};
+
+/* Moves up to `bytes` (CS_ALL_BYTES: everything swappable) of device d to
+ * host memory. The job must not be able to submit work (gate closed, work
+ * drained). Caller holds cs_segs[d].mu. */
+struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes);
+
+/* Makes every segment of device d resident again. On CUDA_ERROR_OUT_OF_MEMORY
+ * it asks the scheduler for room and retries; it returns an error only if
+ * that fails, leaving what it restored resident and the rest swapped.
+ * Caller holds cs_segs[d].mu (and keeps it until the gate is open, so no
+ * allocation can slip in unmapped). */
+struct cs_swap_result cs_swap_in_locked(struct cs_dev *d);
+
+/* Pins host backing for up to `bytes` of resident memory ahead of need, so
+ * that a later swap-out does not pay for pinning. Takes cs_segs[d].mu only
+ * briefly: the pinning itself runs unlocked. */
+struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes);
+
+/* seg.c helpers (segs.mu held). */
+CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g);
+void cs_swap_drop_backing_locked(struct cs_segs *s, struct cs_seg *g);
+CUresult cs_seg_map_locked(struct cs_seg *g);
+void cs_seg_unmap_locked(struct cs_seg *g);
+void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st);
+
+#endif

@@ -1,0 +1,197 @@
+/* hook_quota.c: CUSHARE_MEM_LIMIT, the quota view and allocation tracking.
+ *
+ * Runs with CUSHARE_MEM_LIMIT=64M against a simulated GPU of 1024 MiB and
+ * no scheduler: allocations within the limit succeed, one beyond it fails
+ * with CUDA_ERROR_OUT_OF_MEMORY and one log line, cuMemGetInfo and
+ * cuDeviceTotalMem report the quota, frees and destroyed contexts give the
+ * quota back, and NULL arguments get the driver's own answer.
+ */
+#include "hooktest.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LIMIT (64 * MiB)
+
+static int setup(void **state)
+{
+    (void)state;
+    ht_context();
+    return 0;
+}
+
+/* Runs fn with stderr captured; returns how many lines contain `needle`. */
+static int count_log_lines(void (*fn)(void), const char *needle)
+{
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    int saved = dup(2);
+    dup2(pipefd[1], 2);
+    fn();
+    dup2(saved, 2);
+    close(saved);
+    close(pipefd[1]);
+    char buf[8192];
+    ssize_t n = read(pipefd[0], buf, sizeof buf - 1);
+    close(pipefd[0]);
+    buf[n > 0 ? n : 0] = '\0';
+    int count = 0;
+    for (char *p = buf; (p = strstr(p, needle)); p++)
+        count++;
+    return count;
+}
+
+static CUdeviceptr big;
+static CUresult over_result;
+
+static void allocate_over_quota(void)
+{
+    CUdeviceptr p = 0;
+    over_result = cuMemAlloc(&p, 32 * MiB);
+}
+
+static void limit_enforced_with_one_log_line(void **state)
+{
+    (void)state;
+    struct cushare_stats s0 = ht_stats(0);
+    assert_int_equal(s0.mem_limit, LIMIT);
+    CK(cuMemAlloc(&big, 48 * MiB));
+    int lines = count_log_lines(allocate_over_quota, "out of memory on GPU 0");
+    assert_int_equal(over_result, CUDA_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(lines, 1);
+    assert_int_equal(ht_stats(0).ooms, s0.ooms + 1);
+    /* What fits still fits. */
+    CUdeviceptr small;
+    CK(cuMemAlloc(&small, 8 * MiB));
+    CK(cuMemFree(small));
+}
+
+static void meminfo_shows_the_quota(void **state)
+{
+    (void)state;
+    size_t f, t;
+    CK(cuMemGetInfo(&f, &t));
+    assert_int_equal(t, LIMIT);
+    assert_int_equal(f, LIMIT - 48 * MiB);
+    size_t total;
+    CK(cuDeviceTotalMem(&total, 0));
+    assert_int_equal(total, LIMIT);
+    CK(cuMemFree(big));
+    CK(cuMemGetInfo(&f, &t));
+    assert_int_equal(f, LIMIT);
+    assert_int_equal(ht_stats(0).mem_used, 0);
+}
+
+static void null_arguments_are_the_drivers(void **state)
+{
+    (void)state;
+    size_t f;
+    /* Whatever the driver says about NULL, the hook says the same (and
+     * does not crash). */
+    CUresult want = CUDA_ERROR_INVALID_VALUE;
+    CKR(cuMemGetInfo(NULL, NULL), want);
+    CKR(cuMemGetInfo(&f, NULL), want);
+    CKR(cuDeviceTotalMem(NULL, 0), want);
+    CKR(cuMemAlloc(NULL, 4096), want);
+}
+
+static void every_allocation_kind_is_counted(void **state)
+{
+    (void)state;
+    uint64_t used0 = ht_stats(0).mem_used;
+    CUdeviceptr pitched, managed, async;
+    size_t pitch;
+    CK(cuMemAllocPitch(&pitched, &pitch, 1000, 100, 4));
+    assert_true(pitch >= 1000);
+    assert_int_equal(ht_stats(0).mem_used, used0 + (uint64_t)pitch * 100);
+    CK(cuMemAllocManaged(&managed, 1 * MiB, CU_MEM_ATTACH_GLOBAL));
+    CK(cuMemAllocAsync(&async, 2 * MiB, 0));
+    CK(cuStreamSynchronize(0));
+    assert_int_equal(ht_stats(0).mem_used, used0 + (uint64_t)pitch * 100 + 3 * MiB);
+
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    CK(cuMemCreate(&h, 4 * MiB, &prop, 0));
+    assert_int_equal(ht_stats(0).mem_used, used0 + (uint64_t)pitch * 100 + 7 * MiB);
+    /* Over the limit through cuMemCreate too. */
+    CUmemGenericAllocationHandle h2;
+    CKR(cuMemCreate(&h2, 64 * MiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+
+    CK(cuMemRelease(h));
+    CK(cuMemFreeAsync(async, 0));
+    CK(cuStreamSynchronize(0));
+    CK(cuMemFree(managed));
+    CK(cuMemFree(pitched));
+    assert_int_equal(ht_stats(0).mem_used, used0);
+}
+
+/* Destroying a context frees what it owned; the quota follows. */
+static void destroyed_context_gives_memory_back(void **state)
+{
+    (void)state;
+    CUcontext mine, prev;
+    CK(cuCtxGetCurrent(&prev));
+    CUdevice dev;
+    CK(cuDeviceGet(&dev, 0));
+    CUctxCreateParams params;
+    memset(&params, 0, sizeof params);
+    CK(cuCtxCreate(&mine, &params, 0, dev));
+    uint64_t used0 = ht_stats(0).mem_used;
+    CUdeviceptr a, b;
+    CK(cuMemAlloc(&a, 4 * MiB));
+    CK(cuMemAlloc(&b, 4096));
+    assert_int_equal(ht_stats(0).mem_used, used0 + 4 * MiB + 4096);
+    CK(cuCtxDestroy(mine));
+    assert_int_equal(ht_stats(0).mem_used, used0);
+    CK(cuCtxSetCurrent(prev));
+}
+
+/* Small allocations share chunks and still round-trip data correctly. */
+static void small_allocations_hold_their_data(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    CUdeviceptr p[N];
+    for (int i = 0; i < N; i++) {
+        CK(cuMemAlloc(&p[i], 100 + (size_t)i * 37));
+        uint32_t v = 0x1000u + (uint32_t)i;
+        CK(fck_fill32(0, p[i], (100 + (uint64_t)i * 37) / 4, v));
+    }
+    for (int i = 0; i < N; i++) {
+        uint32_t v;
+        CK(cuMemcpyDtoH(&v, p[i] + ((100 + (size_t)i * 37) / 4 - 1) * 4, 4));
+        assert_int_equal(v, 0x1000u + (uint32_t)i);
+        /* The driver's own view: the block's own base and size. */
+        CUdeviceptr base;
+        size_t size;
+        CK(cuMemGetAddressRange(&base, &size, p[i] + 8));
+        assert_int_equal(base, p[i]);
+        assert_int_equal(size, 100 + (size_t)i * 37);
+    }
+    for (int i = 0; i < N; i += 2)
+        CK(cuMemFree(p[i]));
+    for (int i = 1; i < N; i += 2)
+        CK(cuMemFree(p[i]));
+    CKR(cuMemFree(p[1] + 4), CUDA_ERROR_INVALID_VALUE);
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const env[] = {"CUSHARE_MEM_LIMIT=64M", NULL};
+    hooktest_preload(argc, argv, env);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(limit_enforced_with_one_log_line),
+        cmocka_unit_test(meminfo_shows_the_quota),
+        cmocka_unit_test(null_arguments_are_the_drivers),
+        cmocka_unit_test(every_allocation_kind_is_counted),
+        cmocka_unit_test(destroyed_context_gives_memory_back),
+        cmocka_unit_test(small_allocations_hold_their_data),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

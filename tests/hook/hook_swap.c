@@ -1,0 +1,209 @@
+/* hook_swap.c: the lease gate and the swap engine, driven by a scripted
+ * scheduler (mock_sched) on the simulated GPU.
+ *
+ * Proves: memory allocated before the first grant is only reserved; a
+ * revoke with evict_bytes moves the job's memory to the host (the device's
+ * free memory grows by as much) and the next grant brings it back intact
+ * at the same addresses; partial eviction moves only what was asked; EVICT
+ * while idle and PREPARE work; pointer queries answer while swapped out;
+ * an allocation that cannot get room fails with OUT_OF_MEMORY after asking
+ * the scheduler; work recorded by stream capture needs no lease.
+ */
+#include "hooktest.h"
+#include "mock_sched.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static struct mock_sched *mock;
+
+/* Real free memory of the simulated device (no CUSHARE_MEM_LIMIT here, so
+ * cuMemGetInfo is the driver's view). */
+static size_t device_free(void)
+{
+    size_t f, t;
+    CK(cuMemGetInfo(&f, &t));
+    return f;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    ht_context();
+    return 0;
+}
+
+/* Revokes the current lease (the job must be idle) and waits for RELEASE. */
+static struct cs_msg_release revoke(uint64_t evict)
+{
+    uint64_t lease = mock_lease(mock, 0);
+    assert_true(lease != 0);
+    assert_true(mock_revoke(mock, 0, lease, evict));
+    struct cs_msg m;
+    assert_true(mock_wait(mock, CS_MSG_RELEASE, 10000, &m, NULL));
+    assert_int_equal(m.u.release.lease_id, lease);
+    assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_IDLE);
+    return m.u.release;
+}
+
+static CUdeviceptr a, b;
+#define A_BYTES (64 * MiB)
+#define B_BYTES (32 * MiB)
+
+static void allocation_before_grant_is_reserved(void **state)
+{
+    (void)state;
+    size_t f0 = device_free();
+    CK(cuMemAlloc(&a, A_BYTES));
+    CK(cuMemAlloc(&b, B_BYTES));
+    struct cushare_stats s = ht_stats(0);
+    assert_int_equal(s.state, CUSHARE_LEASE_IDLE);
+    assert_int_equal(s.mem_reserved, A_BYTES + B_BYTES);
+    assert_int_equal(s.mem_resident, 0);
+    assert_int_equal(device_free(), f0);
+    /* The first kernel asks for the lease; the grant places the memory. */
+    CK(fck_fill32(0, a, A_BYTES / 4, 3));
+    CK(fck_fill32(0, b, B_BYTES / 4, 5));
+    CK(cuCtxSynchronize());
+    s = ht_stats(0);
+    assert_int_equal(s.state, CUSHARE_LEASE_HELD);
+    assert_int_equal(s.mem_reserved, 0);
+    assert_true(s.mem_resident >= A_BYTES + B_BYTES);
+    assert_true(f0 - device_free() >= A_BYTES + B_BYTES);
+    assert_int_equal(ht_device_sum(a, A_BYTES / 4), 3ull * (A_BYTES / 4));
+}
+
+static void swap_out_and_back_keeps_data(void **state)
+{
+    (void)state;
+    CK(fck_add32(0, a, A_BYTES / 4, 4)); /* 7 everywhere */
+    CK(cuCtxSynchronize());
+    size_t f0 = device_free();
+    struct cs_msg_release rel = revoke(CS_ALL_BYTES);
+    assert_true(rel.swapped_bytes >= A_BYTES + B_BYTES);
+    struct cushare_stats s = ht_stats(0);
+    assert_int_equal(s.mem_swapped, rel.swapped_bytes);
+    assert_int_equal(s.mem_resident, 0);
+    assert_true(device_free() - f0 >= A_BYTES + B_BYTES);
+    /* Using it again restores everything, same addresses, same bytes. */
+    assert_int_equal(ht_device_sum(a, A_BYTES / 4), 7ull * (A_BYTES / 4));
+    assert_int_equal(ht_device_sum(b, B_BYTES / 4), 5ull * (B_BYTES / 4));
+    s = ht_stats(0);
+    assert_int_equal(s.mem_swapped, 0);
+    assert_true(s.swap_in_bytes >= A_BYTES + B_BYTES);
+    assert_true(s.mem_pinned >= A_BYTES + B_BYTES); /* kept for next time */
+}
+
+static void partial_eviction_moves_only_what_was_asked(void **state)
+{
+    (void)state;
+    struct cs_msg_release rel = revoke(A_BYTES);
+    /* The largest segment goes first and is enough on its own. */
+    assert_int_equal(rel.swapped_bytes, A_BYTES);
+    assert_int_equal(ht_stats(0).mem_swapped, A_BYTES);
+    assert_int_equal(ht_device_sum(b, B_BYTES / 4), 5ull * (B_BYTES / 4));
+    assert_int_equal(ht_device_sum(a, A_BYTES / 4), 7ull * (A_BYTES / 4));
+}
+
+static void evict_while_idle_and_prepare(void **state)
+{
+    (void)state;
+    revoke(0);
+    assert_int_equal(ht_stats(0).mem_swapped, 0);
+    struct cs_msg m;
+    assert_true(mock_evict(mock, 0, 77, CS_ALL_BYTES, CS_EVICT_PREPARE));
+    assert_true(mock_wait(mock, CS_MSG_EVICTED, 10000, &m, NULL));
+    assert_int_equal(m.u.evicted.request_id, 77);
+    assert_int_equal(m.u.evicted.status, 0);
+    assert_int_equal(ht_stats(0).mem_swapped, 0); /* pinned, not moved */
+    assert_true(mock_evict(mock, 0, 78, CS_ALL_BYTES, 0));
+    assert_true(mock_wait(mock, CS_MSG_EVICTED, 10000, &m, NULL));
+    assert_int_equal(m.u.evicted.request_id, 78);
+    assert_int_equal(m.u.evicted.status, 0);
+    assert_true(m.u.evicted.bytes >= A_BYTES + B_BYTES);
+    assert_true(ht_stats(0).mem_swapped >= A_BYTES + B_BYTES);
+
+    /* Pointer queries still answer while nothing is mapped. */
+    CUdeviceptr small;
+    CK(cuMemAlloc(&small, 1000));
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    int ord = -1;
+    CK(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, small + 10));
+    CK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, small + 10));
+    CK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, small));
+    assert_int_equal(base, small);
+    assert_int_equal(size, 1000);
+    assert_int_equal(ord, 0);
+    CK(cuMemFree(small));
+
+    assert_int_equal(ht_device_sum(a, A_BYTES / 4), 7ull * (A_BYTES / 4));
+    assert_int_equal(ht_device_sum(b, B_BYTES / 4), 5ull * (B_BYTES / 4));
+}
+
+/* Capture records work without running it: no lease needed. Launching the
+ * graph is real work and waits for one. */
+static void capture_needs_no_lease(void **state)
+{
+    (void)state;
+    revoke(0);
+    int acquires = mock_count(mock, CS_MSG_ACQUIRE);
+    mock_set_auto_grant(mock, false);
+    CUstream s;
+    CUgraph g;
+    CUgraphExec ge;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(fck_add32(s, a, A_BYTES / 4, 1));
+    CK(cuStreamEndCapture(s, &g));
+    CK(cuGraphInstantiateWithFlags(&ge, g, 0));
+    assert_int_equal(mock_count(mock, CS_MSG_ACQUIRE), acquires);
+    assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_IDLE);
+    mock_set_auto_grant(mock, true);
+    CK(cuGraphLaunch(ge, s));
+    CK(cuStreamSynchronize(s));
+    assert_int_equal(mock_count(mock, CS_MSG_ACQUIRE), acquires + 1);
+    assert_int_equal(ht_device_sum(a, A_BYTES / 4), 8ull * (A_BYTES / 4));
+    CK(cuGraphExecDestroy(ge));
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy(s));
+}
+
+static void no_room_means_out_of_memory(void **state)
+{
+    (void)state;
+    mock_set_room_status(mock, CUDA_ERROR_OUT_OF_MEMORY);
+    int rooms = mock_count(mock, CS_MSG_ROOM);
+    CUdeviceptr huge;
+    /* The simulated GPU has 1024 MiB: this cannot be placed. */
+    CKR(cuMemAlloc(&huge, 2048 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    assert_true(mock_count(mock, CS_MSG_ROOM) > rooms);
+    mock_set_room_status(mock, 0);
+    CK(cuMemFree(a));
+    CK(cuMemFree(b));
+    struct cushare_stats s = ht_stats(0);
+    assert_int_equal(s.mem_used, 0);
+    assert_int_equal(s.mem_pinned, 0); /* backing goes with the memory */
+}
+
+int main(int argc, char **argv)
+{
+    static char env_sock[4200];
+    snprintf(env_sock, sizeof env_sock, "CUSHARE_SOCKET=%s", ht_path("mock.sock"));
+    const char *const env[] = {env_sock, NULL};
+    hooktest_preload(argc, argv, env);
+    mock = mock_start(ht_path("mock.sock"), 60000);
+    assert_non_null(mock);
+    mock_set_auto_grant(mock, true);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(allocation_before_grant_is_reserved),
+        cmocka_unit_test(swap_out_and_back_keeps_data),
+        cmocka_unit_test(partial_eviction_moves_only_what_was_asked),
+        cmocka_unit_test(evict_while_idle_and_prepare),
+        cmocka_unit_test(capture_needs_no_lease),
+        cmocka_unit_test(no_room_means_out_of_memory),
+    };
+    int rc = cmocka_run_group_tests(tests, setup, NULL);
+    mock_stop(mock);
+    return rc;
+}

@@ -1,0 +1,112 @@
+/* hooktest.c: see hooktest.h. */
+#include "hooktest.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct fck ht_kernels;
+
+void hooktest_preload(int argc, char **argv, const char *const *extra_env)
+{
+    (void)argc;
+    if (dlsym(RTLD_DEFAULT, "cushare_get_stats"))
+        return;
+    const char *build = getenv("CUSHARE_BUILD");
+    char hook[4096];
+    snprintf(hook, sizeof hook, "%s/lib/libcushare.so", build ? build : "build");
+    const char *san = getenv("SAN_RUNTIME");
+    char pre[8192];
+    snprintf(pre, sizeof pre, "%s%s%s", san && *san ? san : "", san && *san ? " " : "", hook);
+    setenv("LD_PRELOAD", pre, 1);
+    if (!getenv("CUSHARE_SOCKET"))
+        setenv("CUSHARE_SOCKET", ht_path("no-daemon.sock"), 1);
+    for (const char *const *e = extra_env; e && *e; e++)
+        putenv((char *)*e);
+    execv("/proc/self/exe", argv);
+    perror("hooktest: re-exec under the hook");
+    exit(2);
+}
+
+void ht_check(CUresult got, CUresult want, const char *what, const char *file, int line)
+{
+    if (got == want)
+        return;
+    const char *g = NULL, *w = NULL;
+    cuGetErrorName(got, &g);
+    cuGetErrorName(want, &w);
+    fail_msg("%s:%d: %s returned %s (%d), expected %s (%d)", file, line, what, g ? g : "?",
+             (int)got, w ? w : "?", (int)want);
+}
+
+/* The client API is looked up at run time, as a program that must also run
+ * without cushare would do (see include/cushare.h). */
+struct cushare_stats ht_stats(int device)
+{
+    static int (*get)(int, struct cushare_stats *);
+    if (!get)
+        *(void **)&get = dlsym(RTLD_DEFAULT, "cushare_get_stats");
+    assert_non_null(get);
+    struct cushare_stats s;
+    memset(&s, 0, sizeof s);
+    s.size = sizeof s;
+    assert_int_equal(get(device, &s), 0);
+    return s;
+}
+
+unsigned long long ht_submissions(void)
+{
+    return ht_stats(0).submissions;
+}
+
+void ht_context(void)
+{
+    static CUcontext ctx;
+    if (!ctx) {
+        CK(cuInit(0));
+        CK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    }
+    CK(cuCtxSetCurrent(ctx));
+    if (!ht_kernels.mod)
+        CK(fck_load(&ht_kernels));
+    fck_use(&ht_kernels);
+}
+
+uint64_t ht_device_sum(CUdeviceptr p, uint64_t n)
+{
+    CUdeviceptr out;
+    uint64_t zero = 0, sum = 0;
+    CK(cuMemAlloc(&out, sizeof(uint64_t)));
+    CK(cuMemcpyHtoD(out, &zero, sizeof zero));
+    CK(fck_sum32(0, p, n, out));
+    CK(cuMemcpyDtoH(&sum, out, sizeof sum));
+    CK(cuMemFree(out));
+    return sum;
+}
+
+uint64_t ht_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void ht_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+const char *ht_path(const char *name)
+{
+    static char buf[8][4096];
+    static int next;
+    const char *dir = getenv("TEST_TMP");
+    char *b = buf[next++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", dir && *dir ? dir : "/tmp", name);
+    return b;
+}

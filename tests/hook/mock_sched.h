@@ -1,0 +1,48 @@
+/* mock_sched.h: a scripted stand-in for cushared, for the hook's tests.
+ *
+ * It listens on a unix socket, accepts one client (the process under test,
+ * which is also the process running the mock: the hook connects to it from
+ * its own I/O thread), answers HELLO with WELCOME, and otherwise does only
+ * what the test tells it: send GRANT/REVOKE/EVICT, wait for a message of
+ * a given type. A background thread reads the client's messages into a
+ * queue; every message is also logged with its arrival time.
+ */
+#ifndef CS_TEST_MOCK_SCHED_H
+#define CS_TEST_MOCK_SCHED_H
+
+#include "common/proto.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mock_sched;
+
+/* Starts listening on path with the given idle period in WELCOME. */
+struct mock_sched *mock_start(const char *path, uint32_t idle_ms);
+void mock_stop(struct mock_sched *m);
+
+/* Sends a message to the connected client; false if none. */
+bool mock_send(struct mock_sched *m, const struct cs_msg *msg);
+bool mock_grant(struct mock_sched *m, uint32_t slot, uint64_t lease_id);
+bool mock_revoke(struct mock_sched *m, uint32_t slot, uint64_t lease_id, uint64_t evict);
+bool mock_evict(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64_t bytes,
+                uint32_t flags);
+
+/* Waits up to timeout_ms for the next message of `type` (earlier messages
+ * of other types are skipped and kept in the log). True if one came; *out
+ * and *at_ns (CLOCK_MONOTONIC) are filled when not NULL. */
+bool mock_wait(struct mock_sched *m, uint16_t type, int timeout_ms, struct cs_msg *out,
+               uint64_t *at_ns);
+
+/* Number of messages of `type` received so far. */
+int mock_count(struct mock_sched *m, uint16_t type);
+
+/* Answer ROOM requests automatically with this status (default 0). */
+void mock_set_room_status(struct mock_sched *m, int32_t status);
+
+/* Grant every ACQUIRE at once (lease ids 1, 2, ...). */
+void mock_set_auto_grant(struct mock_sched *m, bool on);
+/* The lease id last granted on a slot (0 if none). */
+uint64_t mock_lease(struct mock_sched *m, uint32_t slot);
+
+#endif
