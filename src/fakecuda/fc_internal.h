@@ -1,0 +1,458 @@
+/* fc_internal.h: the simulated CUDA driver's private declarations.
+ *
+ * The simulator is a test instrument: a libcuda.so.1 whose entry points
+ * have the real driver's semantics for the subset cushare's tests use,
+ * running "device" work on host threads. Every translation unit of the
+ * simulator includes this header (and nothing of the rest of cushare), so
+ * the library links only libc, libpthread and librt.
+ *
+ * cuda.h is included with __CUDA_API_VERSION_INTERNAL (set by the build):
+ * every versioned name (cuMemAlloc_v2, cuLaunchKernel_ptsz, the v1 names)
+ * is then declared under its own name, so each exported symbol is defined
+ * explicitly. The visibility pragma gives the declarations default
+ * visibility: the library is compiled with -fvisibility=hidden and the
+ * version script exports cu* only.
+ *
+ * Module map (one file each, fc_ prefix):
+ *   util     logging, clocks, environment, process liveness
+ *   shm      the cross-process state: config, memory accounting, queues
+ *   engine   FIFO-fair cross-process engines (kernels, copy directions)
+ *   handle   registry of live opaque handles (validation without UB)
+ *   addrmap  the process's device/host/reserved address ranges
+ *   device   cuInit, devices, attributes, versions, fork handling
+ *   error    cuGetErrorName/String
+ *   ctx      contexts, the current-context stack, primary contexts
+ *   stream   streams, worker threads, legacy/per-thread default streams
+ *   event    events
+ *   graph    stream capture and graphs
+ *   mem      allocations, host memory, pools, pointer attributes
+ *   vmm      virtual memory management (reserve/create/map)
+ *   copy     memcpy/memset family
+ *   module   modules, libraries, functions, the kernel catalogue
+ *   launch   kernel launches and kernel execution, the trace
+ *   procaddr cuGetProcAddress
+ */
+#ifndef FC_INTERNAL_H
+#define FC_INTERNAL_H
+
+#pragma GCC visibility push(default)
+#include <cuda.h>
+#pragma GCC visibility pop
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FC_MAX_DEVICES   8
+#define FC_POISON        0xFB            /* fresh device memory, every byte */
+#define FC_CTX_COST      (8ull << 20)    /* device memory charged per context */
+#define FC_GRANULARITY   (2ull << 20)    /* VMM minimum = recommended */
+#define FC_DEVICE_NAME   "cushare simulated GPU"
+#define FC_DRIVER_VERSION 13000
+#define FC_PITCH_ALIGN   512
+#define FC_MAX_KARGS     32              /* bytes of kernel parameters */
+
+/* ------------------------------------------------------------------ util */
+
+void fc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t fc_now_ns(void);
+void fc_sleep_until(uint64_t deadline_ns);
+void fc_sleep_ns(uint64_t ns);
+/* Reads an environment variable as a number within [lo, hi]; a malformed
+ * or out-of-range value is reported on stderr and def is used. */
+uint64_t fc_env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi);
+double fc_env_double(const char *name, double def, double lo, double hi);
+/* Start time (clock ticks since boot, /proc/<pid>/stat field 22) of a live
+ * process; 0 when it does not exist, is a zombie or cannot be read. */
+uint64_t fc_proc_start(pid_t pid);
+/* True when pid is alive and still the process that started at `start`. */
+bool fc_proc_alive(pid_t pid, uint64_t start);
+size_t fc_page_round(size_t n);
+
+/* Intrusive doubly linked list (libuv's QUEUE, simplified). */
+struct fc_list {
+    struct fc_list *prev, *next;
+};
+#define FC_LIST_INIT(l) ((l)->prev = (l)->next = (l))
+#define FC_CONTAINER(p, type, field) ((type *)((char *)(p)-offsetof(type, field)))
+static inline void fc_list_add(struct fc_list *head, struct fc_list *n)
+{
+    n->prev = head->prev;
+    n->next = head;
+    head->prev->next = n;
+    head->prev = n;
+}
+static inline void fc_list_del(struct fc_list *n)
+{
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->prev = n->next = n;
+}
+static inline bool fc_list_empty(const struct fc_list *l) { return l->next == l; }
+
+/* ----------------------------------------------------------- the process */
+
+struct fc_config {
+    int ndev;
+    uint64_t mem_bytes;              /* per device */
+    double bytes_per_ns;             /* PCIe, per direction (GB/s = B/ns) */
+    char shm_name[160];              /* "/fakecuda-<FAKECUDA_SHM>" */
+};
+
+struct fc_ctx;
+struct fc_shm;
+
+/* Process-wide state. `lock` guards initialization, the primary contexts'
+ * retain counts and the fork generation; everything else here is written
+ * once under it during cuInit and read-only afterwards (readers first check
+ * `ready` with an acquire load). */
+struct fc_proc {
+    pthread_mutex_t lock;
+    atomic_int ready;                /* 1 once cuInit succeeded */
+    CUresult init_err;               /* sticky cuInit failure, 0 if none */
+    struct fc_config cfg;
+    struct fc_shm *shm;
+    size_t shm_size;
+    int trace_fd;                    /* -1 when FAKECUDA_TRACE is unset */
+    pid_t pid;
+    uint64_t start;                  /* our start time, see fc_proc_start */
+    struct fc_ctx *primary[FC_MAX_DEVICES];
+    int primary_refs[FC_MAX_DEVICES];
+    unsigned primary_flags[FC_MAX_DEVICES];
+};
+extern struct fc_proc fc_proc;
+
+/* CUDA_SUCCESS once cuInit succeeded in this process, else the error. */
+static inline CUresult fc_ready(void)
+{
+    return atomic_load_explicit(&fc_proc.ready, memory_order_acquire)
+               ? CUDA_SUCCESS
+               : CUDA_ERROR_NOT_INITIALIZED;
+}
+CUresult fc_check_device(CUdevice dev);
+void fc_unsupported_log(const char *name);
+
+/* ----------------------------------------------------------------- shm */
+
+CUresult fc_shm_attach(const struct fc_config *want, struct fc_config *got,
+                       struct fc_shm **shm, size_t *size);
+/* Memory accounting of this process on device `dev` in the shared table.
+ * fc_shm_charge fails with CUDA_ERROR_OUT_OF_MEMORY when it does not fit. */
+CUresult fc_shm_charge(int dev, uint64_t bytes);
+void fc_shm_uncharge(int dev, uint64_t bytes);
+void fc_shm_meminfo(int dev, uint64_t *free_b, uint64_t *total_b);
+void fc_shm_atfork_child(void);
+
+/* -------------------------------------------------------------- engine */
+
+enum fc_engine_id { FC_ENG_KERNEL = 0, FC_ENG_H2D = 1, FC_ENG_D2H = 2, FC_NENGINES = 3 };
+
+struct fc_hold {
+    int dev, eng, idx;
+    uint64_t ticket;
+};
+/* Waits (FIFO) for engine `eng` of `dev`. Entries with the same non-zero
+ * `owner` that are adjacent in the queue share the engine (kernels of one
+ * context on several streams); owner 0 means exclusive. */
+void fc_engine_acquire(int dev, int eng, uint64_t owner, struct fc_hold *h);
+void fc_engine_release(const struct fc_hold *h);
+
+/* ------------------------------------------------------------- handles */
+
+enum fc_htype {
+    FC_H_NONE = 0, FC_H_CTX, FC_H_STREAM, FC_H_EVENT, FC_H_MODULE, FC_H_FUNC,
+    FC_H_LIBRARY, FC_H_KERNEL, FC_H_GRAPH, FC_H_GEXEC, FC_H_POOL,
+};
+int fc_handle_add(const void *p, enum fc_htype type);
+void fc_handle_del(const void *p);
+enum fc_htype fc_handle_type(const void *p);
+static inline bool fc_handle_is(const void *p, enum fc_htype t)
+{
+    return p && fc_handle_type(p) == t;
+}
+
+/* ------------------------------------------------------------- address map */
+
+enum fc_rkind {
+    FC_R_DEVICE = 1,   /* cuMemAlloc*, pitch, async */
+    FC_R_MANAGED,      /* cuMemAllocManaged */
+    FC_R_HOST,         /* cuMemHostAlloc / cuMemAllocHost */
+    FC_R_HOSTREG,      /* cuMemHostRegister */
+    FC_R_VMM,          /* one cuMemMap of a cuMemCreate handle */
+};
+#define FC_PROT_R 1u
+#define FC_PROT_W 2u
+
+struct fc_range {
+    uintptr_t start, end;            /* [start, end) */
+    int kind;                        /* enum fc_rkind */
+    int dev;
+    unsigned prot;                   /* device access (VMM: cuMemSetAccess) */
+    bool dev_loc;                    /* memory located on the device */
+    struct fc_ctx *ctx;              /* owning context, NULL for VMM */
+    void *obj;                       /* DEVICE: its pool; VMM: its fc_phys */
+    unsigned flags;                  /* HOST, HOSTREG: the caller's flags */
+    size_t size;                     /* size the caller asked for */
+};
+
+CUresult fc_map_insert(const struct fc_range *r);
+bool fc_map_remove(uintptr_t start, int kind, struct fc_range *out);
+bool fc_map_find(uintptr_t addr, struct fc_range *out);
+/* Removes the ranges of `kind` that exactly tile [p, p+n) and returns them
+ * (caller frees *out); 0 and nothing removed when they do not. */
+size_t fc_map_remove_span(uintptr_t p, size_t n, int kind, struct fc_range **out);
+/* Collects (copies) every range owned by ctx; caller frees *out. */
+size_t fc_map_collect_ctx(struct fc_ctx *ctx, struct fc_range **out);
+/* Device accesses hold the read lock while touching memory, so that an
+ * unmap or free (write lock) can never pull pages from under a copy or a
+ * kernel: the simulated "fault" is then an error, never a SIGSEGV. */
+void fc_map_rdlock(void);
+void fc_map_unlock(void);
+/* Under the read lock: is [p, p+n) covered by ranges the device can access
+ * with `prot`? Ranges may be adjacent (several VMM mappings). */
+bool fc_map_covered_locked(uintptr_t p, size_t n, unsigned prot);
+bool fc_map_covered(uintptr_t p, size_t n, unsigned prot);
+/* Is p inside device address space (an allocation, a mapping or a
+ * reservation), i.e. a "device" pointer for unified addressing? */
+bool fc_map_is_device(uintptr_t p);
+/* Sets the access of every VMM mapping inside [p, p+n), which must be
+ * covered by VMM mappings exactly. */
+CUresult fc_map_set_prot(uintptr_t p, size_t n, unsigned prot);
+
+/* Reservations (cuMemAddressReserve). */
+CUresult fc_resv_insert(uintptr_t start, size_t size);
+bool fc_resv_remove(uintptr_t start, size_t size);
+bool fc_resv_contains(uintptr_t p, size_t n);
+void fc_addrmap_reset(void);
+void fc_handle_atfork_child(void);
+
+/* ------------------------------------------------------------- contexts */
+
+struct fc_stream;
+struct fc_capture;
+
+struct fc_ctx {
+    uint32_t id;                     /* unique in this process (cuCtxGetId) */
+    int dev;
+    unsigned flags;
+    bool primary;
+    atomic_int sticky;               /* CUresult after a device fault */
+    /* lock guards streams, legacy, every stream's `cap`, capture graphs,
+     * flags, limits, cache_config and the ordering of submissions (see
+     * fc_submit). */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;             /* a stream left `streams` */
+    struct fc_list streams;          /* every live stream of the context */
+    struct fc_stream *legacy;        /* the NULL stream, made on first use */
+    size_t limits[CU_LIMIT_MAX];
+    int cache_config;
+};
+
+uint64_t fc_ctx_owner(const struct fc_ctx *c);
+/* The current context of the calling thread, validated and active:
+ * CUDA_ERROR_INVALID_CONTEXT when there is none. */
+CUresult fc_ctx_current(struct fc_ctx **out);
+/* Like fc_ctx_current, and also reports the context's sticky error. */
+CUresult fc_ctx_enter(struct fc_ctx **out);
+bool fc_ctx_valid(const struct fc_ctx *c);
+CUresult fc_ctx_sync(struct fc_ctx *c);
+void fc_ctx_atfork_child(void);
+
+/* -------------------------------------------------------------- streams */
+
+enum fc_opkind {
+    FC_OP_KERNEL = 1, FC_OP_COPY, FC_OP_MEMSET, FC_OP_HOSTFN, FC_OP_CALLBACK,
+    FC_OP_EVENT_RECORD, FC_OP_EVENT_WAIT, FC_OP_STREAM_WAIT, FC_OP_WRITE_VALUE,
+    FC_OP_WAIT_VALUE, FC_OP_FREE,
+};
+
+enum fc_dir { FC_H2H = 0, FC_H2D, FC_D2H, FC_D2D };
+
+/* A strided 3-D copy; 1-D copies have height = depth = 1. */
+struct fc_copy {
+    uintptr_t dst, src;
+    size_t dpitch, spitch, dslice, sslice;
+    size_t width, height, depth;
+    int dir;                         /* enum fc_dir */
+};
+
+struct fc_memset {
+    uintptr_t dst;
+    size_t pitch, width, height;     /* width in elements */
+    unsigned esize;                  /* 1, 2 or 4 */
+    uint32_t value;
+};
+
+struct fc_kdesc;
+struct fc_event;
+
+struct fc_op {
+    struct fc_op *next;
+    int kind;                        /* enum fc_opkind */
+    uint64_t seq;                    /* position in its stream */
+    union {
+        struct {
+            const struct fc_kdesc *k;
+            unsigned char args[FC_MAX_KARGS];
+        } kernel;
+        struct fc_copy copy;
+        struct fc_memset set;
+        struct {
+            CUhostFn fn;
+            void *arg;
+        } host;
+        struct {
+            CUstreamCallback fn;
+            void *arg;
+            CUstream handle;
+        } cb;
+        struct {
+            struct fc_event *ev;
+            uint64_t gen;
+        } ev;
+        struct {
+            struct fc_stream *s;
+            uint64_t seq;
+        } sw;
+        struct {
+            uintptr_t addr;
+            uint64_t value;
+            unsigned size;
+            unsigned flags;
+        } val;
+        struct {
+            uintptr_t addr;
+        } free;
+    } u;
+};
+
+enum fc_skind { FC_S_USER = 0, FC_S_LEGACY, FC_S_PERTHREAD };
+
+struct fc_stream {
+    struct fc_list node;             /* in ctx->streams (ctx->lock) */
+    struct fc_ctx *ctx;
+    int kind;                        /* enum fc_skind */
+    unsigned flags;
+    int priority;
+    uint64_t id;
+    struct fc_capture *cap;          /* capturing into; guarded by ctx->lock */
+    /* lock guards the queue, the counters, refs and stop. */
+    pthread_mutex_t lock;
+    pthread_cond_t cv;               /* work queued, op done, or stop */
+    struct fc_op *head, *tail;
+    uint64_t enqueued, completed;    /* op sequence numbers */
+    int refs;
+    bool stop;
+};
+
+struct fc_op *fc_op_new(int kind);
+/* Resolves a stream argument: NULL (the legacy stream, or the per-thread
+ * stream when per_thread), CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
+ * handle. Needs a current context for the default streams. */
+CUresult fc_stream_resolve(CUstream h, bool per_thread, struct fc_stream **out);
+/* Queues op on s in the context's submission order, adding the implicit
+ * legacy-stream dependencies; records it instead while s is capturing.
+ * Takes ownership of op in every case. *seq_out (may be NULL) receives
+ * its sequence number (0 when it was captured). */
+CUresult fc_submit(struct fc_stream *s, struct fc_op *op, uint64_t *seq_out);
+/* Submits and waits for completion: the synchronous API forms. */
+CUresult fc_submit_sync(struct fc_stream *s, struct fc_op *op);
+CUresult fc_stream_wait(struct fc_stream *s, uint64_t seq);
+bool fc_stream_blocking(const struct fc_stream *s);
+void fc_stream_ref(struct fc_stream *s);
+void fc_stream_unref(struct fc_stream *s);
+struct fc_stream *fc_stream_create(struct fc_ctx *c, int kind, unsigned flags, int prio);
+void fc_stream_destroy(struct fc_stream *s);
+struct fc_stream *fc_ctx_legacy_locked(struct fc_ctx *c);
+void fc_stream_atfork_child(void);
+void fc_stream_tls_init(void);
+
+/* --------------------------------------------------------------- events */
+
+struct fc_event {
+    unsigned flags;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    uint64_t rec_gen, done_gen;      /* records asked for / completed */
+    uint64_t ts_ns;                  /* time the last record completed */
+    uint64_t cap_id;                 /* capture it was last recorded into */
+    int refs;
+};
+void fc_event_unref(struct fc_event *e);
+void fc_event_complete(struct fc_event *e, uint64_t gen);
+void fc_event_wait_gen(struct fc_event *e, uint64_t gen);
+
+/* -------------------------------------------------------------- capture */
+
+struct fc_graph {
+    struct fc_op *head, *tail;       /* templates of the recorded work */
+    size_t n;
+};
+
+struct fc_capture {
+    struct fc_list node;             /* in the process's capture list */
+    uint64_t id;
+    CUstreamCaptureMode mode;
+    pthread_t thread;
+    struct fc_ctx *ctx;
+    struct fc_stream *origin;
+    struct fc_graph *graph;
+    atomic_bool invalidated;
+};
+
+/* Under ctx->lock: records op into s's capture. Takes ownership. */
+CUresult fc_capture_record_locked(struct fc_stream *s, struct fc_op *op);
+/* Marks a capture invalidated (its cuStreamEndCapture will fail). */
+void fc_capture_invalidate(struct fc_capture *cap);
+/* A "potentially unsafe" call (an allocation, a context synchronization)
+ * during capture: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED when the calling
+ * thread's capture mode prohibits it (the offending captures are then
+ * invalidated, like the real driver). */
+CUresult fc_capture_check_unsafe(void);
+/* The live capture `id`: FC_CAP_NONE if there is none, FC_CAP_HERE with
+ * *out set when it belongs to c (caller holds c->lock, which keeps it
+ * alive), FC_CAP_ELSEWHERE when it belongs to another context. */
+enum { FC_CAP_NONE, FC_CAP_HERE, FC_CAP_ELSEWHERE };
+int fc_capture_lookup(uint64_t id, struct fc_ctx *c, struct fc_capture **out);
+/* Invalidates the live capture `id`; false when there is none. */
+bool fc_capture_invalidate_id(uint64_t id);
+void fc_capture_forget_ctx(struct fc_ctx *c);
+void fc_graph_free(struct fc_graph *g);
+void fc_capture_atfork_child(void);
+
+/* ---------------------------------------------------------------- memory */
+
+CUresult fc_mem_free_addr(uintptr_t p, bool sync);
+void fc_mem_free_ctx(struct fc_ctx *c);
+void fc_mem_atfork_child(void);
+void fc_vmm_atfork_child(void);
+
+/* --------------------------------------------------------------- copies */
+
+/* Executes one copy or memset on the worker (validation + timing). */
+CUresult fc_copy_run(struct fc_ctx *c, const struct fc_copy *cp);
+CUresult fc_memset_run(const struct fc_memset *ms);
+
+/* ------------------------------------------------------- modules, kernels */
+
+struct fc_kdesc {
+    const char *name;
+    size_t argbytes;                 /* packed size with natural alignment */
+    int nparams;
+    unsigned char psize[4], poff[4];
+    /* Runs the kernel body on the host; errors are device faults. */
+    CUresult (*run)(const unsigned char *args);
+};
+/* The catalogue entry behind a CUfunction or CUkernel handle, or NULL. */
+const struct fc_kdesc *fc_func_kdesc(CUfunction f);
+void fc_module_free_ctx(struct fc_ctx *c);
+void fc_module_atfork_child(void);
+
+CUresult fc_kernel_run(struct fc_ctx *c, const struct fc_op *op);
+void fc_trace_kernel(int dev, const struct fc_ctx *c, const char *name,
+                     uint64_t start, uint64_t end);
+
+#endif

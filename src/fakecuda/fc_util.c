@@ -1,0 +1,162 @@
+/* fc_util.c: logging, clocks, environment parsing and process liveness for
+ * the simulated driver. No state of its own. */
+#include "fakecuda/fc_internal.h"
+#include "fakecuda/fc_unsupported.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* One write(2) per message so that lines of concurrent threads and
+ * processes never interleave. */
+void fc_log(const char *fmt, ...)
+{
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "fakecuda: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+        return;
+    size_t len = (size_t)n + (size_t)m;
+    if (len > sizeof buf - 2)
+        len = sizeof buf - 2;
+    buf[len++] = '\n';
+    ssize_t w = write(STDERR_FILENO, buf, len);
+    (void)w;
+}
+
+void fc_unsupported_log(const char *name)
+{
+    fc_log("%s is not supported by the simulated driver", name);
+}
+
+uint64_t fc_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Absolute deadlines do not drift when the thread is woken early. */
+/* A sleeping thread wakes up to ~60 us late (the kernel's default timer
+ * slack), which would make every short simulated kernel or copy last 60 us.
+ * So: sleep until shortly before the deadline, then spin the rest. */
+#define FC_SPIN_NS 100000ull
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+void fc_sleep_until(uint64_t deadline_ns)
+{
+    uint64_t now = fc_now_ns();
+    if (deadline_ns > now + FC_SPIN_NS) {
+        uint64_t wake = deadline_ns - FC_SPIN_NS;
+        struct timespec ts = {
+            .tv_sec = (time_t)(wake / 1000000000ull),
+            .tv_nsec = (long)(wake % 1000000000ull),
+        };
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+    }
+    while (fc_now_ns() < deadline_ns)
+        cpu_relax();
+}
+
+void fc_sleep_ns(uint64_t ns)
+{
+    fc_sleep_until(fc_now_ns() + ns);
+}
+
+uint64_t fc_env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || s[0] == '-' || v < lo || v > hi) {
+        fc_log("%s=\"%s\" is not a number in [%llu, %llu]; using %llu", name, s,
+               (unsigned long long)lo, (unsigned long long)hi,
+               (unsigned long long)def);
+        return def;
+    }
+    return v;
+}
+
+double fc_env_double(const char *name, double def, double lo, double hi)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v) || v < lo || v > hi) {
+        fc_log("%s=\"%s\" is not a number in [%g, %g]; using %g", name, s, lo,
+               hi, def);
+        return def;
+    }
+    return v;
+}
+
+/* /proc/<pid>/stat: "pid (comm) S ppid ... starttime(22) ...". comm may
+ * contain spaces and parentheses, so parsing starts after the last ')'. */
+uint64_t fc_proc_start(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return 0;
+    char state = p[2];
+    if (state == 'Z' || state == 'X' || state == 'x')
+        return 0;              /* exited: its memory is as good as freed */
+    /* Field 3 is the state; skip to field 22. */
+    p += 2;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return 0;
+        p++;
+    }
+    return strtoull(p, NULL, 10);
+}
+
+bool fc_proc_alive(pid_t pid, uint64_t start)
+{
+    if (pid <= 0)
+        return false;
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return false;
+    return fc_proc_start(pid) == start;
+}
+
+size_t fc_page_round(size_t n)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) & ~(pg - 1);
+}

@@ -1,0 +1,347 @@
+/* fc_vmm_test: the virtual memory management API of the simulated driver:
+ * reservations, physical allocations and their accounting, mapping, access,
+ * a stable VA across unmap/remap with contents restored only by an
+ * explicit copy, poison after release, and device faults (never crashes)
+ * on unmapped memory. Runs with FAKECUDA_MEM_MB=256. */
+#include "fc_testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define G (2 * MiB)
+
+static const CUmemAllocationProp dev_prop = {
+    .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+    .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+};
+
+static size_t free_now(void)
+{
+    size_t f, t;
+    CK(cuMemGetInfo(&f, &t));
+    return f;
+}
+
+static void set_rw(CUdeviceptr p, size_t n)
+{
+    CUmemAccessDesc a = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+                          .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CK(cuMemSetAccess(p, n, &a, 1));
+}
+
+static void fill_pattern(uint32_t *h, size_t words, uint32_t seed)
+{
+    for (size_t i = 0; i < words; i++)
+        h[i] = seed * 2654435761u + (uint32_t)i;
+}
+
+static void test_granularity(void **state)
+{
+    size_t g = 0;
+    CK(cuMemGetAllocationGranularity(&g, &dev_prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    assert_int_equal(g, G);
+    CK(cuMemGetAllocationGranularity(&g, &dev_prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    assert_int_equal(g, G);
+    CKR(cuMemGetAllocationGranularity(&g, &dev_prop, 7), CUDA_ERROR_INVALID_VALUE);
+    CUmemAllocationProp bad = dev_prop;
+    bad.location.id = 5;
+    CKR(cuMemGetAllocationGranularity(&g, &bad, 0), CUDA_ERROR_INVALID_DEVICE);
+}
+
+static void test_reserve(void **state)
+{
+    CUdeviceptr p, q, r;
+    CKR(cuMemAddressReserve(&p, G + 1, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    CKR(cuMemAddressReserve(&p, G, 3 * G, 0, 0), CUDA_ERROR_INVALID_VALUE);   /* not 2^n */
+    CK(cuMemAddressReserve(&p, 4 * G, 64 * MiB, 0, 0));
+    assert_int_equal(p % (64 * MiB), 0);
+    /* The address hint is honoured when the range is free... */
+    CK(cuMemAddressFree(p, 4 * G));
+    CK(cuMemAddressReserve(&q, 4 * G, 0, p, 0));
+    assert_int_equal(q, p);
+    /* ...and ignored when it is not. */
+    CK(cuMemAddressReserve(&r, 2 * G, 0, q, 0));
+    assert_true(r + 2 * G <= q || r >= q + 4 * G);
+    CKR(cuMemAddressFree(q, 2 * G), CUDA_ERROR_INVALID_VALUE);   /* wrong size */
+    CK(cuMemAddressFree(q, 4 * G));
+    CK(cuMemAddressFree(r, 2 * G));
+    CKR(cuMemAddressFree(r, 2 * G), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* DEVICE memory is charged, HOST memory is not. */
+static void test_create_accounting(void **state)
+{
+    size_t before = free_now();
+    CUmemGenericAllocationHandle h, hh;
+    CK(cuMemCreate(&h, 16 * G, &dev_prop, 0));
+    assert_int_equal(free_now(), before - 32 * MiB);
+    CUmemAllocationProp hp = dev_prop;
+    hp.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    hp.location.id = 0;
+    CK(cuMemCreate(&hh, 8 * G, &hp, 0));
+    assert_int_equal(free_now(), before - 32 * MiB);
+    CUmemAllocationProp got;
+    CK(cuMemGetAllocationPropertiesFromHandle(&got, hh));
+    assert_int_equal(got.location.type, CU_MEM_LOCATION_TYPE_HOST);
+    CK(cuMemRelease(hh));
+    CK(cuMemRelease(h));
+    assert_int_equal(free_now(), before);
+    CKR(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+    CKR(cuMemCreate(&h, G + 4096, &dev_prop, 0), CUDA_ERROR_INVALID_VALUE);
+    CKR(cuMemCreate(&h, 256 * MiB, &dev_prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CUmemAllocationProp fd = dev_prop;
+    fd.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CKR(cuMemCreate(&h, G, &fd, 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(free_now(), before);
+}
+
+/* Mapped memory needs cuMemSetAccess before the device may touch it; a
+ * fresh DEVICE allocation holds the poison. */
+static void test_map_and_access(void **state)
+{
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    CK(cuMemAddressReserve(&va, 4 * G, 0, 0, 0));
+    CK(cuMemCreate(&h, 2 * G, &dev_prop, 0));
+    CK(cuMemMap(va, 2 * G, 0, h, 0));
+    uint32_t word = 1;
+    CKR(cuMemcpyHtoD(va, &word, 4), CUDA_ERROR_INVALID_VALUE);   /* no access yet */
+    set_rw(va, 2 * G);
+    unsigned long long flags = 0;
+    CUmemLocation loc = { CU_MEM_LOCATION_TYPE_DEVICE, 0 };
+    CK(cuMemGetAccess(&flags, &loc, va + 100));
+    assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    assert_true(fct_all_bytes(va, 2 * G, 0xFB));
+    CK(cuMemcpyHtoD(va, &word, 4));
+    assert_int_equal(fct_get32(va), 1);
+    unsigned type;
+    CK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va));
+    assert_int_equal(type, CU_MEMORYTYPE_DEVICE);
+    CK(cuMemUnmap(va, 2 * G));
+    CK(cuMemRelease(h));
+    CK(cuMemAddressFree(va, 4 * G));
+}
+
+/* The swap pattern: the reservation keeps its address across
+ * unmap/release/create/map; the new memory shows the poison (never the old
+ * data) until an explicit copy restores it. Unmapping without releasing
+ * and mapping the same handle again keeps the contents. */
+static void test_va_stable_remap(void **state)
+{
+    enum { WORDS = (int)(2 * G / 4) };
+    uint32_t *pat = malloc(2 * G), *back = malloc(2 * G);
+    assert_non_null(pat);
+    assert_non_null(back);
+    fill_pattern(pat, WORDS, 42);
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle a, b;
+    CK(cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+    CK(cuMemCreate(&a, 2 * G, &dev_prop, 0));
+    CK(cuMemMap(va, 2 * G, 0, a, 0));
+    set_rw(va, 2 * G);
+    CK(cuMemcpyHtoD(va, pat, 2 * G));
+    CK(fck_add32(NULL, va, WORDS, 1));                 /* the job's work */
+    CK(cuCtxSynchronize());
+    CK(cuMemcpyDtoH(back, va, 2 * G));                 /* swap out */
+    assert_int_equal(back[7], pat[7] + 1);
+
+    /* Same handle, unmapped and mapped again: contents kept. */
+    CK(cuMemUnmap(va, 2 * G));
+    CK(cuMemMap(va, 2 * G, 0, a, 0));
+    set_rw(va, 2 * G);
+    assert_int_equal(fct_get32(va + 28), pat[7] + 1);
+
+    /* Released and recreated at the same VA: poison, not the old data. */
+    CK(cuMemUnmap(va, 2 * G));
+    CK(cuMemRelease(a));
+    CK(cuMemCreate(&b, 2 * G, &dev_prop, 0));
+    CK(cuMemMap(va, 2 * G, 0, b, 0));
+    set_rw(va, 2 * G);
+    assert_true(fct_all_bytes(va, 2 * G, 0xFB));
+    CK(cuMemcpyHtoD(va, back, 2 * G));                 /* swap in */
+    CK(fck_add32(NULL, va, WORDS, 1));
+    CK(cuCtxSynchronize());
+    assert_int_equal(fct_get32(va + 4 * (WORDS - 1)), pat[WORDS - 1] + 2);
+    CK(cuMemUnmap(va, 2 * G));
+    CK(cuMemRelease(b));
+    CK(cuMemAddressFree(va, 2 * G));
+    free(pat);
+    free(back);
+}
+
+/* A handle released while mapped keeps the memory (and its charge) alive
+ * until the last unmap; cuMemRetainAllocationHandle finds it again. */
+static void test_release_while_mapped(void **state)
+{
+    size_t before = free_now();
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h, again;
+    CK(cuMemAddressReserve(&va, G, 0, 0, 0));
+    CK(cuMemCreate(&h, G, &dev_prop, 0));
+    CK(cuMemMap(va, G, 0, h, 0));
+    set_rw(va, G);
+    CK(cuMemsetD32(va, 77, G / 4));
+    CK(cuMemRelease(h));
+    assert_int_equal(free_now(), before - G);
+    assert_int_equal(fct_get32(va + 64), 77);
+    CUmemAllocationProp prop;
+    CKR(cuMemGetAllocationPropertiesFromHandle(&prop, h), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemRetainAllocationHandle(&again, (void *)(va + 4096)));
+    assert_int_equal(again, h);
+    CK(cuMemUnmap(va, G));
+    assert_int_equal(free_now(), before - G);          /* the retained handle */
+    CK(cuMemRelease(again));
+    assert_int_equal(free_now(), before);
+    int stack;
+    CKR(cuMemRetainAllocationHandle(&again, &stack), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemAddressFree(va, G));
+}
+
+static void test_map_errors(void **state)
+{
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    CK(cuMemAddressReserve(&va, 4 * G, 0, 0, 0));
+    CK(cuMemCreate(&h, 2 * G, &dev_prop, 0));
+    CKR(cuMemMap(va + 4096, G, 0, h, 0), CUDA_ERROR_INVALID_VALUE);    /* misaligned */
+    CKR(cuMemMap(va, 3 * G, 0, h, 0), CUDA_ERROR_INVALID_VALUE);       /* bigger than h */
+    CKR(cuMemMap(va + 3 * G, 2 * G, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* past the reservation */
+    CKR(cuMemMap(va, G, 0, h + 999, 0), CUDA_ERROR_INVALID_VALUE);     /* no such handle */
+    CK(cuMemMap(va, 2 * G, 0, h, 0));
+    CKR(cuMemMap(va + G, G, 0, h, 0), CUDA_ERROR_INVALID_VALUE);       /* overlaps */
+    CKR(cuMemUnmap(va, G), CUDA_ERROR_INVALID_VALUE);                  /* part of a mapping */
+    CKR(cuMemUnmap(va + 2 * G, G), CUDA_ERROR_INVALID_VALUE);          /* nothing there */
+    CKR(cuMemAddressFree(va, 4 * G), CUDA_ERROR_INVALID_VALUE);        /* still mapped */
+    CKR(cuMemSetAccess(va, 4 * G, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemUnmap(va, 2 * G));
+    CK(cuMemRelease(h));
+    CKR(cuMemMap(va, 2 * G, 0, h, 0), CUDA_ERROR_INVALID_VALUE);       /* released */
+    CK(cuMemAddressFree(va, 4 * G));
+}
+
+/* Adjacent mappings form one range for copies and kernels; a mapping may
+ * start at an offset into its allocation. */
+static void test_adjacent_and_offset(void **state)
+{
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle a, b;
+    CK(cuMemAddressReserve(&va, 4 * G, 0, 0, 0));
+    CK(cuMemCreate(&a, G, &dev_prop, 0));
+    CK(cuMemCreate(&b, 2 * G, &dev_prop, 0));
+    CK(cuMemMap(va, G, 0, a, 0));
+    CK(cuMemMap(va + G, G, G, b, 0));                  /* second half of b */
+    set_rw(va, 2 * G);
+    CK(fck_fill32(NULL, va, 2 * G / 4, 9));
+    CK(cuCtxSynchronize());
+    assert_int_equal(fct_get32(va + G - 4), 9);
+    assert_int_equal(fct_get32(va + G), 9);
+    /* The first half of b is another mapping of the same memory. */
+    CK(cuMemMap(va + 2 * G, 2 * G, 0, b, 0));
+    set_rw(va + 2 * G, 2 * G);
+    assert_int_equal(fct_get32(va + 3 * G + 4), 9);    /* offset G of b */
+    assert_int_equal(fct_get32(va + 2 * G), 0xFBFBFBFB);
+    CK(cuMemUnmap(va, 4 * G));                         /* three mappings at once */
+    CK(cuMemRelease(a));
+    CK(cuMemRelease(b));
+    CK(cuMemAddressFree(va, 4 * G));
+}
+
+/* Touching an unmapped range: copies and memsets are invalid arguments;
+ * a kernel is a device fault, sticky on its context like a real GPU's,
+ * until the context is reset. Never a crash. */
+static void test_unmapped_access(void **state)
+{
+    CUdeviceptr va, p;
+    CUmemGenericAllocationHandle h;
+    uint32_t word = 5;
+    CK(cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+    CKR(cuMemcpyHtoD(va, &word, 4), CUDA_ERROR_INVALID_VALUE);
+    CKR(cuMemcpyDtoH(&word, va, 4), CUDA_ERROR_INVALID_VALUE);
+    CKR(cuMemsetD32(va, 0, 4), CUDA_ERROR_INVALID_VALUE);
+    CKR(cuMemcpy(va, (CUdeviceptr)&word, 4), CUDA_ERROR_INVALID_VALUE);
+    /* Half mapped: a kernel over the whole range faults. */
+    CK(cuMemCreate(&h, G, &dev_prop, 0));
+    CK(cuMemMap(va, G, 0, h, 0));
+    set_rw(va, G);
+    CK(fck_fill32(NULL, va, G / 4, 1));                /* fine */
+    CK(cuCtxSynchronize());
+    CK(fck_fill32(NULL, va, 2 * G / 4, 1));            /* launch succeeds... */
+    CKR(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS); /* ...the kernel faults */
+    CKR(cuMemAlloc(&p, 16), CUDA_ERROR_ILLEGAL_ADDRESS); /* sticky */
+    CKR(fck_fill32(NULL, va, 1, 1), CUDA_ERROR_ILLEGAL_ADDRESS);
+    /* Another context is not affected. */
+    CUcontext other;
+    CK(cuCtxCreate(&other, NULL, 0, 0));
+    CK(cuMemAlloc(&p, 16));
+    CK(cuMemFree(p));
+    CK(cuCtxDestroy(other));
+    CK(cuMemUnmap(va, G));
+    CK(cuMemRelease(h));
+    CK(cuMemAddressFree(va, 2 * G));
+    /* Reset makes the primary context usable again. */
+    CK(cuDevicePrimaryCtxReset(0));
+    CUcontext c;
+    CK(cuDevicePrimaryCtxRetain(&c, 0));
+    CK(cuCtxSetCurrent(c));
+    CK(cuMemAlloc(&p, 16));
+    CK(cuMemFree(p));
+    /* A freed allocation and pageable host memory fault too. */
+    struct fck k;
+    CK(fck_load(&k));
+    CK(cuMemAlloc(&p, 4096));
+    CK(cuMemFree(p));
+    CK(fck_fill32(NULL, p, 16, 1));
+    CKR(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CK(cuDevicePrimaryCtxReset(0));
+    CK(cuDevicePrimaryCtxRetain(&c, 0));
+    CK(cuCtxSetCurrent(c));
+    CK(fck_load(&k));
+    static uint32_t pageable[16];
+    CK(fck_fill32(NULL, (CUdeviceptr)pageable, 16, 1));
+    CKR(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    assert_int_equal(pageable[0], 0);
+    CK(cuDevicePrimaryCtxRelease(0));
+}
+
+/* Read-only access: kernels may read, not write. */
+static void test_read_only_access(void **state)
+{
+    CUdeviceptr va, out;
+    CUmemGenericAllocationHandle h;
+    CK(cuMemAddressReserve(&va, G, 0, 0, 0));
+    CK(cuMemCreate(&h, G, &dev_prop, 0));
+    CK(cuMemMap(va, G, 0, h, 0));
+    set_rw(va, G);
+    CK(cuMemsetD32(va, 2, 16));
+    CUmemAccessDesc ro = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READ };
+    CK(cuMemSetAccess(va, G, &ro, 1));
+    CK(cuMemAlloc(&out, 8));
+    CK(cuMemsetD32(out, 0, 2));
+    CK(fck_sum32(NULL, va, 16, out));
+    CK(cuCtxSynchronize());
+    assert_int_equal(fct_get64(out), 32);
+    CK(fck_fill32(NULL, va, 16, 1));
+    CKR(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CK(cuMemUnmap(va, G));
+    CK(cuMemRelease(h));
+    CK(cuMemAddressFree(va, G));
+}
+
+int main(void)
+{
+    setenv("FAKECUDA_MEM_MB", "256", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_granularity, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_reserve, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_create_accounting, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_map_and_access, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_va_stable_remap, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_release_while_mapped, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_map_errors, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_adjacent_and_offset, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_unmapped_access, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_read_only_access, fct_setup, fct_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

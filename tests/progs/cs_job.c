@@ -1,0 +1,264 @@
+/* cs_job: a driver-API GPU job for tests, the demo and GPU runs (simulated
+ * or real driver alike).
+ *
+ *   cs_job [--mem-mb M] [--allocs K] [--iters N] [--kernel-ns NS] [--seed S]
+ *          [--streams K] [--copy-mb M] [--gap-ms G] [--device D]
+ *          [--name NAME] [--json]
+ *
+ * Allocates M MiB of device memory in K allocations, fills each with a
+ * per-element pattern derived from S (through pinned staging memory), then
+ * per iteration: on every allocation (allocation a on stream a % streams)
+ * an optional fc_sleep of NS followed by an fc_add32 of a per-iteration,
+ * per-allocation value; an H2D + D2H copy of --copy-mb through pinned
+ * memory; and --gap-ms of host sleep with the GPU idle. At the end fc_sum32
+ * sums every allocation on the device and the sums are compared with the
+ * values computed on the host. Prints one line (or JSON):
+ *   cs_job: ok name=.. pid=.. iters=.. elapsed_ms=.. sum=..
+ *   cs_job: FAIL name=.. pid=.. reason=..       (exit status 1)
+ * Everything but pid and elapsed_ms is determined by the options.
+ */
+#include "fckern.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_ALLOCS 4096
+#define MAX_STREAMS 64
+#define STAGE_BYTES (16u << 20)
+
+struct opts {
+    uint64_t mem_mb, allocs, iters, kernel_ns, seed, streams, copy_mb, gap_ms;
+    int device;
+    const char *name;
+    bool json;
+};
+
+static struct opts o = {
+    .mem_mb = 64, .allocs = 1, .iters = 10, .seed = 1, .streams = 1, .name = "job",
+};
+
+static void finish_fail(const char *reason)
+{
+    if (o.json)
+        printf("{\"status\":\"fail\",\"name\":\"%s\",\"pid\":%d,\"reason\":\"%s\"}\n", o.name,
+               (int)getpid(), reason);
+    else
+        printf("cs_job: FAIL name=%s pid=%d reason=%s\n", o.name, (int)getpid(), reason);
+    fflush(stdout);
+    exit(1);
+}
+
+static void check(CUresult r, const char *what)
+{
+    if (r == CUDA_SUCCESS)
+        return;
+    const char *name = NULL;
+    cuGetErrorName(r, &name);
+    char reason[256];
+    snprintf(reason, sizeof reason, "%s:%s", what, name ? name : "unknown");
+    finish_fail(reason);
+}
+
+static uint32_t mix32(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+/* Initial value of element i of allocation a. */
+static uint32_t pattern(uint64_t a, uint64_t i)
+{
+    return mix32(o.seed * 0x9e3779b97f4a7c15ull + a * 0x100000001b3ull + i);
+}
+
+/* Value added to allocation a in iteration it. */
+static uint32_t addend(uint64_t it, uint64_t a)
+{
+    return mix32(o.seed ^ (it << 20) ^ (a << 8) ^ 0xadd) | 1;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t parse_u64(const char *s, const char *opt)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || s[0] == '-') {
+        fprintf(stderr, "cs_job: %s needs a non-negative integer, got '%s'\n", opt, s);
+        exit(2);
+    }
+    return v;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: cs_job [--mem-mb M] [--allocs K] [--iters N] [--kernel-ns NS] "
+                    "[--seed S] [--streams K] [--copy-mb M] [--gap-ms G] [--device D] "
+                    "[--name NAME] [--json]\n");
+    exit(2);
+}
+
+static void parse(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        { "mem-mb", 1, 0, 'm' }, { "allocs", 1, 0, 'a' }, { "iters", 1, 0, 'i' },
+        { "kernel-ns", 1, 0, 'k' }, { "seed", 1, 0, 's' }, { "streams", 1, 0, 't' },
+        { "copy-mb", 1, 0, 'c' }, { "gap-ms", 1, 0, 'g' }, { "device", 1, 0, 'd' },
+        { "name", 1, 0, 'n' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+    };
+    int c;
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 'm': o.mem_mb = parse_u64(optarg, "--mem-mb"); break;
+        case 'a': o.allocs = parse_u64(optarg, "--allocs"); break;
+        case 'i': o.iters = parse_u64(optarg, "--iters"); break;
+        case 'k': o.kernel_ns = parse_u64(optarg, "--kernel-ns"); break;
+        case 's': o.seed = parse_u64(optarg, "--seed"); break;
+        case 't': o.streams = parse_u64(optarg, "--streams"); break;
+        case 'c': o.copy_mb = parse_u64(optarg, "--copy-mb"); break;
+        case 'g': o.gap_ms = parse_u64(optarg, "--gap-ms"); break;
+        case 'd': o.device = (int)parse_u64(optarg, "--device"); break;
+        case 'n': o.name = optarg; break;
+        case 'j': o.json = true; break;
+        default: usage();
+        }
+    }
+    if (optind != argc || o.allocs < 1 || o.allocs > MAX_ALLOCS || o.streams < 1
+        || o.streams > MAX_STREAMS || o.mem_mb < 1 || (o.mem_mb << 20) / o.allocs < 4)
+        usage();
+}
+
+struct job {
+    CUstream streams[MAX_STREAMS];
+    CUdeviceptr ptr[MAX_ALLOCS];
+    uint64_t n;                      /* uint32 elements per allocation */
+    CUdeviceptr sums;                /* one uint64 per allocation */
+    void *stage;                     /* pinned staging buffer */
+    void *copy_host;
+    CUdeviceptr copy_dev;
+    size_t copy_bytes;
+};
+
+/* Writes the pattern of every allocation through the staging buffer. */
+static void fill_patterns(struct job *j)
+{
+    uint64_t per_chunk = STAGE_BYTES / 4;
+    uint32_t *h = j->stage;
+    for (uint64_t a = 0; a < o.allocs; a++) {
+        for (uint64_t i0 = 0; i0 < j->n; i0 += per_chunk) {
+            uint64_t cnt = j->n - i0 < per_chunk ? j->n - i0 : per_chunk;
+            for (uint64_t i = 0; i < cnt; i++)
+                h[i] = pattern(a, i0 + i);
+            check(cuMemcpyHtoD(j->ptr[a] + i0 * 4, h, cnt * 4), "init-copy");
+        }
+    }
+}
+
+static void setup(struct job *j)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    static struct fck k;
+    check(cuInit(0), "cuInit");
+    check(cuDeviceGet(&dev, o.device), "cuDeviceGet");
+    check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    check(fck_load(&k), "load-kernels");
+    for (uint64_t s = 0; s < o.streams; s++)
+        check(cuStreamCreate(&j->streams[s], CU_STREAM_DEFAULT), "cuStreamCreate");
+    j->n = ((o.mem_mb << 20) / o.allocs) / 4;
+    for (uint64_t a = 0; a < o.allocs; a++)
+        check(cuMemAlloc(&j->ptr[a], j->n * 4), "cuMemAlloc");
+    check(cuMemAlloc(&j->sums, 8 * o.allocs), "cuMemAlloc");
+    check(cuMemAllocHost(&j->stage, STAGE_BYTES), "cuMemAllocHost");
+    if (o.copy_mb) {
+        j->copy_bytes = o.copy_mb << 20;
+        check(cuMemAllocHost(&j->copy_host, j->copy_bytes), "cuMemAllocHost");
+        check(cuMemAlloc(&j->copy_dev, j->copy_bytes), "cuMemAlloc");
+        memset(j->copy_host, 0x5a, j->copy_bytes);
+    }
+    fill_patterns(j);
+}
+
+static void run_iterations(struct job *j)
+{
+    for (uint64_t it = 0; it < o.iters; it++) {
+        for (uint64_t a = 0; a < o.allocs; a++) {
+            CUstream s = j->streams[a % o.streams];
+            if (o.kernel_ns)
+                check(fck_sleep(s, o.kernel_ns), "fc_sleep");
+            check(fck_add32(s, j->ptr[a], j->n, addend(it, a)), "fc_add32");
+        }
+        if (o.copy_mb) {
+            check(cuMemcpyHtoDAsync(j->copy_dev, j->copy_host, j->copy_bytes, j->streams[0]), "copy-h2d");
+            check(cuMemcpyDtoHAsync(j->copy_host, j->copy_dev, j->copy_bytes, j->streams[0]), "copy-d2h");
+        }
+        if (o.gap_ms) {
+            check(cuCtxSynchronize(), "cuCtxSynchronize");
+            struct timespec ts = { (time_t)(o.gap_ms / 1000), (long)(o.gap_ms % 1000) * 1000000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+/* Sums every allocation on the device and checks it against the host. */
+static uint64_t verify(struct job *j)
+{
+    uint64_t got[MAX_ALLOCS], total = 0;
+    check(cuMemsetD32(j->sums, 0, 2 * o.allocs), "cuMemsetD32");
+    for (uint64_t a = 0; a < o.allocs; a++)
+        check(fck_sum32(j->streams[a % o.streams], j->ptr[a], j->n, j->sums + 8 * a), "fc_sum32");
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    check(cuMemcpyDtoH(got, j->sums, 8 * o.allocs), "sum-copy");
+    for (uint64_t a = 0; a < o.allocs; a++) {
+        uint32_t add = 0;
+        for (uint64_t it = 0; it < o.iters; it++)
+            add += addend(it, a);
+        uint64_t want = 0;
+        for (uint64_t i = 0; i < j->n; i++)
+            want += (uint32_t)(pattern(a, i) + add);
+        if (got[a] != want) {
+            char reason[128];
+            snprintf(reason, sizeof reason, "alloc%" PRIu64 ":sum=%" PRIu64 ",want=%" PRIu64, a,
+                     got[a], want);
+            finish_fail(reason);
+        }
+        total += want;
+    }
+    return total;
+}
+
+int main(int argc, char **argv)
+{
+    parse(argc, argv);
+    static struct job j;
+    setup(&j);
+    uint64_t t0 = now_ms();
+    run_iterations(&j);
+    uint64_t elapsed = now_ms() - t0;
+    uint64_t sum = verify(&j);
+    if (o.json)
+        printf("{\"status\":\"ok\",\"name\":\"%s\",\"pid\":%d,\"iters\":%" PRIu64
+               ",\"elapsed_ms\":%" PRIu64 ",\"sum\":%" PRIu64 "}\n",
+               o.name, (int)getpid(), o.iters, elapsed, sum);
+    else
+        printf("cs_job: ok name=%s pid=%d iters=%" PRIu64 " elapsed_ms=%" PRIu64 " sum=%" PRIu64 "\n",
+               o.name, (int)getpid(), o.iters, elapsed, sum);
+    return 0;
+}

@@ -1,0 +1,80 @@
+/* fckern.c: see fckern.h. */
+#include "fckern.h"
+
+#include <stddef.h>
+
+/* The set the helpers launch; set by fck_load/fck_use (see fckern.h). */
+static const struct fck *cur;
+
+CUresult fck_load(struct fck *k)
+{
+    CUresult r = cuModuleLoadData(&k->mod, fck_ptx);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct {
+        CUfunction *f;
+        const char *name;
+    } fns[] = {
+        { &k->sleep, "fc_sleep" },
+        { &k->fill32, "fc_fill32" },
+        { &k->add32, "fc_add32" },
+        { &k->sum32, "fc_sum32" },
+    };
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        r = cuModuleGetFunction(fns[i].f, k->mod, fns[i].name);
+        if (r != CUDA_SUCCESS) {
+            cuModuleUnload(k->mod);
+            return r;
+        }
+    }
+    cur = k;
+    return CUDA_SUCCESS;
+}
+
+CUresult fck_unload(struct fck *k)
+{
+    if (cur == k)
+        cur = NULL;
+    return cuModuleUnload(k->mod);
+}
+
+void fck_use(const struct fck *k)
+{
+    cur = k;
+}
+
+/* 256 threads per block, at most 1024 blocks: grid-stride kernels cover
+ * any n with that. */
+static CUresult launch(CUfunction f, CUstream s, uint64_t n, void **params)
+{
+    uint64_t blocks = (n + 255) / 256;
+    if (blocks == 0)
+        blocks = 1;
+    if (blocks > 1024)
+        blocks = 1024;
+    return cuLaunchKernel(f, (unsigned)blocks, 1, 1, n ? 256 : 1, 1, 1, 0, s, params, NULL);
+}
+
+CUresult fck_sleep(CUstream stream, uint64_t ns)
+{
+    void *params[] = { &ns };
+    return cur ? launch(cur->sleep, stream, 0, params) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult fck_fill32(CUstream stream, CUdeviceptr p, uint64_t n, uint32_t v)
+{
+    void *params[] = { &p, &n, &v };
+    return cur ? launch(cur->fill32, stream, n, params) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult fck_add32(CUstream stream, CUdeviceptr p, uint64_t n, uint32_t v)
+{
+    void *params[] = { &p, &n, &v };
+    return cur ? launch(cur->add32, stream, n, params) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult fck_sum32(CUstream stream, CUdeviceptr p, uint64_t n, CUdeviceptr out)
+{
+    void *params[] = { &p, &n, &out };
+    return cur ? launch(cur->sum32, stream, n, params) : CUDA_ERROR_NOT_INITIALIZED;
+}
