@@ -122,7 +122,7 @@ static const struct field f_revoke[] = {
 };
 static const struct field f_evict[] = {
     SLOT(cs_msg_evict),
-    U32(cs_msg_evict, flags, 0, 0),
+    U32(cs_msg_evict, flags, 0, CS_EVICT_PREPARE),
     U64(cs_msg_evict, request_id, ANY64),
     U64(cs_msg_evict, bytes, 1, UINT64_MAX),
 };
@@ -141,6 +141,8 @@ static const struct field f_ctl_status[] = {
     PAD(cs_msg_ctl_status, pad),
 };
 static const struct field f_ctl_set[] = {
+    U32(cs_msg_ctl_set, flags, 0, CS_CTL_SET_MORE),
+    PAD(cs_msg_ctl_set, pad),
     STR(cs_msg_ctl_set, key),
     STR(cs_msg_ctl_set, value),
 };
@@ -149,19 +151,47 @@ static const struct field f_ctl_drain[] = {
     PAD(cs_msg_ctl_drain, pad),
     STR(cs_msg_ctl_drain, gpu),
 };
+static const struct field f_ctl_daemon[] = {
+    U32(cs_msg_ctl_daemon, pid, ANY32),
+    U32(cs_msg_ctl_daemon, uid, ANY32),
+    U64(cs_msg_ctl_daemon, epoch, ANY64),
+    U64(cs_msg_ctl_daemon, uptime_ns, ANY64),
+    U32(cs_msg_ctl_daemon, mode, 0, CS_MODE_MAX),
+    U32(cs_msg_ctl_daemon, metrics_port, 0, 65535),
+    U32(cs_msg_ctl_daemon, clients, ANY32),
+    U32(cs_msg_ctl_daemon, connections, ANY32),
+    U64(cs_msg_ctl_daemon, connections_total, ANY64),
+    U64(cs_msg_ctl_daemon, protocol_errors, ANY64),
+    U64(cs_msg_ctl_daemon, dropped_slow, ANY64),
+    U32(cs_msg_ctl_daemon, quantum_floor_ms, ANY32),
+    U32(cs_msg_ctl_daemon, quantum_cap_ms, ANY32),
+    U32(cs_msg_ctl_daemon, idle_release_ms, ANY32),
+    U32(cs_msg_ctl_daemon, revoke_timeout_ms, ANY32),
+    U32(cs_msg_ctl_daemon, reconnect_grace_ms, ANY32),
+    U32(cs_msg_ctl_daemon, force_release, 0, 1),
+    U64(cs_msg_ctl_daemon, mem_reserve, BYTES62),
+    U32(cs_msg_ctl_daemon, switch_cost_ppm, 0, 1000000),
+    PAD(cs_msg_ctl_daemon, pad),
+};
 static const struct field f_ctl_gpu[] = {
     U32(cs_msg_ctl_gpu, index, ANY32),
-    U32(cs_msg_ctl_gpu, mode, 0, 1),
+    U32(cs_msg_ctl_gpu, mode, 0, CS_MODE_MAX),
     BYTES(cs_msg_ctl_gpu, uuid),
     U32(cs_msg_ctl_gpu, clients, ANY32),
     U32(cs_msg_ctl_gpu, draining, 0, 1),
-    U64(cs_msg_ctl_gpu, mem_total, ANY64),
+    U32(cs_msg_ctl_gpu, holders, ANY32),
+    U32(cs_msg_ctl_gpu, waiters, ANY32),
+    U32(cs_msg_ctl_gpu, restoring, 0, 1),
+    U32(cs_msg_ctl_gpu, quantum_ms, ANY32),
+    U64(cs_msg_ctl_gpu, mem_total, BYTES62),
+    U64(cs_msg_ctl_gpu, mem_reserve, BYTES62),
     U64(cs_msg_ctl_gpu, mem_resident, ANY64),
     U64(cs_msg_ctl_gpu, switches, ANY64),
     U64(cs_msg_ctl_gpu, idle_ns, ANY64),
     U64(cs_msg_ctl_gpu, busy_ns, ANY64),
-    U32(cs_msg_ctl_gpu, quantum_ms, ANY32),
-    PAD(cs_msg_ctl_gpu, pad),
+    U64(cs_msg_ctl_gpu, switch_ns, ANY64),
+    U64(cs_msg_ctl_gpu, revoke_timeouts, ANY64),
+    U64(cs_msg_ctl_gpu, forced_releases, ANY64),
 };
 static const struct field f_ctl_client[] = {
     U64(cs_msg_ctl_client, client_id, ANY64),
@@ -169,17 +199,26 @@ static const struct field f_ctl_client[] = {
     U32(cs_msg_ctl_client, uid, ANY32),
     U32(cs_msg_ctl_client, gpu_index, ANY32),
     U32(cs_msg_ctl_client, priority, 0, CS_PRIO_COUNT - 1),
-    U32(cs_msg_ctl_client, weight, 0, CS_WEIGHT_MAX),
-    U32(cs_msg_ctl_client, state, ANY32),
+    U32(cs_msg_ctl_client, weight, 1, CS_WEIGHT_MAX),
+    U32(cs_msg_ctl_client, state, 0, CS_STATE_MAX),
+    U32(cs_msg_ctl_client, idle, 0, 1),
+    PAD(cs_msg_ctl_client, pad),
     U64(cs_msg_ctl_client, gpu_ns, ANY64),
     U64(cs_msg_ctl_client, wait_ns, ANY64),
     U64(cs_msg_ctl_client, slices, ANY64),
     U64(cs_msg_ctl_client, preemptions, ANY64),
-    U64(cs_msg_ctl_client, resident, ANY64),
-    U64(cs_msg_ctl_client, swapped, ANY64),
+    U64(cs_msg_ctl_client, revokes, ANY64),
+    U64(cs_msg_ctl_client, forced, ANY64),
+    U64(cs_msg_ctl_client, resident, BYTES62),
+    U64(cs_msg_ctl_client, swapped, BYTES62),
+    U64(cs_msg_ctl_client, unswappable, BYTES62),
+    U64(cs_msg_ctl_client, footprint, BYTES62),
     U64(cs_msg_ctl_client, swap_ns, ANY64),
-    U64(cs_msg_ctl_client, mem_limit, ANY64),
+    U64(cs_msg_ctl_client, mem_limit, BYTES62),
+    U64(cs_msg_ctl_client, vtime, ANY64),
     STR(cs_msg_ctl_client, name),
+    STR(cs_msg_ctl_client, pod),
+    STR(cs_msg_ctl_client, ns),
 };
 static const struct field f_ctl_done[] = {
     I32(cs_msg_ctl_done, status),
@@ -208,6 +247,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_GPU, "CTL_GPU", f_ctl_gpu),
     DESC(CS_MSG_CTL_CLIENT, "CTL_CLIENT", f_ctl_client),
     DESC(CS_MSG_CTL_DONE, "CTL_DONE", f_ctl_done),
+    DESC(CS_MSG_CTL_DAEMON, "CTL_DAEMON", f_ctl_daemon),
 };
 
 static const struct msgdesc *desc_of(uint16_t type)

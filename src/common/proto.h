@@ -65,6 +65,7 @@ enum cs_msg_type {
     CS_MSG_CTL_GPU = 96,    /* one per GPU in a status reply */
     CS_MSG_CTL_CLIENT = 97, /* one per client per GPU in a status reply */
     CS_MSG_CTL_DONE = 98,   /* ends every control reply */
+    CS_MSG_CTL_DAEMON = 99, /* first record of a status reply */
 };
 
 /* HELLO.flags */
@@ -75,8 +76,30 @@ enum cs_msg_type {
 #define CS_ATTACH_HOLDING 0x1u /* my gate is open under lease_id */
 #define CS_ATTACH_WAITING 0x2u /* I have work waiting for the lease */
 
+/* EVICT.flags */
+#define CS_EVICT_PREPARE 0x1u /* only pin host backing for `bytes`; move nothing */
+
 /* USAGE.flags */
 #define CS_USAGE_IDLE 0x1u /* nothing submitted for the idle period */
+
+/* CTL_SET.flags */
+#define CS_CTL_SET_MORE 0x1u /* stage this pair; more follow, applied together */
+
+/* CTL_GPU.mode and CTL_DAEMON.mode */
+enum cs_mode {
+    CS_MODE_EXCLUSIVE = 0, /* one lease holder per GPU */
+    CS_MODE_SHARED = 1,    /* holders whose memory fits run together */
+    CS_MODE_MAX = 1,
+};
+
+/* CTL_CLIENT.state: the daemon's view of one client on one GPU */
+enum cs_lease_state {
+    CS_STATE_IDLE = 0,     /* attached, not asking for the GPU */
+    CS_STATE_WAITING = 1,  /* ACQUIRE received, no GRANT yet */
+    CS_STATE_HOLDING = 2,  /* GRANT sent (or claimed after a restart) */
+    CS_STATE_REVOKING = 3, /* REVOKE sent, RELEASE not received yet */
+    CS_STATE_MAX = 3,
+};
 
 enum cs_release_reason {
     CS_RELEASE_REVOKED = 1, /* answering a REVOKE */
@@ -193,11 +216,17 @@ struct cs_msg_error {
 };
 
 struct cs_msg_ctl_status {
-    uint32_t flags;
+    uint32_t flags;         /* reserved, 0 */
     uint32_t pad;
 };
 
+/* One knob change (`cusharectl set KEY=VALUE`). A batch is sent as pairs
+ * flagged CS_CTL_SET_MORE followed by one unflagged pair: the daemon checks
+ * each pair as it arrives and applies the whole batch at the last one, or
+ * none of it. Every CTL_SET gets one CTL_DONE. */
 struct cs_msg_ctl_set {
+    uint32_t flags;         /* CS_CTL_SET_* */
+    uint32_t pad;
     char key[CS_KEY_LEN];
     char value[CS_VALUE_LEN];
 };
@@ -208,19 +237,49 @@ struct cs_msg_ctl_drain {
     char gpu[CS_NAME_LEN];  /* UUID text or index */
 };
 
+/* Daemon-wide part of a status reply. */
+struct cs_msg_ctl_daemon {
+    uint32_t pid;
+    uint32_t uid;               /* owner: control changes need it or root */
+    uint64_t epoch;
+    uint64_t uptime_ns;
+    uint32_t mode;              /* enum cs_mode */
+    uint32_t metrics_port;      /* 0 = no metrics endpoint */
+    uint32_t clients;           /* registered GPU clients */
+    uint32_t connections;       /* open connections, control ones included */
+    uint64_t connections_total; /* accepted since start */
+    uint64_t protocol_errors;   /* connections closed for a bad record */
+    uint64_t dropped_slow;      /* connections dropped for not reading */
+    uint32_t quantum_floor_ms;
+    uint32_t quantum_cap_ms;
+    uint32_t idle_release_ms;
+    uint32_t revoke_timeout_ms;
+    uint32_t reconnect_grace_ms;
+    uint32_t force_release;     /* 0 or 1 */
+    uint64_t mem_reserve;       /* bytes per GPU */
+    uint32_t switch_cost_ppm;   /* switch_cost_target in millionths */
+    uint32_t pad;
+};
+
 struct cs_msg_ctl_gpu {
     uint32_t index;
-    uint32_t mode;          /* 0 exclusive, 1 shared */
+    uint32_t mode;          /* enum cs_mode */
     uint8_t uuid[CS_UUID_LEN];
     uint32_t clients;
-    uint32_t draining;
+    uint32_t draining;      /* 0 or 1 */
+    uint32_t holders;       /* HOLDING or REVOKING */
+    uint32_t waiters;
+    uint32_t restoring;     /* 1 while waiting for pre-restart holders */
+    uint32_t quantum_ms;    /* current quantum */
     uint64_t mem_total;
+    uint64_t mem_reserve;
     uint64_t mem_resident;  /* sum over clients */
     uint64_t switches;
     uint64_t idle_ns;
     uint64_t busy_ns;
-    uint32_t quantum_ms;    /* current quantum */
-    uint32_t pad;
+    uint64_t switch_ns;     /* smoothed REVOKE -> next GRANT time */
+    uint64_t revoke_timeouts;
+    uint64_t forced_releases;
 };
 
 struct cs_msg_ctl_client {
@@ -230,16 +289,25 @@ struct cs_msg_ctl_client {
     uint32_t gpu_index;
     uint32_t priority;
     uint32_t weight;
-    uint32_t state;         /* daemon's lease state */
+    uint32_t state;         /* enum cs_lease_state */
+    uint32_t idle;          /* last USAGE said idle */
+    uint32_t pad;
     uint64_t gpu_ns;
     uint64_t wait_ns;
     uint64_t slices;
     uint64_t preemptions;
+    uint64_t revokes;
+    uint64_t forced;        /* leases taken back after revoke_timeout */
     uint64_t resident;
     uint64_t swapped;
+    uint64_t unswappable;
+    uint64_t footprint;
     uint64_t swap_ns;
     uint64_t mem_limit;
+    uint64_t vtime;         /* weighted virtual time, ns / weight */
     char name[CS_NAME_LEN];
+    char pod[CS_NAME_LEN];
+    char ns[CS_NAME_LEN];
 };
 
 struct cs_msg_ctl_done {
@@ -267,6 +335,7 @@ struct cs_msg {
         struct cs_msg_ctl_status ctl_status;
         struct cs_msg_ctl_set ctl_set;
         struct cs_msg_ctl_drain ctl_drain;
+        struct cs_msg_ctl_daemon ctl_daemon;
         struct cs_msg_ctl_gpu ctl_gpu;
         struct cs_msg_ctl_client ctl_client;
         struct cs_msg_ctl_done ctl_done;

@@ -1,0 +1,449 @@
+/* config.c: see config.h. */
+#include "sched/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+enum knob_kind { K_U32, K_BOOL, K_DOUBLE, K_MODE, K_LEVEL, K_ADDR, K_PATH };
+
+struct knob {
+    const char *name;
+    uint8_t kind;
+    bool runtime; /* may change while the daemon runs */
+    size_t off;
+    double lo, hi; /* numeric range, inclusive */
+};
+
+#define KNOB(n, k, rt, lo, hi) {#n, k, rt, offsetof(struct sd_config, n), lo, hi}
+
+/* Ranges are wide on purpose (tests use millisecond quanta) but exclude the
+ * values that would break the daemon: a zero quantum or timeout would make
+ * the policy spin. 3600000 ms is the protocol's limit for idle_ms. */
+static const struct knob knobs[] = {
+    KNOB(mode, K_MODE, true, 0, 0),
+    KNOB(quantum_floor_ms, K_U32, true, 1, 3600000),
+    KNOB(quantum_cap_ms, K_U32, true, 1, 3600000),
+    KNOB(idle_release_ms, K_U32, true, 1, 3600000),
+    KNOB(revoke_timeout_ms, K_U32, true, 1, 3600000),
+    KNOB(reconnect_grace_ms, K_U32, true, 0, 3600000),
+    KNOB(force_release, K_BOOL, true, 0, 0),
+    KNOB(mem_reserve_mb, K_U32, true, 0, 16u * 1024 * 1024),
+    KNOB(switch_cost_target, K_DOUBLE, true, 0.001, 1.0),
+    KNOB(log_level, K_LEVEL, true, 0, 0),
+    KNOB(max_clients, K_U32, true, 1, 65536),
+    KNOB(metrics, K_ADDR, false, 0, 0),
+    KNOB(state_file, K_PATH, false, 0, 0),
+};
+
+static const char *const mode_names[] = {"exclusive", "shared"};
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+void sd_config_defaults(struct sd_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->mode = CS_MODE_EXCLUSIVE;
+    c->quantum_floor_ms = 1000;
+    c->quantum_cap_ms = 30000;
+    c->idle_release_ms = 250;
+    c->revoke_timeout_ms = 10000;
+    c->reconnect_grace_ms = 1500;
+    c->force_release = true;
+    c->mem_reserve_mb = 512;
+    c->switch_cost_target = 0.05;
+    c->log_level = CS_LOG_INFO;
+    c->max_clients = 1024;
+}
+
+static void seterr(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t len, const char *fmt, ...)
+{
+    if (!err || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+static const struct knob *knob_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+        if (strcmp(knobs[i].name, name) == 0)
+            return &knobs[i];
+    return NULL;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = true;
+            return 0;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = false;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    if (!*s || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || *end != '\0' || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int sd_parse_hostport(const char *s, char *host, size_t hostcap, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s)
+        return -1;
+    size_t hl = (size_t)(colon - s);
+    const char *h = s;
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') { /* [::1]:9400 */
+        h++;
+        hl -= 2;
+    }
+    if (hl == 0 || hl >= hostcap)
+        return -1;
+    uint64_t p;
+    if (cs_parse_u64(colon + 1, 0, 65535, &p) < 0)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}
+
+static int set_u32(const struct knob *k, uint8_t *field, const char *value, char *err,
+                   size_t errlen)
+{
+    uint64_t v;
+    if (cs_parse_u64(value, (uint64_t)k->lo, (uint64_t)k->hi, &v) < 0) {
+        seterr(err, errlen, "%s: '%s' is not an integer in %.0f..%.0f", k->name, value, k->lo,
+               k->hi);
+        return -1;
+    }
+    uint32_t v32 = (uint32_t)v;
+    memcpy(field, &v32, sizeof v32);
+    return 0;
+}
+
+static int set_name(const struct knob *k, uint32_t *field, const char *value,
+                    const char *const *names, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcasecmp(value, names[i]) == 0) {
+            *field = (uint32_t)i;
+            return 0;
+        }
+    }
+    if (k->kind == K_LEVEL) {
+        int l = cs_log_parse_level(value);
+        if (l >= 0) {
+            *field = (uint32_t)l;
+            return 0;
+        }
+        seterr(err, errlen, "%s: '%s' is not one of error, warn, info, debug", k->name, value);
+    } else {
+        seterr(err, errlen, "%s: '%s' is not one of exclusive, shared", k->name, value);
+    }
+    return -1;
+}
+
+static int set_text(const struct knob *k, char *field, size_t cap, const char *value, char *err,
+                    size_t errlen)
+{
+    if (strlen(value) >= cap) {
+        seterr(err, errlen, "%s: value longer than %zu characters", k->name, cap - 1);
+        return -1;
+    }
+    if (k->kind == K_ADDR && value[0]) {
+        char host[SD_ADDR_LEN];
+        uint16_t port;
+        if (sd_parse_hostport(value, host, sizeof host, &port) < 0) {
+            seterr(err, errlen, "%s: '%s' is not HOST:PORT", k->name, value);
+            return -1;
+        }
+    }
+    if (k->kind == K_PATH && value[0] && strcmp(value, "none") != 0 && value[0] != '/') {
+        seterr(err, errlen, "%s: '%s' is not an absolute path (or none)", k->name, value);
+        return -1;
+    }
+    memcpy(field, value, strlen(value) + 1);
+    return 0;
+}
+
+int sd_config_set(struct sd_config *c, const char *key, const char *value, bool runtime,
+                  char *err, size_t errlen)
+{
+    const struct knob *k = knob_find(key);
+    if (!k) {
+        seterr(err, errlen, "unknown key '%s'", key);
+        return -1;
+    }
+    if (runtime && !k->runtime) {
+        seterr(err, errlen, "%s can only be set at start-up (config file or option)", key);
+        return -1;
+    }
+    uint8_t *field = (uint8_t *)c + k->off;
+    switch (k->kind) {
+    case K_U32:
+        return set_u32(k, field, value, err, errlen);
+    case K_BOOL: {
+        bool b;
+        if (parse_bool(value, &b) < 0) {
+            seterr(err, errlen, "%s: '%s' is not a boolean (true/false)", key, value);
+            return -1;
+        }
+        memcpy(field, &b, sizeof b);
+        return 0;
+    }
+    case K_DOUBLE: {
+        double d;
+        if (parse_double(value, &d) < 0 || d < k->lo || d > k->hi) {
+            seterr(err, errlen, "%s: '%s' is not a number in %g..%g", key, value, k->lo, k->hi);
+            return -1;
+        }
+        memcpy(field, &d, sizeof d);
+        return 0;
+    }
+    case K_MODE:
+        return set_name(k, (uint32_t *)(void *)field, value, mode_names, 2, err, errlen);
+    case K_LEVEL:
+        return set_name(k, (uint32_t *)(void *)field, value, level_names, 4, err, errlen);
+    case K_ADDR:
+        return set_text(k, (char *)field, SD_ADDR_LEN, value, err, errlen);
+    case K_PATH:
+        return set_text(k, (char *)field, SD_PATH_LEN, value, err, errlen);
+    }
+    seterr(err, errlen, "internal: bad knob kind");
+    return -1;
+}
+
+int sd_config_check(const struct sd_config *c, char *err, size_t errlen)
+{
+    if (c->quantum_floor_ms > c->quantum_cap_ms) {
+        seterr(err, errlen, "quantum_floor_ms (%u) is above quantum_cap_ms (%u)",
+               c->quantum_floor_ms, c->quantum_cap_ms);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- per-client overrides ------------------------------------------------ */
+
+static bool name_ok(const char *s, size_t len)
+{
+    if (len == 0 || len >= CS_NAME_LEN)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < 0x21 || s[i] > 0x7e)
+            return false;
+    return true;
+}
+
+int sd_override_parse(const char *key, const char *value, struct sd_override *o, char *err,
+                      size_t errlen)
+{
+    if (strncmp(key, "client.", 7) != 0)
+        return 1;
+    const char *who = key + 7;
+    const char *dot = strrchr(who, '.');
+    if (!dot || !name_ok(who, (size_t)(dot - who))) {
+        seterr(err, errlen, "'%s': expected client.<pid or name>.weight|priority", key);
+        return -1;
+    }
+    size_t wl = (size_t)(dot - who);
+    if (o->who[0] && (strlen(o->who) != wl || strncmp(o->who, who, wl) != 0)) {
+        seterr(err, errlen, "internal: override for another client");
+        return -1;
+    }
+    memcpy(o->who, who, wl);
+    o->who[wl] = '\0';
+    const char *field = dot + 1;
+    if (strcmp(field, "weight") == 0) {
+        uint64_t w;
+        if (cs_parse_u64(value, 1, CS_WEIGHT_MAX, &w) < 0) {
+            seterr(err, errlen, "%s: '%s' is not an integer in 1..%u", key, value,
+                   CS_WEIGHT_MAX);
+            return -1;
+        }
+        o->has_weight = true;
+        o->weight = (uint32_t)w;
+        return 0;
+    }
+    if (strcmp(field, "priority") == 0) {
+        int p = cs_priority_parse(value);
+        if (p < 0) {
+            seterr(err, errlen, "%s: '%s' is not one of high, normal, low", key, value);
+            return -1;
+        }
+        o->has_priority = true;
+        o->priority = (uint32_t)p;
+        return 0;
+    }
+    seterr(err, errlen, "'%s': unknown client setting '%s' (weight or priority)", key, field);
+    return -1;
+}
+
+int sd_overrides_put(struct sd_overrides *t, const struct sd_override *o)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        struct sd_override *e = &t->v[i];
+        if (strcmp(e->who, o->who) != 0)
+            continue;
+        if (o->has_weight) {
+            e->has_weight = true;
+            e->weight = o->weight;
+        }
+        if (o->has_priority) {
+            e->has_priority = true;
+            e->priority = o->priority;
+        }
+        return 0;
+    }
+    if (t->n == SD_MAX_OVERRIDES)
+        return -1;
+    t->v[t->n++] = *o;
+    return 0;
+}
+
+const struct sd_override *sd_overrides_find(const struct sd_overrides *t, uint32_t pid,
+                                            const char *name)
+{
+    char pidtxt[16];
+    snprintf(pidtxt, sizeof pidtxt, "%u", pid);
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->v[i].who, pidtxt) == 0)
+            return &t->v[i];
+    if (!name || !name[0])
+        return NULL;
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->v[i].who, name) == 0)
+            return &t->v[i];
+    return NULL;
+}
+
+/* ---- INI file ------------------------------------------------------------ */
+
+struct load_ctx {
+    struct sd_config *c;
+    struct sd_overrides *ov;
+    char err[256];
+    int failed;
+};
+
+static int ini_entry(void *user, const char *section, const char *name, const char *value)
+{
+    struct load_ctx *l = user;
+    if (l->failed)
+        return 1; /* keep only the first error; inih reports its line */
+    char key[CS_KEY_LEN + CS_NAME_LEN + 16];
+    int rc;
+    if (!section[0] || strcmp(section, "cushared") == 0) {
+        rc = sd_config_set(l->c, name, value, false, l->err, sizeof l->err);
+    } else if (strncmp(section, "client.", 7) == 0) {
+        snprintf(key, sizeof key, "%s.%s", section, name);
+        struct sd_override o;
+        memset(&o, 0, sizeof o);
+        rc = sd_override_parse(key, value, &o, l->err, sizeof l->err);
+        if (rc == 0 && sd_overrides_put(l->ov, &o) < 0) {
+            seterr(l->err, sizeof l->err, "too many [client.*] sections (max %d)",
+                   SD_MAX_OVERRIDES);
+            rc = -1;
+        }
+    } else {
+        seterr(l->err, sizeof l->err,
+               "unknown section [%s] (use [cushared] or [client.<pid or name>])", section);
+        rc = -1;
+    }
+    if (rc != 0) {
+        l->failed = 1;
+        return 0;
+    }
+    return 1;
+}
+
+int sd_config_load(struct sd_config *c, struct sd_overrides *ov, const char *path, char *err,
+                   size_t errlen)
+{
+    struct load_ctx l = {.c = c, .ov = ov};
+    int rc = ini_parse(path, ini_entry, &l);
+    if (rc < 0) {
+        seterr(err, errlen, "%s: cannot read: %s", path, rc == -1 ? strerror(errno) : "no memory");
+        return -1;
+    }
+    if (rc > 0) {
+        seterr(err, errlen, "%s:%d: %s", path, rc, l.failed ? l.err : "syntax error");
+        return -1;
+    }
+    char why[200];
+    if (sd_config_check(c, why, sizeof why) < 0) {
+        seterr(err, errlen, "%s: %s", path, why);
+        return -1;
+    }
+    return 0;
+}
+
+size_t sd_config_dump(const struct sd_config *c, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0] && n < cap; i++) {
+        const struct knob *k = &knobs[i];
+        const uint8_t *f = (const uint8_t *)c + k->off;
+        uint32_t u;
+        bool b;
+        double d;
+        int w = 0;
+        switch (k->kind) {
+        case K_U32:
+            memcpy(&u, f, sizeof u);
+            w = snprintf(buf + n, cap - n, "%s=%u\n", k->name, u);
+            break;
+        case K_BOOL:
+            memcpy(&b, f, sizeof b);
+            w = snprintf(buf + n, cap - n, "%s=%s\n", k->name, b ? "true" : "false");
+            break;
+        case K_DOUBLE:
+            memcpy(&d, f, sizeof d);
+            w = snprintf(buf + n, cap - n, "%s=%g\n", k->name, d);
+            break;
+        case K_MODE:
+        case K_LEVEL:
+            memcpy(&u, f, sizeof u);
+            w = snprintf(buf + n, cap - n, "%s=%s\n", k->name,
+                         k->kind == K_MODE ? mode_names[u % 2] : level_names[u % 4]);
+            break;
+        case K_ADDR:
+        case K_PATH:
+            w = snprintf(buf + n, cap - n, "%s=%s\n", k->name, (const char *)f);
+            break;
+        }
+        if (w < 0)
+            break;
+        n += (size_t)w;
+    }
+    return n < cap ? n : cap - 1;
+}

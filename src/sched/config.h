@@ -1,0 +1,95 @@
+/* config.h: cushared's knobs: defaults, validation, the INI file and the
+ * run-time `cusharectl set KEY=VALUE` path.
+ *
+ * Every knob is described once in a table (config.c) with its name, type,
+ * range and whether it may change while the daemon runs; the INI loader and
+ * `set` both go through sd_config_set, so a knob has one name, one parser
+ * and one error message wherever it is given. docs/configuration.md is the
+ * prose version of that table.
+ *
+ * Per-client overrides (`client.<pid or name>.weight`, `.priority`) live in a
+ * separate small table: they are matched against clients as they register
+ * and applied to the ones already registered by the server.
+ */
+#ifndef SD_CONFIG_H
+#define SD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/proto.h"
+
+#define SD_ADDR_LEN 128
+#define SD_PATH_LEN 256
+#define SD_MAX_OVERRIDES 256
+
+struct sd_config {
+    uint32_t mode;               /* enum cs_mode */
+    uint32_t quantum_floor_ms;
+    uint32_t quantum_cap_ms;
+    uint32_t idle_release_ms;
+    uint32_t revoke_timeout_ms;
+    uint32_t reconnect_grace_ms;
+    bool force_release;
+    uint32_t mem_reserve_mb;
+    double switch_cost_target;
+    uint32_t log_level;          /* enum cs_log_level */
+    uint32_t max_clients;
+    char metrics[SD_ADDR_LEN];   /* HOST:PORT, "" = off */
+    char state_file[SD_PATH_LEN];/* "" = next to the socket, "none" = off */
+};
+
+enum sd_ovr_field { SD_OVR_WEIGHT, SD_OVR_PRIORITY };
+
+/* One `client.<who>.<field>=value`. who is a pid (all digits) or a name. */
+struct sd_override {
+    char who[CS_NAME_LEN];
+    bool has_weight, has_priority;
+    uint32_t weight;
+    uint32_t priority;
+};
+
+struct sd_overrides {
+    size_t n;
+    struct sd_override v[SD_MAX_OVERRIDES];
+};
+
+void sd_config_defaults(struct sd_config *c);
+
+/* Sets one global knob from text. runtime: refuse knobs that only take
+ * effect at start-up. Returns 0, or -1 with a reason in err. Does not check
+ * cross-knob rules (see sd_config_check). */
+int sd_config_set(struct sd_config *c, const char *key, const char *value, bool runtime,
+                  char *err, size_t errlen);
+
+/* Rules between knobs (quantum_floor_ms <= quantum_cap_ms). 0 or -1. */
+int sd_config_check(const struct sd_config *c, char *err, size_t errlen);
+
+/* Parses "client.<who>.<field>" and its value into *o (merged with what
+ * *o already says about who). Returns 0, 1 if key is not a client key (so
+ * the caller tries the global knobs), or -1 with a reason. */
+int sd_override_parse(const char *key, const char *value, struct sd_override *o,
+                      char *err, size_t errlen);
+
+/* Adds or merges o into the table. Returns 0 or -1 (table full). */
+int sd_overrides_put(struct sd_overrides *t, const struct sd_override *o);
+
+/* The entry for a client: by pid first, then by name. NULL if none. */
+const struct sd_override *sd_overrides_find(const struct sd_overrides *t, uint32_t pid,
+                                            const char *name);
+
+/* Loads an INI file over *c and *ov: global knobs at the top or under
+ * [cushared], per-client ones under [client.<who>]. Returns 0, or -1 with
+ * "FILE:LINE: reason" in err. */
+int sd_config_load(struct sd_config *c, struct sd_overrides *ov, const char *path, char *err,
+                   size_t errlen);
+
+/* Writes "key=value" for every knob to buf (one per line); for docs, tests
+ * and `cushared --print-config`. Returns the length written. */
+size_t sd_config_dump(const struct sd_config *c, char *buf, size_t cap);
+
+/* Host and port of a "HOST:PORT" text (port 0 = any free port). 0 or -1. */
+int sd_parse_hostport(const char *s, char *host, size_t hostcap, uint16_t *port);
+
+#endif

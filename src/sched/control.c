@@ -1,0 +1,323 @@
+/* control.c: cusharectl's requests.
+ *
+ * Every request gets exactly one CTL_DONE (a status reply puts CTL_DAEMON,
+ * then CTL_GPU and its CTL_CLIENTs per GPU, before it). Status is open to
+ * every local user, like nvidia-smi; changes (set, drain) need the uid the
+ * daemon runs as, or root, taken from SO_PEERCRED. */
+#include "sched/server.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "sched/metrics.h"
+
+static void done(struct sd_server *s, struct sd_conn *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void done(struct sd_server *s, struct sd_conn *c, int status, const char *fmt, ...)
+{
+    struct cs_msg d = {.type = CS_MSG_CTL_DONE};
+    d.u.ctl_done.status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d.u.ctl_done.text, sizeof d.u.ctl_done.text, fmt, ap);
+    va_end(ap);
+    sd_conn_send(s, c, &d, true);
+}
+
+static bool authorized(struct sd_server *s, struct sd_conn *c, const char *what)
+{
+    if (c->uid == 0 || c->uid == s->owner_uid)
+        return true;
+    s->ctr.control_denied++;
+    cs_warn("uid %u (pid %u) may not %s: the daemon belongs to uid %u", c->uid, c->pid, what,
+            s->owner_uid);
+    done(s, c, -EPERM, "permission denied: %s needs uid %u or root (you are uid %u)", what,
+         s->owner_uid, c->uid);
+    return false;
+}
+
+/* ---- status ---------------------------------------------------------------------- */
+
+static void status_daemon(struct sd_server *s, struct sd_conn *c, uint64_t now)
+{
+    struct cs_msg m = {.type = CS_MSG_CTL_DAEMON};
+    struct cs_msg_ctl_daemon *d = &m.u.ctl_daemon;
+    const struct sd_config *k = &s->cfg;
+    d->pid = (uint32_t)getpid();
+    d->uid = s->owner_uid;
+    d->epoch = s->epoch;
+    d->uptime_ns = now - s->start_ns;
+    d->mode = k->mode;
+    d->metrics_port = s->metrics ? sd_metrics_port(s->metrics) : 0;
+    d->clients = (uint32_t)s->policy.nclients;
+    d->connections = (uint32_t)s->nconns;
+    d->connections_total = s->ctr.connections_total;
+    d->protocol_errors = s->ctr.protocol_errors;
+    d->dropped_slow = s->ctr.dropped_slow;
+    d->quantum_floor_ms = k->quantum_floor_ms;
+    d->quantum_cap_ms = k->quantum_cap_ms;
+    d->idle_release_ms = k->idle_release_ms;
+    d->revoke_timeout_ms = k->revoke_timeout_ms;
+    d->reconnect_grace_ms = k->reconnect_grace_ms;
+    d->force_release = k->force_release;
+    d->mem_reserve = (uint64_t)k->mem_reserve_mb << 20;
+    d->switch_cost_ppm = (uint32_t)(k->switch_cost_target * 1e6 + 0.5);
+    sd_conn_send(s, c, &m, true);
+}
+
+static void status_gpu(struct sd_server *s, struct sd_conn *c, const struct sd_gpu *g,
+                       uint64_t now)
+{
+    struct cs_msg m = {.type = CS_MSG_CTL_GPU};
+    struct cs_msg_ctl_gpu *o = &m.u.ctl_gpu;
+    o->index = g->index;
+    o->mode = s->cfg.mode;
+    memcpy(o->uuid, g->uuid, CS_UUID_LEN);
+    o->clients = (uint32_t)g->n;
+    o->draining = g->draining;
+    o->holders = sd_gpu_count(g, CS_STATE_HOLDING) + sd_gpu_count(g, CS_STATE_REVOKING);
+    o->waiters = sd_gpu_count(g, CS_STATE_WAITING);
+    o->restoring = g->restoring;
+    o->quantum_ms = (uint32_t)(sd_gpu_quantum_ns(&s->policy, g) / 1000000);
+    o->mem_total = g->mem_total;
+    o->mem_reserve = (uint64_t)s->cfg.mem_reserve_mb << 20;
+    o->mem_resident = sd_gpu_resident(g);
+    o->switches = g->st.switches;
+    sd_gpu_times(g, now, &o->idle_ns, &o->busy_ns);
+    o->switch_ns = g->switch_ewma_ns;
+    o->revoke_timeouts = g->st.revoke_timeouts;
+    o->forced_releases = g->st.forced_releases;
+    sd_conn_send(s, c, &m, true);
+}
+
+static void status_member(struct sd_server *s, struct sd_conn *c, const struct sd_member *mb,
+                          uint64_t now)
+{
+    const struct sd_client *cl = mb->client;
+    const struct sd_conn *owner = cl->owner;
+    struct cs_msg m = {.type = CS_MSG_CTL_CLIENT};
+    struct cs_msg_ctl_client *o = &m.u.ctl_client;
+    o->client_id = cl->id;
+    o->pid = cl->info.pid;
+    o->uid = owner ? owner->uid : cl->info.uid;
+    o->gpu_index = mb->gpu->index;
+    o->priority = cl->info.priority;
+    o->weight = cl->info.weight;
+    o->state = mb->state;
+    o->idle = mb->idle;
+    o->gpu_ns = sd_member_gpu_ns(mb, now);
+    o->wait_ns = sd_member_wait_ns(mb, now);
+    o->slices = mb->st.slices;
+    o->preemptions = mb->st.preemptions;
+    o->revokes = mb->st.revokes;
+    o->forced = mb->st.forced;
+    o->resident = mb->resident;
+    o->swapped = mb->swapped;
+    o->unswappable = mb->unswappable;
+    o->footprint = mb->footprint;
+    o->swap_ns = mb->st.swap_ns;
+    o->mem_limit = cl->info.mem_limit;
+    o->vtime = mb->vtime;
+    memcpy(o->name, cl->info.name, sizeof o->name);
+    memcpy(o->pod, cl->info.pod, sizeof o->pod);
+    memcpy(o->ns, cl->info.ns, sizeof o->ns);
+    sd_conn_send(s, c, &m, true);
+}
+
+static void ctl_status(struct sd_server *s, struct sd_conn *c)
+{
+    /* The reply is queued whole; a reader that left earlier replies unread
+     * is dropped rather than given more. */
+    if (c->qbytes > SD_OUTQ_BYTES) {
+        s->ctr.dropped_slow++;
+        cs_warn("control connection %llu (pid %u) does not read its replies; dropping it",
+                (unsigned long long)c->id, c->pid);
+        c->dead = true;
+        return;
+    }
+    uint64_t now = sd_server_now(s);
+    status_daemon(s, c, now);
+    /* GPUs by index, so the listing is stable. */
+    const struct sd_policy *p = &s->policy;
+    uint32_t last = 0;
+    for (size_t k = 0; k < p->ngpu; k++) {
+        const struct sd_gpu *g = NULL;
+        for (size_t i = 0; i < p->ngpu; i++) {
+            const struct sd_gpu *x = p->gpu[i];
+            if ((k == 0 || x->index > last) && (!g || x->index < g->index))
+                g = x;
+        }
+        if (!g)
+            break;
+        last = g->index;
+        status_gpu(s, c, g, now);
+        for (size_t i = 0; i < g->n; i++)
+            status_member(s, c, g->m[i], now);
+    }
+    done(s, c, 0, "ok");
+}
+
+/* ---- set ---------------------------------------------------------------------------- */
+
+static bool all_digits(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
+static bool client_matches(const struct sd_client *cl, const char *who)
+{
+    char pid[16];
+    snprintf(pid, sizeof pid, "%u", cl->info.pid);
+    return strcmp(who, pid) == 0 || strcmp(who, cl->info.name) == 0;
+}
+
+static int stage_override(struct sd_server *s, struct sd_batch *b, const char *key,
+                          const char *value, char *err, size_t errlen)
+{
+    struct sd_override o;
+    memset(&o, 0, sizeof o);
+    int rc = sd_override_parse(key, value, &o, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (all_digits(o.who)) {
+        bool found = false;
+        for (const struct sd_client *cl = s->policy.clients; cl; cl = cl->next)
+            found |= client_matches(cl, o.who);
+        if (!found) {
+            snprintf(err, errlen, "no client with pid %s", o.who);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < b->nov; i++) {
+        if (strcmp(b->ov[i].who, o.who) == 0) {
+            struct sd_override *e = &b->ov[i];
+            if (o.has_weight) {
+                e->has_weight = true;
+                e->weight = o.weight;
+            }
+            if (o.has_priority) {
+                e->has_priority = true;
+                e->priority = o.priority;
+            }
+            return 0;
+        }
+    }
+    if (b->nov == SD_BATCH_MAX) {
+        snprintf(err, errlen, "too many client settings in one batch (max %d)", SD_BATCH_MAX);
+        return -1;
+    }
+    b->ov[b->nov++] = o;
+    return 0;
+}
+
+/* Applies a checked batch: knobs first, then per-client settings; name
+ * settings are also remembered for clients that register later, pid ones
+ * only apply to the live process (pids are reused). */
+static void apply_batch(struct sd_server *s, struct sd_conn *c, struct sd_batch *b)
+{
+    uint64_t now = sd_server_now(s);
+    if (b->cfg.log_level != s->cfg.log_level)
+        cs_log_set_level((enum cs_log_level)b->cfg.log_level);
+    s->cfg = b->cfg;
+    for (size_t i = 0; i < b->nov; i++) {
+        const struct sd_override *o = &b->ov[i];
+        if (!all_digits(o->who) && sd_overrides_put(&s->overrides, o) < 0)
+            cs_warn("override table full: client.%s applies to running clients only", o->who);
+        for (struct sd_client *cl = s->policy.clients; cl; cl = cl->next) {
+            if (!client_matches(cl, o->who))
+                continue;
+            uint32_t prio = o->has_priority ? o->priority : cl->info.priority;
+            uint32_t w = o->has_weight ? o->weight : cl->info.weight;
+            sd_policy_client_update(&s->policy, cl, prio, w, now);
+        }
+    }
+    sd_policy_reconfigure(&s->policy, now);
+    cs_info("uid %u (pid %u) applied %zu setting(s)", c->uid, c->pid, b->npairs);
+}
+
+static void ctl_set(struct sd_server *s, struct sd_conn *c, const struct cs_msg_ctl_set *m)
+{
+    if (!authorized(s, c, "change settings")) {
+        free(c->batch);
+        c->batch = NULL;
+        return;
+    }
+    if (!c->batch) {
+        c->batch = calloc(1, sizeof *c->batch);
+        if (!c->batch) {
+            done(s, c, -ENOMEM, "out of memory");
+            return;
+        }
+        c->batch->cfg = s->cfg;
+    }
+    struct sd_batch *b = c->batch;
+    char err[CS_TEXT_LEN];
+    err[0] = '\0';
+    int rc = stage_override(s, b, m->key, m->value, err, sizeof err);
+    if (rc == 1)
+        rc = sd_config_set(&b->cfg, m->key, m->value, true, err, sizeof err);
+    if (rc == 0 && !(m->flags & CS_CTL_SET_MORE))
+        rc = sd_config_check(&b->cfg, err, sizeof err);
+    if (rc != 0) {
+        done(s, c, -EINVAL, "%s (nothing applied)", err);
+        free(c->batch);
+        c->batch = NULL;
+        return;
+    }
+    b->npairs++;
+    if (m->flags & CS_CTL_SET_MORE) {
+        done(s, c, 0, "staged");
+        return;
+    }
+    apply_batch(s, c, b);
+    done(s, c, 0, "applied %zu setting(s)", b->npairs);
+    free(c->batch);
+    c->batch = NULL;
+}
+
+/* ---- drain ---------------------------------------------------------------------------- */
+
+static void ctl_drain(struct sd_server *s, struct sd_conn *c, const struct cs_msg_ctl_drain *m)
+{
+    const char *what = m->on ? "drain a GPU" : "undrain a GPU";
+    if (!authorized(s, c, what))
+        return;
+    struct sd_gpu *g = sd_policy_gpu_by_text(&s->policy, m->gpu);
+    if (!g) {
+        done(s, c, -ENOENT, "no GPU '%s' (give its index or UUID as status lists them)", m->gpu);
+        return;
+    }
+    sd_policy_drain(&s->policy, g, m->on != 0, sd_server_now(s));
+    char uuid[CS_UUID_STR_LEN];
+    cs_uuid_format(g->uuid, uuid);
+    done(s, c, 0, "gpu %u (%s) %s", g->index, uuid, m->on ? "draining" : "undrained");
+}
+
+void sd_control(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
+{
+    switch (m->type) {
+    case CS_MSG_CTL_STATUS:
+        ctl_status(s, c);
+        return;
+    case CS_MSG_CTL_SET:
+        ctl_set(s, c, &m->u.ctl_set);
+        return;
+    case CS_MSG_CTL_DRAIN:
+        ctl_drain(s, c, &m->u.ctl_drain);
+        return;
+    default:
+        sd_conn_fail(s, c, "not a control request");
+        return;
+    }
+}

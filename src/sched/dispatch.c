@@ -1,0 +1,209 @@
+/* dispatch.c: what each message means on each kind of connection.
+ *
+ * A connection starts as NEW and must say HELLO first; the HELLO's CONTROL
+ * flag makes it a control connection (cusharectl), otherwise a GPU client.
+ * Each kind accepts only its own messages; anything else, including a
+ * second HELLO or a daemon-to-client type, is a protocol error that closes
+ * that connection. The policy decides; this file only translates. */
+#include "sched/server.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+/* ---- policy -> messages -------------------------------------------------------- */
+
+static void on_grant(void *ctx, struct sd_member *m, uint32_t quantum_ms)
+{
+    struct sd_server *s = ctx;
+    /* Persist before the GRANT leaves: if this daemon dies right after,
+     * the next one must know that this client's gate is open. (Other
+     * changes are written once per event, by sd_server_settle.) */
+    sd_server_save_state(s);
+    struct cs_msg g = {.type = CS_MSG_GRANT};
+    g.u.grant.slot = m->slot;
+    g.u.grant.quantum_ms = quantum_ms;
+    g.u.grant.lease_id = m->lease_id;
+    sd_conn_send(s, m->client->owner, &g, false);
+}
+
+static void on_revoke(void *ctx, struct sd_member *m, uint32_t reason, uint64_t evict_bytes)
+{
+    struct sd_server *s = ctx;
+    struct cs_msg r = {.type = CS_MSG_REVOKE};
+    r.u.revoke.slot = m->slot;
+    r.u.revoke.reason = reason;
+    r.u.revoke.lease_id = m->lease_id;
+    r.u.revoke.evict_bytes = evict_bytes;
+    sd_conn_send(s, m->client->owner, &r, false);
+}
+
+static void on_evict(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes)
+{
+    struct sd_server *s = ctx;
+    struct cs_msg e = {.type = CS_MSG_EVICT};
+    e.u.evict.slot = m->slot;
+    e.u.evict.request_id = request_id;
+    e.u.evict.bytes = bytes;
+    sd_conn_send(s, m->client->owner, &e, false);
+}
+
+static void on_room_reply(void *ctx, struct sd_member *m, uint64_t request_id, int32_t status)
+{
+    struct sd_server *s = ctx;
+    struct cs_msg r = {.type = CS_MSG_ROOM_REPLY};
+    r.u.room_reply.slot = m->slot;
+    r.u.room_reply.status = status;
+    r.u.room_reply.request_id = request_id;
+    sd_conn_send(s, m->client->owner, &r, false);
+}
+
+static void on_holders_changed(void *ctx)
+{
+    struct sd_server *s = ctx;
+    s->state_dirty = true; /* written once, at the end of the event */
+}
+
+const struct sd_policy_ops sd_dispatch_ops = {
+    .grant = on_grant,
+    .revoke = on_revoke,
+    .holders_changed = on_holders_changed,
+    .evict = on_evict,
+    .room_reply = on_room_reply,
+};
+
+/* ---- HELLO ------------------------------------------------------------------------- */
+
+void sd_dispatch_apply_override(const struct sd_server *s, struct sd_client_info *info)
+{
+    const struct sd_override *o = sd_overrides_find(&s->overrides, info->pid, info->name);
+    if (!o)
+        return;
+    if (o->has_weight)
+        info->weight = o->weight;
+    if (o->has_priority)
+        info->priority = o->priority;
+}
+
+static void send_welcome(struct sd_server *s, struct sd_conn *c, uint64_t id)
+{
+    struct cs_msg w = {.type = CS_MSG_WELCOME};
+    w.u.welcome.client_id = id;
+    w.u.welcome.epoch = s->epoch;
+    w.u.welcome.idle_ms = s->cfg.idle_release_ms;
+    sd_conn_send(s, c, &w, false);
+}
+
+static void refuse(struct sd_server *s, struct sd_conn *c, const char *why)
+{
+    s->ctr.refused++;
+    cs_warn("connection %llu (pid %u) refused: %s", (unsigned long long)c->id, c->pid, why);
+    struct cs_msg e = {.type = CS_MSG_ERROR};
+    e.u.error.code = EBUSY;
+    snprintf(e.u.error.text, sizeof e.u.error.text, "refused: %s", why);
+    sd_conn_send(s, c, &e, true);
+    c->dead = true;
+}
+
+static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg_hello *h)
+{
+    if (h->flags & CS_HELLO_CONTROL) {
+        c->kind = SD_CONN_CONTROL;
+        send_welcome(s, c, c->id);
+        return;
+    }
+    if (s->policy.nclients >= s->cfg.max_clients) {
+        refuse(s, c, "too many clients (max_clients)");
+        return;
+    }
+    struct sd_client_info info = {
+        .pid = c->pid, /* SO_PEERCRED, never the message */
+        .uid = c->uid,
+        .priority = h->priority,
+        .weight = h->weight,
+        .mem_limit = h->mem_limit,
+        .reconnect = (h->flags & CS_HELLO_RECONNECT) != 0,
+        .prev_id = h->prev_client_id,
+    };
+    memcpy(info.name, h->name, sizeof info.name);
+    memcpy(info.pod, h->pod, sizeof info.pod);
+    memcpy(info.ns, h->ns, sizeof info.ns);
+    sd_dispatch_apply_override(s, &info);
+    struct sd_client *cl = sd_policy_client_add(&s->policy, &info, sd_server_now(s));
+    if (!cl) {
+        refuse(s, c, "out of memory");
+        return;
+    }
+    cl->owner = c;
+    c->client = cl;
+    c->kind = SD_CONN_CLIENT;
+    cs_info("client %llu: pid %u uid %u '%s' priority %s weight %u%s",
+            (unsigned long long)cl->id, c->pid, c->uid, info.name,
+            cs_priority_name((int)info.priority), info.weight,
+            info.reconnect ? " (reconnected)" : "");
+    send_welcome(s, c, cl->id);
+}
+
+/* ---- client messages ------------------------------------------------------------ */
+
+static void client_message(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
+{
+    const char *why = "unexpected message";
+    uint64_t now = sd_server_now(s);
+    struct sd_client *cl = c->client;
+    int rc;
+    switch (m->type) {
+    case CS_MSG_ATTACH:
+        rc = sd_policy_attach(&s->policy, cl, &m->u.attach, now, &why);
+        break;
+    case CS_MSG_ACQUIRE:
+        rc = sd_policy_acquire(&s->policy, cl, m->u.acquire.slot, now, &why);
+        break;
+    case CS_MSG_RELEASE:
+        rc = sd_policy_release(&s->policy, cl, &m->u.release, now, &why);
+        break;
+    case CS_MSG_USAGE:
+        rc = sd_policy_usage(&s->policy, cl, &m->u.usage, now, &why);
+        break;
+    case CS_MSG_ROOM:
+        rc = sd_policy_room(&s->policy, cl, &m->u.room, now, &why);
+        break;
+    case CS_MSG_EVICTED:
+        rc = sd_policy_evicted(&s->policy, cl, &m->u.evicted, now, &why);
+        break;
+    default:
+        rc = SD_EPROTO;
+        why = m->type >= CS_MSG_CTL_STATUS ? "control message on a client connection"
+                                           : "daemon-to-client message sent by a client";
+        break;
+    }
+    if (rc == SD_ELIMIT)
+        refuse(s, c, why);
+    else if (rc != SD_OK)
+        sd_conn_fail(s, c, why);
+}
+
+void sd_dispatch(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
+{
+    if (m->type == CS_MSG_HELLO) {
+        if (c->kind != SD_CONN_NEW)
+            sd_conn_fail(s, c, "second HELLO");
+        else
+            on_hello(s, c, &m->u.hello);
+        return;
+    }
+    switch (c->kind) {
+    case SD_CONN_NEW:
+        sd_conn_fail(s, c, "message before HELLO");
+        return;
+    case SD_CONN_CLIENT:
+        client_message(s, c, m);
+        return;
+    case SD_CONN_CONTROL:
+        sd_control(s, c, m);
+        return;
+    }
+}

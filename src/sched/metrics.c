@@ -1,0 +1,401 @@
+/* metrics.c: see metrics.h. Series names are documented in docs/metrics.md;
+ * a name here and there must match. */
+#include "sched/metrics.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "sched/server.h"
+
+struct sd_metrics {
+    struct MHD_Daemon *mhd;
+    const struct sd_server *srv;
+    int epfd;
+    uint16_t port;
+};
+
+/* ---- rendering ------------------------------------------------------------------ */
+
+static void help(struct sd_buf *b, const char *name, const char *type, const char *text)
+{
+    sd_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, type);
+}
+
+static double secs(uint64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+/* Labels of a client series: gpu, client, pid, priority. */
+static void client_labels(struct sd_buf *b, const struct sd_member *m)
+{
+    char uuid[CS_UUID_STR_LEN];
+    cs_uuid_format(m->gpu->uuid, uuid);
+    sd_buf_printf(b, "gpu=\"%s\",client=\"", uuid);
+    sd_buf_label(b, m->client->info.name);
+    sd_buf_printf(b, "\",pid=\"%u\",priority=\"%s\"", m->client->info.pid,
+                  cs_priority_name((int)m->client->info.priority));
+}
+
+static void gpu_labels(struct sd_buf *b, const struct sd_gpu *g)
+{
+    char uuid[CS_UUID_STR_LEN];
+    cs_uuid_format(g->uuid, uuid);
+    sd_buf_printf(b, "gpu=\"%s\",index=\"%u\"", uuid, g->index);
+}
+
+static void hist_lines(struct sd_buf *b, const char *name, const struct sd_hist *h,
+                       void (*labels)(struct sd_buf *, const void *), const void *obj)
+{
+    uint64_t cum = 0;
+    for (size_t i = 0; i < SD_HIST_BUCKETS; i++) {
+        cum += h->bucket[i];
+        sd_buf_printf(b, "%s_bucket{", name);
+        labels(b, obj);
+        if (i < SD_HIST_BOUNDS)
+            sd_buf_printf(b, ",le=\"%g\"} %" PRIu64 "\n", secs(sd_hist_bound_ns(i)), cum);
+        else
+            sd_buf_printf(b, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
+    }
+    sd_buf_printf(b, "%s_sum{", name);
+    labels(b, obj);
+    sd_buf_printf(b, "} %.9f\n%s_count{", secs(h->sum_ns), name);
+    labels(b, obj);
+    sd_buf_printf(b, "} %" PRIu64 "\n", h->count);
+}
+
+static void client_labels_v(struct sd_buf *b, const void *m)
+{
+    client_labels(b, m);
+}
+
+static void gpu_labels_v(struct sd_buf *b, const void *g)
+{
+    gpu_labels(b, g);
+}
+
+enum { V_U64, V_SEC };
+
+/* One client series: every member of every GPU. */
+static void client_series(struct sd_buf *b, const struct sd_policy *p, uint64_t now,
+                          const char *name, const char *type, const char *text,
+                          uint64_t (*get)(const struct sd_member *, uint64_t), int kind)
+{
+    help(b, name, type, text);
+    for (size_t i = 0; i < p->ngpu; i++) {
+        for (size_t j = 0; j < p->gpu[i]->n; j++) {
+            const struct sd_member *m = p->gpu[i]->m[j];
+            sd_buf_printf(b, "%s{", name);
+            client_labels(b, m);
+            uint64_t v = get(m, now);
+            if (kind == V_SEC)
+                sd_buf_printf(b, "} %.9f\n", secs(v));
+            else
+                sd_buf_printf(b, "} %" PRIu64 "\n", v);
+        }
+    }
+}
+
+static uint64_t m_gpu(const struct sd_member *m, uint64_t now) { return sd_member_gpu_ns(m, now); }
+static uint64_t m_wait(const struct sd_member *m, uint64_t now) { return sd_member_wait_ns(m, now); }
+static uint64_t m_slices(const struct sd_member *m, uint64_t now) { (void)now; return m->st.slices; }
+static uint64_t m_preempt(const struct sd_member *m, uint64_t now) { (void)now; return m->st.preemptions; }
+static uint64_t m_revokes(const struct sd_member *m, uint64_t now) { (void)now; return m->st.revokes; }
+static uint64_t m_forced(const struct sd_member *m, uint64_t now) { (void)now; return m->st.forced; }
+static uint64_t m_res(const struct sd_member *m, uint64_t now) { (void)now; return m->resident; }
+static uint64_t m_swp(const struct sd_member *m, uint64_t now) { (void)now; return m->swapped; }
+static uint64_t m_fp(const struct sd_member *m, uint64_t now) { (void)now; return m->footprint; }
+static uint64_t m_swapns(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_ns; }
+static uint64_t m_state(const struct sd_member *m, uint64_t now) { (void)now; return m->state; }
+static uint64_t m_weight(const struct sd_member *m, uint64_t now) { (void)now; return m->client->info.weight; }
+
+static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t now)
+{
+    const struct sd_policy *p = &s->policy;
+    client_series(b, p, now, "cushare_client_gpu_seconds_total", "counter",
+                  "Time the client held the GPU's lease.", m_gpu, V_SEC);
+    client_series(b, p, now, "cushare_client_wait_seconds_total", "counter",
+                  "Time the client waited for the lease.", m_wait, V_SEC);
+    client_series(b, p, now, "cushare_client_slices_total", "counter",
+                  "Leases granted to the client.", m_slices, V_U64);
+    client_series(b, p, now, "cushare_client_preemptions_total", "counter",
+                  "Leases revoked because a higher priority class waited.", m_preempt, V_U64);
+    client_series(b, p, now, "cushare_client_revokes_total", "counter",
+                  "Leases revoked for any reason.", m_revokes, V_U64);
+    client_series(b, p, now, "cushare_client_forced_releases_total", "counter",
+                  "Leases taken back after revoke_timeout_ms.", m_forced, V_U64);
+    client_series(b, p, now, "cushare_client_memory_resident_bytes", "gauge",
+                  "Device memory the client reports resident.", m_res, V_U64);
+    client_series(b, p, now, "cushare_client_memory_swapped_bytes", "gauge",
+                  "Memory the client holds swapped out to the host.", m_swp, V_U64);
+    client_series(b, p, now, "cushare_client_memory_footprint_bytes", "gauge",
+                  "Everything the client allocated on the GPU.", m_fp, V_U64);
+    client_series(b, p, now, "cushare_client_swap_seconds_total", "counter",
+                  "Time the client reported swapping while releasing.", m_swapns, V_SEC);
+    client_series(b, p, now, "cushare_client_state", "gauge",
+                  "Lease state: 0 idle, 1 waiting, 2 holding, 3 revoking.", m_state, V_U64);
+    client_series(b, p, now, "cushare_client_weight", "gauge",
+                  "The client's weight within its priority class.", m_weight, V_U64);
+    help(b, "cushare_client_lease_latency_seconds", "histogram",
+         "Time from ACQUIRE to GRANT.");
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++)
+            hist_lines(b, "cushare_client_lease_latency_seconds",
+                       &p->gpu[i]->m[j]->st.lease_latency, client_labels_v, p->gpu[i]->m[j]);
+}
+
+static void gpu_u64(struct sd_buf *b, const struct sd_policy *p, const char *name,
+                    const char *type, const char *text, size_t off)
+{
+    help(b, name, type, text);
+    for (size_t i = 0; i < p->ngpu; i++) {
+        uint64_t v;
+        memcpy(&v, (const uint8_t *)p->gpu[i] + off, sizeof v);
+        sd_buf_printf(b, "%s{", name);
+        gpu_labels(b, p->gpu[i]);
+        sd_buf_printf(b, "} %" PRIu64 "\n", v);
+    }
+}
+
+static void render_gpus(const struct sd_server *s, struct sd_buf *b, uint64_t now)
+{
+    const struct sd_policy *p = &s->policy;
+    help(b, "cushare_gpu_clients", "gauge", "Clients attached to the GPU.");
+    for (size_t i = 0; i < p->ngpu; i++) {
+        sd_buf_printf(b, "cushare_gpu_clients{");
+        gpu_labels(b, p->gpu[i]);
+        sd_buf_printf(b, "} %zu\n", p->gpu[i]->n);
+    }
+    help(b, "cushare_gpu_waiters", "gauge", "Clients waiting for the GPU's lease.");
+    for (size_t i = 0; i < p->ngpu; i++) {
+        sd_buf_printf(b, "cushare_gpu_waiters{");
+        gpu_labels(b, p->gpu[i]);
+        sd_buf_printf(b, "} %u\n", sd_gpu_count(p->gpu[i], CS_STATE_WAITING));
+    }
+    gpu_u64(b, p, "cushare_gpu_switches_total", "counter",
+            "Times the lease passed to another client while someone waited.",
+            offsetof(struct sd_gpu, st.switches));
+    gpu_u64(b, p, "cushare_gpu_revoke_timeouts_total", "counter",
+            "Revokes not answered within revoke_timeout_ms.",
+            offsetof(struct sd_gpu, st.revoke_timeouts));
+    gpu_u64(b, p, "cushare_gpu_forced_releases_total", "counter",
+            "Leases taken back after revoke_timeout_ms (force_release).",
+            offsetof(struct sd_gpu, st.forced_releases));
+    help(b, "cushare_gpu_idle_seconds_total", "counter", "Time with no lease holder.");
+    help(b, "cushare_gpu_busy_seconds_total", "counter", "Time with a lease holder.");
+    help(b, "cushare_gpu_quantum_seconds", "gauge", "Current slice length.");
+    help(b, "cushare_gpu_draining", "gauge", "1 while the GPU is drained.");
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const struct sd_gpu *g = p->gpu[i];
+        uint64_t idle, busy;
+        sd_gpu_times(g, now, &idle, &busy);
+        const char *names[] = {"cushare_gpu_idle_seconds_total", "cushare_gpu_busy_seconds_total",
+                               "cushare_gpu_quantum_seconds"};
+        uint64_t vals[] = {idle, busy, sd_gpu_quantum_ns(p, g)};
+        for (int k = 0; k < 3; k++) {
+            sd_buf_printf(b, "%s{", names[k]);
+            gpu_labels(b, g);
+            sd_buf_printf(b, "} %.9f\n", secs(vals[k]));
+        }
+        sd_buf_printf(b, "cushare_gpu_draining{");
+        gpu_labels(b, g);
+        sd_buf_printf(b, "} %d\n", g->draining ? 1 : 0);
+    }
+    help(b, "cushare_gpu_switch_latency_seconds", "histogram",
+         "Time from a REVOKE to the next GRANT on the GPU.");
+    for (size_t i = 0; i < p->ngpu; i++)
+        hist_lines(b, "cushare_gpu_switch_latency_seconds", &p->gpu[i]->st.switch_latency,
+                   gpu_labels_v, p->gpu[i]);
+}
+
+static void render_daemon(const struct sd_server *s, struct sd_buf *b, uint64_t now)
+{
+    const struct sd_counters *c = &s->ctr;
+    help(b, "cushare_protocol_errors_total", "counter",
+         "Connections closed for a malformed or out-of-place record.");
+    sd_buf_printf(b, "cushare_protocol_errors_total %" PRIu64 "\n", c->protocol_errors);
+    help(b, "cushare_connections_total", "counter", "Connections accepted.");
+    sd_buf_printf(b, "cushare_connections_total %" PRIu64 "\n", c->connections_total);
+    help(b, "cushare_connections", "gauge", "Connections open now.");
+    sd_buf_printf(b, "cushare_connections %zu\n", s->nconns);
+    help(b, "cushare_clients", "gauge", "Registered GPU clients.");
+    sd_buf_printf(b, "cushare_clients %zu\n", s->policy.nclients);
+    help(b, "cushare_connections_dropped_total", "counter",
+         "Connections dropped for not reading their messages.");
+    sd_buf_printf(b, "cushare_connections_dropped_total %" PRIu64 "\n", c->dropped_slow);
+    help(b, "cushare_connections_refused_total", "counter",
+         "Connections refused at a cap (max_clients, GPUs).");
+    sd_buf_printf(b, "cushare_connections_refused_total %" PRIu64 "\n", c->refused);
+    help(b, "cushare_control_denied_total", "counter",
+         "Control changes refused for the caller's uid.");
+    sd_buf_printf(b, "cushare_control_denied_total %" PRIu64 "\n", c->control_denied);
+    help(b, "cushare_uptime_seconds", "gauge", "Time since the daemon started.");
+    sd_buf_printf(b, "cushare_uptime_seconds %.3f\n", secs(now - s->start_ns));
+}
+
+void sd_metrics_render(const struct sd_server *s, struct sd_buf *b)
+{
+    uint64_t now = sd_server_now(s);
+    render_daemon(s, b, now);
+    render_gpus(s, b, now);
+    render_clients(s, b, now);
+}
+
+/* ---- HTTP -------------------------------------------------------------------------- */
+
+static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, const char *text)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain");
+    enum MHD_Result ret = MHD_queue_response(conn, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **ptr)
+{
+    struct sd_metrics *m = cls;
+    (void)version;
+    (void)upload_data;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n");
+    if (*upload_size != 0)
+        return MHD_NO;
+    (void)ptr;
+    if (strcmp(url, "/metrics") != 0)
+        return reply(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics\n");
+    struct sd_buf b = {0};
+    sd_metrics_render(m->srv, &b);
+    if (b.oom) {
+        sd_buf_free(&b);
+        return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+    }
+    /* MHD frees b.p with free() once sent. */
+    struct MHD_Response *r = MHD_create_response_from_buffer(b.len, b.p, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        sd_buf_free(&b);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
+    enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char line[256];
+    vsnprintf(line, sizeof line, fmt, ap);
+    line[strcspn(line, "\n")] = '\0';
+    cs_warn("metrics: %s", line);
+}
+
+static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss, int *family)
+{
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res;
+    const char *h = strcmp(host, "*") == 0 ? NULL : host;
+    if (getaddrinfo(h, NULL, &hints, &res) != 0 || !res)
+        return -1;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *family = res->ai_family;
+    freeaddrinfo(res);
+    if (*family == AF_INET)
+        ((struct sockaddr_in *)ss)->sin_port = htons(port);
+    else if (*family == AF_INET6)
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+    else
+        return -1;
+    return 0;
+}
+
+struct sd_metrics *sd_metrics_start(struct sd_server *s, const char *hostport, char *err,
+                                    size_t errlen)
+{
+    char host[SD_ADDR_LEN];
+    uint16_t port;
+    struct sockaddr_storage ss;
+    int family;
+    if (sd_parse_hostport(hostport, host, sizeof host, &port) < 0 ||
+        resolve(host, port, &ss, &family) < 0) {
+        snprintf(err, errlen, "metrics: cannot use address '%s' (HOST:PORT)", hostport);
+        return NULL;
+    }
+    struct sd_metrics *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "metrics: out of memory");
+        return NULL;
+    }
+    m->srv = s;
+    unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    m->mhd = MHD_start_daemon(flags, port, NULL, NULL, on_request, m,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                              MHD_OPTION_CONNECTION_LIMIT, 32u,
+                              MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                              MHD_OPTION_END);
+    if (!m->mhd) {
+        snprintf(err, errlen, "metrics: cannot listen on %s: %s", hostport, strerror(errno));
+        free(m);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *ep = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *pi = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    m->epfd = ep ? ep->epoll_fd : -1;
+    m->port = pi ? pi->port : port;
+    if (m->epfd < 0) {
+        snprintf(err, errlen, "metrics: libmicrohttpd has no epoll support");
+        sd_metrics_stop(m);
+        return NULL;
+    }
+    cs_info("metrics on http://%s:%u/metrics", host, m->port);
+    return m;
+}
+
+void sd_metrics_stop(struct sd_metrics *m)
+{
+    if (!m)
+        return;
+    MHD_stop_daemon(m->mhd);
+    free(m);
+}
+
+int sd_metrics_fd(const struct sd_metrics *m)
+{
+    return m->epfd;
+}
+
+uint16_t sd_metrics_port(const struct sd_metrics *m)
+{
+    return m->port;
+}
+
+int sd_metrics_timeout_ms(struct sd_metrics *m)
+{
+    MHD_UNSIGNED_LONG_LONG t;
+    if (MHD_get_timeout(m->mhd, &t) != MHD_YES)
+        return -1;
+    return t > 60000 ? 60000 : (int)t;
+}
+
+void sd_metrics_run(struct sd_metrics *m)
+{
+    MHD_run(m->mhd);
+}

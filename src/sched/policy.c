@@ -1,0 +1,969 @@
+/* policy.c: see policy.h for the rules. This file is the only place that
+ * changes lease state, so every transition is one of a few small functions:
+ * start_wait, grant, revoke, end_lease. Each GPU is re-evaluated by
+ * gpu_schedule after any event that touches it; gpu_schedule is idempotent,
+ * so calling it more often than needed is harmless. */
+#include "sched/policy.h"
+#include "sched/policy_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+#define MS 1000000ull
+
+static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static bool is_holder(const struct sd_member *m)
+{
+    return m->state == CS_STATE_HOLDING || m->state == CS_STATE_REVOKING;
+}
+
+static bool is_active(const struct sd_member *m)
+{
+    return m->state != CS_STATE_IDLE;
+}
+
+static void want_at(struct sd_gpu *g, uint64_t t)
+{
+    if (t && (!g->deadline || t < g->deadline))
+        g->deadline = t;
+}
+
+void sd_gpu_want_at(struct sd_gpu *g, uint64_t t)
+{
+    want_at(g, t);
+}
+
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+/* held_ns * SD_VT_SCALE / weight without overflow for any realistic hold. */
+static uint64_t vt_delta(uint64_t held_ns, uint32_t weight)
+{
+    uint64_t w = weight ? weight : 1;
+    return held_ns / w * SD_VT_SCALE + held_ns % w * SD_VT_SCALE / w;
+}
+
+static uint64_t capacity(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    return sub0(g->mem_total, (uint64_t)p->cfg->mem_reserve_mb << 20);
+}
+
+static const char *client_name(const struct sd_member *m)
+{
+    return m->client->info.name[0] ? m->client->info.name : "?";
+}
+
+/* Busy/idle accounting: close the interval that ran under the old flag,
+ * open one under the current flag. Call after every holder change. */
+static void gpu_account(struct sd_gpu *g, uint64_t now)
+{
+    uint64_t d = sub0(now, g->acct_ns);
+    if (g->busy)
+        g->st.busy_ns += d;
+    else
+        g->st.idle_ns += d;
+    g->acct_ns = now;
+    g->busy = sd_gpu_count(g, CS_STATE_HOLDING) + sd_gpu_count(g, CS_STATE_REVOKING) > 0;
+}
+
+static void holders_changed(struct sd_policy *p)
+{
+    if (p->ops.holders_changed)
+        p->ops.holders_changed(p->ctx);
+}
+
+/* ---- vtime ----------------------------------------------------------------- */
+
+/* The class minimum only moves forward (like CFS's min_vruntime): it is the
+ * least vtime among the class's active members, or stays put when none is
+ * active, so that a client that was away cannot come back below it. */
+static void update_min_vtime(struct sd_gpu *g)
+{
+    for (int c = 0; c < CS_PRIO_COUNT; c++) {
+        bool any = false;
+        uint64_t lo = UINT64_MAX;
+        for (size_t i = 0; i < g->n; i++) {
+            const struct sd_member *m = g->m[i];
+            if (is_active(m) && (int)m->client->info.priority == c) {
+                any = true;
+                if (m->vtime < lo)
+                    lo = m->vtime;
+            }
+        }
+        if (any && lo > g->min_vtime[c])
+            g->min_vtime[c] = lo;
+    }
+}
+
+static void place_vtime(struct sd_member *m)
+{
+    struct sd_gpu *g = m->gpu;
+    update_min_vtime(g);
+    uint64_t lo = g->min_vtime[m->client->info.priority];
+    if (m->vtime < lo)
+        m->vtime = lo;
+}
+
+/* Charges the time held since the last settlement to vtime, at the
+ * holder's current weight. */
+static void settle_vtime(struct sd_member *m, uint64_t now)
+{
+    m->vtime += vt_delta(sub0(now, m->vt_ns), m->client->info.weight);
+    m->vt_ns = now;
+}
+
+/* vtime as if settled now: what a holder is compared with. */
+static uint64_t eff_vtime(const struct sd_member *m, uint64_t now)
+{
+    if (!is_holder(m))
+        return m->vtime;
+    return m->vtime + vt_delta(sub0(now, m->vt_ns), m->client->info.weight);
+}
+
+static void hold_from(struct sd_member *m, uint64_t now)
+{
+    m->state = CS_STATE_HOLDING;
+    m->grant_ns = m->slice_ns = m->vt_ns = now;
+}
+
+/* ---- transitions --------------------------------------------------------- */
+
+/* A member that went idle moments ago (a busy client between its RELEASE
+ * and its next ACQUIRE) keeps its vtime: it is still competing, and placing
+ * it would erase the credit its weight earned. One that was away longer
+ * than a quantum floor, or is new, is placed at the class minimum. The
+ * credit a client can bank by short absences is thus bounded by what the
+ * others consume in one floor. */
+static void start_wait(const struct sd_policy *p, struct sd_member *m, uint64_t now)
+{
+    uint64_t away = sub0(now, m->idle_since);
+    if (!m->idle_since || away > (uint64_t)p->cfg->quantum_floor_ms * MS)
+        place_vtime(m);
+    m->state = CS_STATE_WAITING;
+    m->wait_since = now;
+    m->want = false;
+}
+
+/* A lease ends (RELEASE, forced, disconnect): account it and leave the
+ * member idle, or waiting again if it asked while being revoked. */
+static void end_lease(struct sd_policy *p, struct sd_member *m, uint64_t now)
+{
+    struct sd_gpu *g = m->gpu;
+    m->st.gpu_ns += sub0(now, m->grant_ns);
+    settle_vtime(m, now);
+    m->prev_lease_id = m->lease_id;
+    m->had_lease = true;
+    m->lease_id = 0;
+    m->state = CS_STATE_IDLE;
+    m->idle_since = now;
+    m->idle = false;
+    m->timeout_reported = false;
+    gpu_account(g, now);
+    if (m->want)
+        start_wait(p, m, now);
+    if (sd_gpu_count(g, CS_STATE_WAITING) > 0) {
+        g->handover = true;
+    } else {
+        /* Nobody waits: the next grant is not a switch. */
+        g->revoke_mark_ns = 0;
+        g->handover = false;
+    }
+    holders_changed(p);
+}
+
+static void measure_switch(struct sd_gpu *g, uint64_t now)
+{
+    if (g->revoke_mark_ns || g->handover)
+        g->st.switches++;
+    if (g->revoke_mark_ns) {
+        uint64_t s = sub0(now, g->revoke_mark_ns);
+        sd_hist_add(&g->st.switch_latency, s);
+        /* EWMA with weight 1/4: follows a change within a few switches but
+         * one slow drain does not triple the quantum. */
+        g->switch_ewma_ns = g->switch_ewma_ns ? (g->switch_ewma_ns * 3 + s) / 4 : s;
+    }
+    g->revoke_mark_ns = 0;
+    g->handover = false;
+}
+
+static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
+{
+    struct sd_gpu *g = m->gpu;
+    uint64_t waited = sub0(now, m->wait_since);
+    m->st.wait_ns += waited;
+    sd_hist_add(&m->st.lease_latency, waited);
+    m->st.slices++;
+    hold_from(m, now);
+    m->lease_id = p->next_lease_id++;
+    m->idle = false;
+    m->want = false;
+    measure_switch(g, now);
+    gpu_account(g, now);
+    uint64_t q = sd_gpu_quantum_ns(p, g);
+    cs_debug("gpu %u: grant lease %llu to %s (pid %u) after %.3f ms", g->index,
+             (unsigned long long)m->lease_id, client_name(m), m->client->info.pid,
+             (double)waited / 1e6);
+    p->ops.grant(p->ctx, m, (uint32_t)(q / MS));
+    holders_changed(p);
+}
+
+static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, uint64_t evict,
+                   uint64_t now)
+{
+    struct sd_gpu *g = m->gpu;
+    m->state = CS_STATE_REVOKING;
+    m->revoke_ns = now;
+    m->revoke_reason = reason;
+    m->timeout_reported = false;
+    m->st.revokes++;
+    if (reason == CS_REVOKE_PREEMPT)
+        m->st.preemptions++;
+    if (!g->revoke_mark_ns)
+        g->revoke_mark_ns = now;
+    want_at(g, now + (uint64_t)p->cfg->revoke_timeout_ms * MS);
+    cs_debug("gpu %u: revoke lease %llu of %s (pid %u), reason %u", g->index,
+             (unsigned long long)m->lease_id, client_name(m), m->client->info.pid, reason);
+    p->ops.revoke(p->ctx, m, reason, evict);
+}
+
+/* ---- ordering -------------------------------------------------------------- */
+
+/* Waiter order: class, then vtime, then longest waiting, then oldest client. */
+static bool waiter_before(const struct sd_member *a, const struct sd_member *b)
+{
+    if (a->client->info.priority != b->client->info.priority)
+        return a->client->info.priority < b->client->info.priority;
+    if (a->vtime != b->vtime)
+        return a->vtime < b->vtime;
+    if (a->wait_since != b->wait_since)
+        return a->wait_since < b->wait_since;
+    return a->client->id < b->client->id;
+}
+
+/* Holder rank, best first: class, then longest holding, then oldest client. */
+static bool holder_before(const struct sd_member *a, const struct sd_member *b)
+{
+    if (a->client->info.priority != b->client->info.priority)
+        return a->client->info.priority < b->client->info.priority;
+    if (a->grant_ns != b->grant_ns)
+        return a->grant_ns < b->grant_ns;
+    return a->client->id < b->client->id;
+}
+
+static struct sd_member *best_waiter(const struct sd_gpu *g)
+{
+    struct sd_member *best = NULL;
+    for (size_t i = 0; i < g->n; i++) {
+        struct sd_member *m = g->m[i];
+        if (m->state == CS_STATE_WAITING && (!best || waiter_before(m, best)))
+            best = m;
+    }
+    return best;
+}
+
+static uint64_t holders_footprint(const struct sd_gpu *g)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (is_holder(g->m[i]))
+            s += g->m[i]->footprint;
+    return s;
+}
+
+/* ---- decisions ------------------------------------------------------------- */
+
+static bool fits(const struct sd_policy *p, const struct sd_gpu *g, const struct sd_member *w)
+{
+    if (sd_gpu_count(g, CS_STATE_HOLDING) + sd_gpu_count(g, CS_STATE_REVOKING) == 0)
+        return true; /* alone on the GPU: always, even if it is too big */
+    if (p->cfg->mode != CS_MODE_SHARED)
+        return false;
+    uint64_t cap = capacity(p, g);
+    return cap > 0 && holders_footprint(g) + w->footprint <= cap;
+}
+
+/* Why holder h may be revoked now in favour of waiter w; 0 if it may not.
+ * A same-class holder goes at the end of its slice unless it is still
+ * behind w in vtime (then make_room renews its slice: a switch to the
+ * client that would be chosen next anyway only costs a drain). */
+static uint32_t revoke_reason_for(const struct sd_policy *p, const struct sd_gpu *g,
+                                  const struct sd_member *h, const struct sd_member *w,
+                                  uint64_t now)
+{
+    if (h->idle)
+        return CS_REVOKE_IDLE;
+    if (h->client->info.priority > w->client->info.priority)
+        return CS_REVOKE_PREEMPT;
+    if (h->client->info.priority == w->client->info.priority &&
+        now >= h->slice_ns + sd_gpu_quantum_ns(p, g) && eff_vtime(h, now) >= w->vtime)
+        return CS_REVOKE_QUANTUM;
+    return 0;
+}
+
+/* Victim order: idle first, then the lowest class, then the longest holding. */
+static int victim_rank(const struct sd_member *h)
+{
+    return h->idle ? 0 : CS_PRIO_COUNT - (int)h->client->info.priority;
+}
+
+static bool victim_before(const struct sd_member *a, const struct sd_member *b)
+{
+    if (victim_rank(a) != victim_rank(b))
+        return victim_rank(a) < victim_rank(b);
+    return a->grant_ns < b->grant_ns;
+}
+
+static void sort_victims(struct sd_member **v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        struct sd_member *x = v[i];
+        size_t j = i;
+        for (; j > 0 && victim_before(x, v[j - 1]); j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+/* Bytes the victims should swap out so that w's swapped memory can come
+ * back: w->swapped beyond what is free now. Always 0 while no client
+ * reports memory; the swap work (issue 5) acts on it. */
+static uint64_t shortfall(const struct sd_policy *p, const struct sd_gpu *g,
+                          const struct sd_member *w)
+{
+    uint64_t cap = capacity(p, g);
+    if (!cap || !w->swapped)
+        return 0;
+    uint64_t free_now = sub0(cap, sd_gpu_resident(g));
+    return sub0(w->swapped, free_now);
+}
+
+/* w does not fit: revoke enough holders that may go now, or none. */
+static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w, uint64_t now)
+{
+    /* Scratch list of candidates; on allocation failure nothing is revoked
+     * now and the next event retries. */
+    struct sd_member **v = malloc(g->n * sizeof *v);
+    if (!v)
+        return;
+    size_t nv = 0, holding = 0;
+    uint64_t q = sd_gpu_quantum_ns(p, g);
+    for (size_t i = 0; i < g->n; i++) {
+        struct sd_member *h = g->m[i];
+        if (h->state != CS_STATE_HOLDING)
+            continue;
+        holding++;
+        if (revoke_reason_for(p, g, h, w, now)) {
+            v[nv++] = h;
+        } else if (h->client->info.priority == w->client->info.priority) {
+            if (now >= h->slice_ns + q) { /* still owed time: a new slice */
+                settle_vtime(h, now);
+                h->slice_ns = now;
+            }
+            want_at(g, h->slice_ns + q);
+        }
+    }
+    sort_victims(v, nv);
+    size_t take = 0;
+    uint64_t cap = capacity(p, g);
+    if (p->cfg->mode != CS_MODE_SHARED || cap == 0 || w->footprint > cap) {
+        /* w needs the GPU to itself: every holder must go. */
+        take = nv == holding ? nv : 0;
+    } else {
+        uint64_t used = holders_footprint(g);
+        uint64_t excess = sub0(used + w->footprint, cap);
+        for (size_t i = 0; i < g->n; i++) /* already leaving */
+            if (g->m[i]->state == CS_STATE_REVOKING)
+                excess = sub0(excess, g->m[i]->footprint);
+        uint64_t freed = 0;
+        while (take < nv && freed < excess)
+            freed += v[take++]->footprint;
+        if (freed < excess)
+            take = 0;
+    }
+    uint64_t need = shortfall(p, g, w);
+    for (size_t i = 0; i < take; i++) {
+        uint64_t movable = sub0(v[i]->resident, v[i]->unswappable);
+        uint64_t ev = need < movable ? need : movable;
+        need -= ev;
+        revoke(p, v[i], revoke_reason_for(p, g, v[i], w, now), ev, now);
+    }
+    free(v);
+}
+
+/* A REVOKE unanswered for revoke_timeout_ms is reported once and, with
+ * force_release, the lease is taken back: the client's gate closed when it
+ * got the REVOKE, so the next holder does not overlap with its new work,
+ * only with whatever it still has in flight. */
+static void check_revoke_timeouts(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    uint64_t to = (uint64_t)p->cfg->revoke_timeout_ms * MS;
+    for (size_t i = 0; i < g->n; i++) {
+        struct sd_member *m = g->m[i];
+        if (m->state != CS_STATE_REVOKING || m->timeout_reported)
+            continue;
+        if (now < m->revoke_ns + to) {
+            want_at(g, m->revoke_ns + to);
+            continue;
+        }
+        m->timeout_reported = true;
+        g->st.revoke_timeouts++;
+        cs_warn("gpu %u: %s (pid %u) did not release lease %llu within %u ms%s", g->index,
+                client_name(m), m->client->info.pid, (unsigned long long)m->lease_id,
+                p->cfg->revoke_timeout_ms,
+                p->cfg->force_release ? "; taking it back" : "; waiting (force_release off)");
+        if (p->cfg->force_release) {
+            g->st.forced_releases++;
+            m->st.forced++;
+            end_lease(p, m, now);
+        }
+    }
+}
+
+static uint64_t holding_footprint(const struct sd_gpu *g)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i]->state == CS_STATE_HOLDING)
+            s += g->m[i]->footprint;
+    return s;
+}
+
+/* More holders than the mode allows (claims after a restart, a switch from
+ * shared to exclusive, footprints that grew): keep the best, revoke the rest
+ * (the ones already revoking are on their way out and not counted). */
+static void trim_holders(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    for (;;) {
+        struct sd_member *worst = NULL;
+        size_t holding = 0;
+        for (size_t i = 0; i < g->n; i++) {
+            struct sd_member *m = g->m[i];
+            if (m->state != CS_STATE_HOLDING)
+                continue;
+            holding++;
+            if (!worst || holder_before(worst, m))
+                worst = m;
+        }
+        if (holding < 2)
+            return;
+        if (p->cfg->mode != CS_MODE_SHARED) {
+            revoke(p, worst, CS_REVOKE_PREEMPT, 0, now);
+            continue;
+        }
+        uint64_t cap = capacity(p, g);
+        if (cap && holding_footprint(g) <= cap)
+            return;
+        revoke(p, worst, CS_REVOKE_MEMORY, 0, now);
+    }
+}
+
+static void restore_check(struct sd_gpu *g, uint64_t now)
+{
+    if (!g->restoring)
+        return;
+    bool all_back = !g->restore_all && g->nexpect == 0;
+    if (!all_back && now < g->restore_deadline) {
+        want_at(g, g->restore_deadline);
+        return;
+    }
+    g->restoring = false;
+    if (all_back)
+        cs_info("gpu %u: every previous holder is back; scheduling resumes", g->index);
+    else
+        cs_info("gpu %u: reconnect grace over (%zu previous holder(s) did not come back)",
+                g->index, g->nexpect);
+    g->nexpect = 0;
+}
+
+static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    g->deadline = 0;
+    update_min_vtime(g);
+    sd_room_check(p, g, now);
+    check_revoke_timeouts(p, g, now);
+    trim_holders(p, g, now);
+    restore_check(g, now);
+    if (g->restoring)
+        return;
+    if (g->draining) {
+        for (size_t i = 0; i < g->n; i++)
+            if (g->m[i]->state == CS_STATE_HOLDING)
+                revoke(p, g->m[i], CS_REVOKE_DRAIN, 0, now);
+        return;
+    }
+    for (;;) {
+        struct sd_member *w = best_waiter(g);
+        if (!w)
+            return;
+        if (!fits(p, g, w)) {
+            make_room(p, g, w, now);
+            return;
+        }
+        grant(p, w, now);
+    }
+}
+
+void sd_gpu_reschedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    gpu_schedule(p, g, now);
+}
+
+/* ---- domains -------------------------------------------------------------- */
+
+static struct sd_gpu *gpu_new(struct sd_policy *p, const uint8_t *uuid, uint32_t index,
+                              uint64_t now)
+{
+    if (p->ngpu == SD_MAX_GPUS)
+        return NULL;
+    struct sd_gpu *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    memcpy(g->uuid, uuid, CS_UUID_LEN);
+    g->index = index;
+    g->acct_ns = now;
+    if (p->past_unknown && p->cfg->reconnect_grace_ms &&
+        now < p->start_ns + (uint64_t)p->cfg->reconnect_grace_ms * MS) {
+        g->restoring = true;
+        g->restore_all = true;
+        g->restore_deadline = p->start_ns + (uint64_t)p->cfg->reconnect_grace_ms * MS;
+    }
+    p->gpu[p->ngpu++] = g;
+    char txt[CS_UUID_STR_LEN];
+    cs_uuid_format(uuid, txt);
+    cs_info("gpu %u: %s%s", index, txt, g->restoring ? " (waiting for previous holders)" : "");
+    return g;
+}
+
+static uint32_t next_index(const struct sd_policy *p)
+{
+    uint32_t idx = 0;
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (p->gpu[i]->index >= idx)
+            idx = p->gpu[i]->index + 1;
+    return idx;
+}
+
+static int gpu_add_member(struct sd_gpu *g, struct sd_member *m)
+{
+    if (g->n == g->cap) {
+        size_t nc = g->cap ? g->cap * 2 : 8;
+        struct sd_member **nm = realloc(g->m, nc * sizeof *nm);
+        if (!nm)
+            return -1;
+        g->m = nm;
+        g->cap = nc;
+    }
+    g->m[g->n++] = m;
+    return 0;
+}
+
+static void gpu_remove_member(struct sd_gpu *g, struct sd_member *m)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        if (g->m[i] == m) {
+            memmove(&g->m[i], &g->m[i + 1], (g->n - i - 1) * sizeof g->m[0]);
+            g->n--;
+            return;
+        }
+    }
+}
+
+/* ---- public: life cycle ------------------------------------------------------ */
+
+void sd_policy_init(struct sd_policy *p, const struct sd_config *cfg,
+                    const struct sd_policy_ops *ops, void *ctx, uint64_t lease_base,
+                    uint64_t now)
+{
+    memset(p, 0, sizeof *p);
+    p->cfg = cfg;
+    p->ops = *ops;
+    p->ctx = ctx;
+    p->next_client_id = 1;
+    p->next_lease_id = lease_base ? lease_base : 1;
+    p->start_ns = now;
+}
+
+void sd_policy_fini(struct sd_policy *p)
+{
+    while (p->clients) {
+        struct sd_client *c = p->clients;
+        p->clients = c->next;
+        for (int s = 0; s < CS_MAX_DEVICES; s++)
+            free(c->slot[s]);
+        free(c);
+    }
+    for (size_t i = 0; i < p->ngpu; i++) {
+        free(p->gpu[i]->m);
+        free(p->gpu[i]);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+void sd_policy_restore(struct sd_policy *p, const struct sd_restore *r, uint64_t now)
+{
+    if (r->unknown) {
+        p->past_unknown = true;
+        cs_warn("previous state unreadable: every GPU waits %u ms for its holders",
+                p->cfg->reconnect_grace_ms);
+    }
+    if (r->next_client_id > p->next_client_id)
+        p->next_client_id = r->next_client_id;
+    for (size_t i = 0; i < r->ngpu; i++) {
+        const struct sd_restore_gpu *rg = &r->gpu[i];
+        if (sd_policy_gpu_by_uuid(p, rg->uuid))
+            continue;
+        bool taken = false;
+        for (size_t j = 0; j < p->ngpu; j++)
+            taken |= p->gpu[j]->index == rg->index;
+        struct sd_gpu *g = gpu_new(p, rg->uuid, taken ? next_index(p) : rg->index, now);
+        if (!g)
+            return;
+        g->mem_total = rg->mem_total;
+        size_t n = rg->nholders < SD_RESTORE_MAX_IDS ? rg->nholders : SD_RESTORE_MAX_IDS;
+        if (n && p->cfg->reconnect_grace_ms) {
+            memcpy(g->expect, rg->holders, n * sizeof g->expect[0]);
+            g->nexpect = n;
+            g->restoring = true;
+            g->restore_deadline = now + (uint64_t)p->cfg->reconnect_grace_ms * MS;
+            cs_info("gpu %u: waiting up to %u ms for %zu previous holder(s)", g->index,
+                    p->cfg->reconnect_grace_ms, n);
+        }
+    }
+}
+
+/* ---- public: clients -------------------------------------------------------- */
+
+struct sd_client *sd_policy_client_add(struct sd_policy *p, const struct sd_client_info *info,
+                                       uint64_t now)
+{
+    struct sd_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->id = p->next_client_id++;
+    c->info = *info;
+    if (c->info.weight < 1)
+        c->info.weight = 1;
+    if (c->info.priority >= CS_PRIO_COUNT)
+        c->info.priority = CS_PRIO_LOW;
+    c->next = p->clients;
+    if (p->clients)
+        p->clients->prev = c;
+    p->clients = c;
+    p->nclients++;
+    (void)now;
+    return c;
+}
+
+void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t now)
+{
+    for (int s = 0; s < CS_MAX_DEVICES; s++) {
+        struct sd_member *m = c->slot[s];
+        if (!m)
+            continue;
+        struct sd_gpu *g = m->gpu;
+        bool held = is_holder(m);
+        if (held) {
+            m->want = false;
+            end_lease(p, m, now);
+            cs_info("gpu %u: %s (pid %u) left while holding the GPU", g->index,
+                    client_name(m), c->info.pid);
+        }
+        sd_room_forget(p, m);
+        gpu_remove_member(g, m);
+        free(m);
+        c->slot[s] = NULL;
+        gpu_account(g, now);
+        gpu_schedule(p, g, now);
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        p->clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    p->nclients--;
+    free(c);
+}
+
+void sd_policy_client_update(struct sd_policy *p, struct sd_client *c, uint32_t priority,
+                             uint32_t weight, uint64_t now)
+{
+    bool moved = priority != c->info.priority;
+    for (int s = 0; s < CS_MAX_DEVICES; s++)
+        if (c->slot[s] && is_holder(c->slot[s]))
+            settle_vtime(c->slot[s], now); /* time so far at the old weight */
+    c->info.priority = priority < CS_PRIO_COUNT ? priority : CS_PRIO_LOW;
+    c->info.weight = weight ? weight : 1;
+    for (int s = 0; s < CS_MAX_DEVICES; s++) {
+        struct sd_member *m = c->slot[s];
+        if (!m)
+            continue;
+        if (moved && is_active(m))
+            place_vtime(m);
+        gpu_schedule(p, m->gpu, now);
+    }
+}
+
+/* ---- public: messages ---------------------------------------------------------- */
+
+static struct sd_member *member_of(struct sd_client *c, uint32_t slot, const char **why)
+{
+    struct sd_member *m = slot < CS_MAX_DEVICES ? c->slot[slot] : NULL;
+    if (!m)
+        *why = "slot not attached";
+    return m;
+}
+
+static void restore_resolve(struct sd_gpu *g, const struct sd_client *c)
+{
+    if (!g->restoring || !c->info.reconnect)
+        return;
+    for (size_t i = 0; i < g->nexpect; i++) {
+        if (g->expect[i] == c->info.prev_id) {
+            g->expect[i] = g->expect[--g->nexpect];
+            return;
+        }
+    }
+}
+
+static int attach_check(struct sd_client *c, const struct cs_msg_attach *a, struct sd_gpu *g,
+                        const char **why)
+{
+    if (c->slot[a->slot]) {
+        *why = "slot already attached";
+        return SD_EPROTO;
+    }
+    for (int s = 0; g && s < CS_MAX_DEVICES; s++) {
+        if (c->slot[s] && c->slot[s]->gpu == g) {
+            *why = "GPU already attached on another slot";
+            return SD_EPROTO;
+        }
+    }
+    /* A HOLDING claim is not checked against anything: the client's gate
+     * is open, whatever the daemon thinks, and refusing the claim would
+     * only hide it. It may come without RECONNECT and with lease 0 from a
+     * process that started while no daemon answered and ran unmanaged. */
+    return SD_OK;
+}
+
+int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_msg_attach *a,
+                     uint64_t now, const char **why)
+{
+    struct sd_gpu *g = sd_policy_gpu_by_uuid(p, a->uuid);
+    int rc = attach_check(c, a, g, why);
+    if (rc != SD_OK)
+        return rc;
+    if (!g && !(g = gpu_new(p, a->uuid, next_index(p), now))) {
+        *why = "too many GPUs";
+        return SD_ELIMIT;
+    }
+    struct sd_member *m = calloc(1, sizeof *m);
+    if (!m || gpu_add_member(g, m) < 0) {
+        free(m);
+        *why = "out of memory";
+        return SD_ELIMIT;
+    }
+    m->client = c;
+    m->gpu = g;
+    m->slot = a->slot;
+    m->state = CS_STATE_IDLE;
+    c->slot[a->slot] = m;
+    if (a->total_mem > g->mem_total)
+        g->mem_total = a->total_mem;
+    restore_resolve(g, c);
+    if (a->flags & CS_ATTACH_HOLDING) {
+        /* Its gate is open under a lease of the previous daemon (or of a
+         * connection that dropped): adopt the lease as is. A conflicting
+         * holder is sorted out by trim_holders. */
+        place_vtime(m);
+        hold_from(m, now);
+        m->lease_id = a->lease_id;
+        gpu_account(g, now);
+        cs_info("gpu %u: %s (pid %u) resumes lease %llu", g->index, client_name(m),
+                c->info.pid, (unsigned long long)a->lease_id);
+        holders_changed(p);
+    } else if (a->flags & CS_ATTACH_WAITING) {
+        start_wait(p, m, now);
+    }
+    gpu_schedule(p, g, now);
+    return SD_OK;
+}
+
+int sd_policy_acquire(struct sd_policy *p, struct sd_client *c, uint32_t slot, uint64_t now,
+                      const char **why)
+{
+    struct sd_member *m = member_of(c, slot, why);
+    if (!m)
+        return SD_EPROTO;
+    switch (m->state) {
+    case CS_STATE_IDLE:
+        start_wait(p, m, now);
+        gpu_schedule(p, m->gpu, now);
+        break;
+    case CS_STATE_REVOKING:
+        m->want = true; /* its threads want the GPU again after the drain */
+        break;
+    default: /* WAITING, HOLDING: already asked or already has it */
+        break;
+    }
+    return SD_OK;
+}
+
+int sd_policy_release(struct sd_policy *p, struct sd_client *c, const struct cs_msg_release *r,
+                      uint64_t now, const char **why)
+{
+    struct sd_member *m = member_of(c, r->slot, why);
+    if (!m)
+        return SD_EPROTO;
+    if (is_holder(m) && r->lease_id == m->lease_id) {
+        m->st.swap_ns += r->swap_ns;
+        m->st.drain_ns += r->drain_ns;
+        if (r->reason == CS_RELEASE_DETACH)
+            m->want = false;
+        end_lease(p, m, now);
+        gpu_schedule(p, m->gpu, now);
+        return SD_OK;
+    }
+    if (r->reason == CS_RELEASE_DETACH && r->lease_id == 0 && !is_holder(m)) {
+        /* The context goes away while waiting: stop asking. */
+        if (m->state == CS_STATE_WAITING) {
+            m->st.wait_ns += sub0(now, m->wait_since);
+            m->state = CS_STATE_IDLE;
+            m->idle_since = now;
+            gpu_schedule(p, m->gpu, now);
+        }
+        return SD_OK;
+    }
+    if (m->had_lease && r->lease_id == m->prev_lease_id) {
+        /* Crossed a REVOKE, or arrived after the lease was taken back. */
+        m->st.swap_ns += r->swap_ns;
+        return SD_OK;
+    }
+    *why = "RELEASE for a lease not held";
+    return SD_EPROTO;
+}
+
+int sd_policy_usage(struct sd_policy *p, struct sd_client *c, const struct cs_msg_usage *u,
+                    uint64_t now, const char **why)
+{
+    struct sd_member *m = member_of(c, u->slot, why);
+    if (!m)
+        return SD_EPROTO;
+    m->resident = u->resident;
+    m->swapped = u->swapped;
+    m->unswappable = u->unswappable < u->resident ? u->unswappable : u->resident;
+    m->footprint = u->footprint;
+    m->submissions = u->submissions;
+    m->idle = (u->flags & CS_USAGE_IDLE) && m->state == CS_STATE_HOLDING;
+    gpu_schedule(p, m->gpu, now);
+    return SD_OK;
+}
+
+void sd_policy_drain(struct sd_policy *p, struct sd_gpu *g, bool on, uint64_t now)
+{
+    if (g->draining != on)
+        cs_info("gpu %u: %s", g->index, on ? "draining" : "undrained");
+    g->draining = on;
+    gpu_schedule(p, g, now);
+}
+
+void sd_policy_reconfigure(struct sd_policy *p, uint64_t now)
+{
+    for (size_t i = 0; i < p->ngpu; i++)
+        gpu_schedule(p, p->gpu[i], now);
+}
+
+uint64_t sd_policy_tick(struct sd_policy *p, uint64_t now)
+{
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (p->gpu[i]->deadline && now >= p->gpu[i]->deadline)
+            gpu_schedule(p, p->gpu[i], now);
+    return sd_policy_deadline(p);
+}
+
+uint64_t sd_policy_deadline(const struct sd_policy *p)
+{
+    uint64_t d = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        uint64_t t = p->gpu[i]->deadline;
+        if (t && (!d || t < d))
+            d = t;
+    }
+    return d;
+}
+
+/* ---- public: views ------------------------------------------------------------- */
+
+struct sd_gpu *sd_policy_gpu_by_uuid(const struct sd_policy *p, const uint8_t *uuid)
+{
+    for (size_t i = 0; i < p->ngpu; i++)
+        if (memcmp(p->gpu[i]->uuid, uuid, CS_UUID_LEN) == 0)
+            return p->gpu[i];
+    return NULL;
+}
+
+struct sd_gpu *sd_policy_gpu_by_text(const struct sd_policy *p, const char *text)
+{
+    uint8_t uuid[CS_UUID_LEN];
+    uint64_t idx;
+    if (cs_uuid_parse(text, uuid) == 0)
+        return sd_policy_gpu_by_uuid(p, uuid);
+    if (cs_parse_u64(text, 0, UINT32_MAX, &idx) == 0)
+        for (size_t i = 0; i < p->ngpu; i++)
+            if (p->gpu[i]->index == idx)
+                return p->gpu[i];
+    return NULL;
+}
+
+uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    uint64_t lo = (uint64_t)p->cfg->quantum_floor_ms * MS;
+    uint64_t hi = (uint64_t)p->cfg->quantum_cap_ms * MS;
+    uint64_t q = (uint64_t)((double)g->switch_ewma_ns / p->cfg->switch_cost_target);
+    if (q < lo)
+        q = lo;
+    if (q > hi)
+        q = hi;
+    return q;
+}
+
+void sd_gpu_times(const struct sd_gpu *g, uint64_t now, uint64_t *idle_ns, uint64_t *busy_ns)
+{
+    uint64_t open = sub0(now, g->acct_ns);
+    *idle_ns = g->st.idle_ns + (g->busy ? 0 : open);
+    *busy_ns = g->st.busy_ns + (g->busy ? open : 0);
+}
+
+uint32_t sd_gpu_count(const struct sd_gpu *g, uint32_t state)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < g->n; i++)
+        n += g->m[i]->state == state;
+    return n;
+}
+
+uint64_t sd_gpu_resident(const struct sd_gpu *g)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < g->n; i++)
+        s += g->m[i]->resident;
+    return s;
+}
+
+uint64_t sd_member_gpu_ns(const struct sd_member *m, uint64_t now)
+{
+    return m->st.gpu_ns + (is_holder(m) ? sub0(now, m->grant_ns) : 0);
+}
+
+uint64_t sd_member_wait_ns(const struct sd_member *m, uint64_t now)
+{
+    return m->st.wait_ns + (m->state == CS_STATE_WAITING ? sub0(now, m->wait_since) : 0);
+}

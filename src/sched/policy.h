@@ -1,0 +1,253 @@
+/* policy.h: the scheduling policy of cushared, free of sockets and clocks.
+ *
+ * One scheduling domain per GPU (struct sd_gpu, keyed by UUID, created at
+ * the first ATTACH). A client (struct sd_client, one per registered
+ * process) has a member (struct sd_member) in the domain of each GPU it
+ * attached. Every entry point takes the current time as an argument and
+ * reports its decisions through struct sd_policy_ops (grant, revoke), so the
+ * whole policy runs in unit tests on simulated time, and the server is a thin
+ * layer that turns messages into calls and callbacks into messages.
+ *
+ * Decision rule, per GPU, evaluated after every event that can change it:
+ *   1. The best waiter is the one of the highest priority class, then the
+ *      least weighted virtual time (vtime), then the longest waiting.
+ *   2. It is granted if it fits beside the current holders: in exclusive
+ *      mode only when there are none; in shared mode when the memory
+ *      footprints (from USAGE) of the holders and its own fit in the GPU's
+ *      memory minus mem_reserve_mb. Repeat with the next waiter.
+ *   3. When it does not fit, holders are revoked to make room, but only
+ *      those that policy lets go now: idle ones (REVOKE IDLE), lower classes
+ *      (PREEMPT), and same-class ones past their quantum (QUANTUM); and only
+ *      when revoking them is enough. Otherwise the earliest quantum end is
+ *      the GPU's next deadline. Nobody waiting means nobody is revoked.
+ * vtime advances by held time / weight when a lease ends; a client that
+ * starts waiting is placed at max(its vtime, the class's minimum vtime over
+ * active members), so a newcomer neither starves nor monopolizes and a
+ * client cannot bank time by going idle. The quantum is the smoothed
+ * REVOKE->GRANT time divided by switch_cost_target, within floor..cap.
+ *
+ * Ownership: the policy owns every sd_gpu, sd_client and sd_member; the
+ * server owns connections and keeps a pointer to its client. The structs are
+ * public for read access (status, metrics); only policy.c mutates them.
+ * Callbacks run inside policy calls and must not call back into the policy
+ * (the server defers closing a connection whose send failed).
+ */
+#ifndef SD_POLICY_H
+#define SD_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/proto.h"
+#include "sched/config.h"
+#include "sched/hist.h"
+
+#define SD_MAX_GPUS 64
+#define SD_RESTORE_MAX_IDS 64 /* holders of one GPU remembered across a restart */
+#define SD_VT_SCALE 1000u     /* vtime unit: ns * SD_VT_SCALE / weight */
+
+struct sd_gpu;
+struct sd_client;
+
+/* Who a client is: HELLO plus SO_PEERCRED. */
+struct sd_client_info {
+    uint32_t pid;
+    uint32_t uid;
+    uint32_t priority; /* enum cs_priority, after overrides */
+    uint32_t weight;   /* 1 .. CS_WEIGHT_MAX, after overrides */
+    uint64_t mem_limit;
+    bool reconnect;    /* HELLO carried CS_HELLO_RECONNECT */
+    uint64_t prev_id;  /* its client id under the previous daemon */
+    char name[CS_NAME_LEN];
+    char pod[CS_NAME_LEN];
+    char ns[CS_NAME_LEN];
+};
+
+struct sd_member_stats {
+    uint64_t gpu_ns;      /* time held, closed leases */
+    uint64_t wait_ns;     /* time waiting, closed waits */
+    uint64_t slices;      /* grants */
+    uint64_t preemptions; /* REVOKE PREEMPT received */
+    uint64_t revokes;     /* every REVOKE received */
+    uint64_t forced;      /* leases taken back after revoke_timeout_ms */
+    uint64_t swap_ns;     /* swap time reported in RELEASE */
+    uint64_t drain_ns;    /* drain time reported in RELEASE */
+    struct sd_hist lease_latency; /* ACQUIRE -> GRANT */
+};
+
+/* One client on one GPU. */
+struct sd_member {
+    struct sd_client *client;
+    struct sd_gpu *gpu;
+    uint32_t slot;
+    uint32_t state;       /* enum cs_lease_state */
+    bool want;            /* ACQUIRE arrived while REVOKING: wait again after */
+    bool idle;            /* last USAGE said idle */
+    bool timeout_reported;
+    uint32_t revoke_reason;
+    uint64_t lease_id;    /* current lease (HOLDING, REVOKING) */
+    uint64_t prev_lease_id; /* last ended lease: a late RELEASE for it is fine */
+    bool had_lease;         /* prev_lease_id is meaningful */
+    uint64_t vtime;
+    uint64_t wait_since;  /* WAITING since */
+    uint64_t idle_since;  /* IDLE since, 0 = never active */
+    uint64_t grant_ns;    /* HOLDING since (lease start) */
+    uint64_t slice_ns;    /* current slice since (a lease may span slices) */
+    uint64_t vt_ns;       /* vtime charged up to here */
+    uint64_t revoke_ns;   /* REVOKE sent at */
+    /* memory, from USAGE (and adjusted by EVICTED until the next USAGE) */
+    uint64_t resident, swapped, unswappable, footprint, submissions;
+    /* a ROOM this member asked for, being made (room.c) */
+    bool room_active;
+    uint32_t room_wait;       /* EVICTs outstanding on its behalf */
+    uint64_t room_id;         /* the client's request id */
+    uint64_t room_freed;      /* bytes the victims reported moved */
+    uint64_t room_deadline;
+    /* an EVICT sent to this member */
+    uint64_t evict_id;        /* 0 = none outstanding */
+    struct sd_member *evict_for; /* whose ROOM it serves, NULL once answered */
+    struct sd_member_stats st;
+};
+
+struct sd_client {
+    uint64_t id;
+    struct sd_client_info info;
+    struct sd_member *slot[CS_MAX_DEVICES];
+    void *owner;          /* the server's connection; opaque to the policy */
+    struct sd_client *next, *prev;
+};
+
+struct sd_gpu_stats {
+    uint64_t switches;       /* the lease changed hands while someone waited */
+    uint64_t idle_ns;        /* closed intervals with no holder */
+    uint64_t busy_ns;        /* closed intervals with a holder */
+    uint64_t revoke_timeouts;
+    uint64_t forced_releases;
+    struct sd_hist switch_latency; /* REVOKE -> next GRANT */
+};
+
+struct sd_gpu {
+    uint8_t uuid[CS_UUID_LEN];
+    uint32_t index;
+    uint64_t mem_total;       /* largest total_mem any ATTACH reported */
+    struct sd_member **m;     /* members, in attach order */
+    size_t n, cap;
+    bool draining;
+    /* restart: holders the previous daemon recorded and not yet seen again */
+    bool restoring;
+    bool restore_all;         /* previous state unknown: wait the whole grace */
+    uint64_t restore_deadline;
+    uint64_t expect[SD_RESTORE_MAX_IDS];
+    size_t nexpect;
+    uint64_t switch_ewma_ns;  /* smoothed REVOKE -> GRANT time, 0 = none yet */
+    uint64_t revoke_mark_ns;  /* first REVOKE since the last grant */
+    bool handover;            /* a lease ended while someone waited */
+    uint64_t min_vtime[CS_PRIO_COUNT];
+    bool busy;                /* accounting: a holder exists */
+    uint64_t acct_ns;         /* start of the current busy/idle interval */
+    uint64_t deadline;        /* next time this GPU needs a decision, 0 = none */
+    struct sd_gpu_stats st;
+};
+
+struct sd_policy_ops {
+    /* m now holds m->lease_id: send GRANT. */
+    void (*grant)(void *ctx, struct sd_member *m, uint32_t quantum_ms);
+    /* m must give m->lease_id back: send REVOKE. */
+    void (*revoke)(void *ctx, struct sd_member *m, uint32_t reason, uint64_t evict_bytes);
+    /* The set of holders changed (persist it for a restart). May be NULL. */
+    void (*holders_changed)(void *ctx);
+    /* m, which does not hold the GPU, should swap out `bytes`: send EVICT. */
+    void (*evict)(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes);
+    /* Answer m's ROOM: 0, or CUDA_ERROR_OUT_OF_MEMORY. */
+    void (*room_reply)(void *ctx, struct sd_member *m, uint64_t request_id, int32_t status);
+};
+
+/* What the previous daemon recorded (see state.h). */
+struct sd_restore_gpu {
+    uint8_t uuid[CS_UUID_LEN];
+    uint32_t index;
+    uint64_t mem_total;
+    size_t nholders;
+    uint64_t holders[SD_RESTORE_MAX_IDS];
+};
+
+struct sd_restore {
+    bool unknown;             /* a state file exists but cannot be read */
+    uint64_t next_client_id;
+    size_t ngpu;
+    struct sd_restore_gpu gpu[SD_MAX_GPUS];
+};
+
+struct sd_policy {
+    const struct sd_config *cfg; /* owned by the server; read at each decision */
+    struct sd_policy_ops ops;
+    void *ctx;
+    struct sd_gpu *gpu[SD_MAX_GPUS];
+    size_t ngpu;
+    struct sd_client *clients;   /* doubly linked, newest first */
+    size_t nclients;
+    uint64_t next_client_id;
+    uint64_t next_lease_id;
+    uint64_t next_evict_id;
+    uint64_t start_ns;
+    bool past_unknown;           /* see sd_restore.unknown */
+};
+
+/* Return codes of the message entry points. */
+#define SD_OK 0
+#define SD_EPROTO (-1)  /* the message was out of place: close the connection */
+#define SD_ELIMIT (-2)  /* a cap was hit: refuse, close with an ERROR */
+
+void sd_policy_init(struct sd_policy *p, const struct sd_config *cfg,
+                    const struct sd_policy_ops *ops, void *ctx, uint64_t lease_base,
+                    uint64_t now);
+void sd_policy_fini(struct sd_policy *p);
+
+/* Seeds the domains from the previous daemon's state, before any client. */
+void sd_policy_restore(struct sd_policy *p, const struct sd_restore *r, uint64_t now);
+
+struct sd_client *sd_policy_client_add(struct sd_policy *p, const struct sd_client_info *info,
+                                       uint64_t now);
+/* Disconnect: every lease the client held ends now and the next waiters are
+ * granted before this returns. Frees c. */
+void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t now);
+void sd_policy_client_update(struct sd_policy *p, struct sd_client *c, uint32_t priority,
+                             uint32_t weight, uint64_t now);
+
+/* Messages from a client. SD_OK, or SD_EPROTO/SD_ELIMIT with *why set. */
+int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_msg_attach *a,
+                     uint64_t now, const char **why);
+int sd_policy_acquire(struct sd_policy *p, struct sd_client *c, uint32_t slot, uint64_t now,
+                      const char **why);
+int sd_policy_release(struct sd_policy *p, struct sd_client *c, const struct cs_msg_release *r,
+                      uint64_t now, const char **why);
+int sd_policy_usage(struct sd_policy *p, struct sd_client *c, const struct cs_msg_usage *u,
+                    uint64_t now, const char **why);
+/* ROOM and EVICTED (room.c): the answer to a ROOM comes through
+ * ops.room_reply, at once or when the EVICTs it caused are answered. */
+int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg_room *r,
+                   uint64_t now, const char **why);
+int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_msg_evicted *e,
+                      uint64_t now, const char **why);
+
+void sd_policy_drain(struct sd_policy *p, struct sd_gpu *g, bool on, uint64_t now);
+/* Knobs changed: re-evaluate every GPU. */
+void sd_policy_reconfigure(struct sd_policy *p, uint64_t now);
+/* Acts on every deadline that has passed. Returns the next deadline, 0 if
+ * none. */
+uint64_t sd_policy_tick(struct sd_policy *p, uint64_t now);
+uint64_t sd_policy_deadline(const struct sd_policy *p);
+
+/* Lookups and read-only views. */
+struct sd_gpu *sd_policy_gpu_by_uuid(const struct sd_policy *p, const uint8_t *uuid);
+/* "GPU-<uuid>", a bare UUID, or a decimal index. */
+struct sd_gpu *sd_policy_gpu_by_text(const struct sd_policy *p, const char *text);
+uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g);
+void sd_gpu_times(const struct sd_gpu *g, uint64_t now, uint64_t *idle_ns, uint64_t *busy_ns);
+uint32_t sd_gpu_count(const struct sd_gpu *g, uint32_t state);
+uint64_t sd_gpu_resident(const struct sd_gpu *g);
+uint64_t sd_member_gpu_ns(const struct sd_member *m, uint64_t now);
+uint64_t sd_member_wait_ns(const struct sd_member *m, uint64_t now);
+
+#endif

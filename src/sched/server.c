@@ -1,0 +1,575 @@
+/* server.c: the listening socket, the event loop and connection I/O.
+ * See server.h for the threading and lifetime rules. */
+#include "sched/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "sched/metrics.h"
+
+/* epoll user data: connections use their pointer; the fixed fds use these
+ * small tags, which no heap pointer can equal. */
+enum { TAG_LISTEN = 1, TAG_TIMER = 2, TAG_SIGNAL = 3, TAG_METRICS = 4 };
+
+static uint64_t mono_clock(void *ctx)
+{
+    (void)ctx;
+    return cs_now_ns();
+}
+
+uint64_t sd_server_now(const struct sd_server *s)
+{
+    return s->clock(s->clock_ctx);
+}
+
+/* ---- the listening socket -------------------------------------------------- */
+
+static int mkdirs(const char *dir)
+{
+    char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    cs_strlcpy(buf, dir, sizeof buf);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Only one daemon per socket: an exclusive lock on "<socket>.lock" decides
+ * between two starting at once (e.g. two cushare-run racing), and a probe
+ * of the socket catches a live daemon that holds no lock. A socket file
+ * nobody answers on is stale and replaced. */
+static int claim_socket(struct sd_server *s)
+{
+    char dir[sizeof s->sock_path], lock[sizeof s->sock_path + 8];
+    cs_strlcpy(dir, s->sock_path, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        if (mkdirs(dir) < 0) {
+            cs_error("cannot create %s: %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    snprintf(lock, sizeof lock, "%s.lock", s->sock_path);
+    s->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lockfd < 0) {
+        cs_error("cannot open %s: %s", lock, strerror(errno));
+        return -1;
+    }
+    if (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0) {
+        cs_error("another cushared is running on %s (%s is locked)", s->sock_path, lock);
+        return -1;
+    }
+    struct stat st;
+    if (lstat(s->sock_path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            cs_error("%s exists and is not a socket; not touching it", s->sock_path);
+            return -1;
+        }
+        int fd = cs_connect(s->sock_path);
+        if (fd >= 0) {
+            close(fd);
+            cs_error("another daemon answers on %s; not starting", s->sock_path);
+            return -1;
+        }
+        cs_info("replacing stale socket %s", s->sock_path);
+        unlink(s->sock_path);
+    }
+    return 0;
+}
+
+static int open_listener(struct sd_server *s)
+{
+    if (claim_socket(s) < 0)
+        return -1;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cs_strlcpy(sa.sun_path, s->sock_path, sizeof sa.sun_path);
+    s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        cs_error("cannot bind %s: %s", s->sock_path, strerror(errno));
+        return -1;
+    }
+    s->have_socket = true;
+    /* Any local user or pod may register GPU work; control changes are
+     * checked against SO_PEERCRED, not against the socket's mode. */
+    if (chmod(s->sock_path, 0666) < 0 || listen(s->lfd, 128) < 0) {
+        cs_error("cannot listen on %s: %s", s->sock_path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- epoll helpers ----------------------------------------------------------- */
+
+static int ep_add(struct sd_server *s, int fd, uint32_t events, uint64_t tag)
+{
+    struct epoll_event ev = {.events = events, .data.u64 = tag};
+    return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static void conn_poll_out(struct sd_server *s, struct sd_conn *c, bool on)
+{
+    if (c->polling_out == on || c->fd < 0 || s->epfd < 0)
+        return;
+    struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0u), .data.ptr = c};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+        c->polling_out = on;
+}
+
+/* ---- connections --------------------------------------------------------------- */
+
+struct sd_conn *sd_conn_adopt(struct sd_server *s, int fd, uint32_t pid, uint32_t uid,
+                              uint32_t gid)
+{
+    struct sd_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return NULL;
+    }
+    c->fd = fd;
+    c->id = ++s->next_conn_id;
+    c->pid = pid;
+    c->uid = uid;
+    c->gid = gid;
+    if (s->epfd >= 0) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            close(fd);
+            free(c);
+            return NULL;
+        }
+    }
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    s->ctr.connections_total++;
+    return c;
+}
+
+struct sd_conn *sd_server_conn_by_fd(const struct sd_server *s, int fd)
+{
+    for (struct sd_conn *c = s->conns; c; c = c->next)
+        if (c->fd == fd)
+            return c;
+    return NULL;
+}
+
+static void conn_free(struct sd_server *s, struct sd_conn *c)
+{
+    if (c->client) {
+        struct sd_client *cl = c->client;
+        c->client = NULL;
+        cs_info("client %llu (pid %u, %s) disconnected", (unsigned long long)cl->id, c->pid,
+                cl->info.name[0] ? cl->info.name : "unnamed");
+        /* May grant other clients, whose sends may mark them dead: the
+         * caller's reap loop picks those up. */
+        sd_policy_client_remove(&s->policy, cl, sd_server_now(s));
+    }
+    while (c->qhead) {
+        struct sd_outrec *r = c->qhead;
+        c->qhead = r->next;
+        free(r);
+    }
+    free(c->batch);
+    if (c->fd >= 0)
+        close(c->fd); /* also removes it from the epoll set */
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->nconns--;
+    free(c);
+}
+
+static void conn_drop_slow(struct sd_server *s, struct sd_conn *c)
+{
+    s->ctr.dropped_slow++;
+    cs_warn("connection %llu (pid %u) is not reading its messages; dropping it",
+            (unsigned long long)c->id, c->pid);
+    c->dead = true;
+}
+
+/* Sends queued records until the kernel pushes back. Returns -1 if the
+ * peer is gone. */
+static int conn_flush(struct sd_server *s, struct sd_conn *c)
+{
+    while (c->qhead && !c->dead) {
+        struct sd_outrec *r = c->qhead;
+        ssize_t w = send(c->fd, r->data, r->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (w < 0) {
+            c->dead = true;
+            return -1;
+        }
+        c->qhead = r->next;
+        if (!c->qhead)
+            c->qtail = NULL;
+        c->qbytes -= r->len;
+        free(r);
+    }
+    conn_poll_out(s, c, c->qhead != NULL);
+    return 0;
+}
+
+static void conn_enqueue(struct sd_server *s, struct sd_conn *c, const uint8_t *buf, size_t n)
+{
+    struct sd_outrec *r = malloc(sizeof *r + n);
+    if (!r) {
+        c->dead = true;
+        return;
+    }
+    r->next = NULL;
+    r->len = n;
+    memcpy(r->data, buf, n);
+    if (c->qtail)
+        c->qtail->next = r;
+    else
+        c->qhead = r;
+    c->qtail = r;
+    c->qbytes += n;
+    conn_poll_out(s, c, true);
+}
+
+void sd_conn_send(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m, bool force)
+{
+    if (c->dead)
+        return;
+    uint8_t buf[CS_MSG_MAX];
+    int n = cs_msg_encode(m, buf, sizeof buf);
+    if (n < 0) {
+        cs_error("internal: cannot encode message type %u", m->type);
+        return;
+    }
+    if (!c->qhead) {
+        for (;;) {
+            ssize_t w = send(c->fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (w == n)
+                return;
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                break;
+            c->dead = true; /* EPIPE, ECONNRESET: the peer is gone */
+            return;
+        }
+    }
+    if (!force && c->qbytes + (size_t)n > SD_OUTQ_BYTES) {
+        conn_drop_slow(s, c);
+        return;
+    }
+    conn_enqueue(s, c, buf, (size_t)n);
+}
+
+void sd_conn_fail(struct sd_server *s, struct sd_conn *c, const char *why)
+{
+    if (c->dead)
+        return;
+    s->ctr.protocol_errors++;
+    cs_warn("connection %llu (pid %u): protocol error: %s; closing it",
+            (unsigned long long)c->id, c->pid, why);
+    struct cs_msg e = {.type = CS_MSG_ERROR};
+    e.u.error.code = EPROTO;
+    snprintf(e.u.error.text, sizeof e.u.error.text, "protocol error: %s", why);
+    sd_conn_send(s, c, &e, true);
+    c->dead = true;
+}
+
+void sd_conn_input(struct sd_server *s, struct sd_conn *c, const uint8_t *rec, size_t len)
+{
+    if (c->dead)
+        return;
+    struct cs_msg m;
+    const char *why = "record longer than any message";
+    if (len > CS_MSG_MAX || cs_msg_decode(rec, len, &m, &why) < 0) {
+        sd_conn_fail(s, c, why);
+        return;
+    }
+    sd_dispatch(s, c, &m);
+}
+
+static void conn_readable(struct sd_server *s, struct sd_conn *c)
+{
+    uint8_t buf[CS_MSG_MAX + 1];
+    for (int i = 0; i < SD_READ_BURST && !c->dead; i++) {
+        /* MSG_TRUNC returns the record's real length, so an oversized
+         * record is seen as such rather than silently cut. */
+        ssize_t r = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT | MSG_TRUNC);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        if (r <= 0) {
+            c->dead = true; /* EOF or reset: a dead client loses its leases */
+            return;
+        }
+        sd_conn_input(s, c, buf, (size_t)r);
+    }
+}
+
+static void accept_all(struct sd_server *s)
+{
+    for (;;) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                cs_warn("accept: %s", strerror(errno));
+            return;
+        }
+        struct ucred cr;
+        socklen_t cl = sizeof cr;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
+            close(fd);
+            continue;
+        }
+        /* Control connections count too: the cap bounds fds and memory. */
+        if (s->nconns >= (size_t)s->cfg.max_clients + 16) {
+            s->ctr.refused++;
+            cs_warn("refusing a connection from pid %d: %zu connections open", (int)cr.pid,
+                    s->nconns);
+            close(fd);
+            continue;
+        }
+        sd_conn_adopt(s, fd, (uint32_t)cr.pid, (uint32_t)cr.uid, (uint32_t)cr.gid);
+    }
+}
+
+/* ---- timer, signals, settle ------------------------------------------------- */
+
+static void arm_timer(struct sd_server *s)
+{
+    uint64_t d = sd_policy_deadline(&s->policy);
+    if (d == s->armed_deadline || s->tfd < 0)
+        return;
+    struct itimerspec its = {{0, 0}, {0, 0}};
+    if (d) {
+        its.it_value.tv_sec = (time_t)(d / 1000000000ull);
+        its.it_value.tv_nsec = (long)(d % 1000000000ull);
+    }
+    if (timerfd_settime(s->tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+        s->armed_deadline = d;
+}
+
+void sd_server_tick(struct sd_server *s)
+{
+    sd_policy_tick(&s->policy, sd_server_now(s));
+}
+
+void sd_server_settle(struct sd_server *s)
+{
+    /* Closing one connection can grant another whose send then fails, so
+     * reap until no dead connection is left. */
+    for (bool again = true; again;) {
+        again = false;
+        for (struct sd_conn *c = s->conns, *next; c; c = next) {
+            next = c->next;
+            if (!c->dead && c->qhead && conn_flush(s, c) < 0)
+                c->dead = true;
+            if (c->dead) {
+                conn_free(s, c);
+                again = true;
+                break; /* the list may have changed under next */
+            }
+        }
+    }
+    if (s->state_dirty)
+        sd_server_save_state(s);
+    arm_timer(s);
+}
+
+void sd_server_save_state(struct sd_server *s)
+{
+    s->state_dirty = false;
+    if (!s->state_path[0])
+        return;
+    if (sd_state_save(s->state_path, &s->policy) < 0 && !s->state_warned) {
+        s->state_warned = true;
+        cs_warn("cannot write %s: %s (a restarted daemon will not know who held the GPUs)",
+                s->state_path, strerror(errno));
+    }
+}
+
+static int open_fds(struct sd_server *s)
+{
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    s->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    /* Blocked so that they queue on the signalfd instead of killing us. */
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    s->sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    signal(SIGPIPE, SIG_IGN);
+    if (s->epfd < 0 || s->tfd < 0 || s->sfd < 0 || ep_add(s, s->tfd, EPOLLIN, TAG_TIMER) < 0 ||
+        ep_add(s, s->sfd, EPOLLIN, TAG_SIGNAL) < 0) {
+        cs_error("cannot set up the event loop: %s", strerror(errno));
+        return -1;
+    }
+    if (s->have_socket && ep_add(s, s->lfd, EPOLLIN, TAG_LISTEN) < 0)
+        return -1;
+    return 0;
+}
+
+int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
+                   const struct sd_overrides *ov, const struct sd_server_opts *o)
+{
+    memset(s, 0, sizeof *s);
+    s->epfd = s->lfd = s->tfd = s->sfd = s->lockfd = -1;
+    s->cfg = *cfg;
+    if (ov)
+        s->overrides = *ov;
+    s->clock = o->clock ? o->clock : mono_clock;
+    s->clock_ctx = o->clock_ctx;
+    s->start_ns = sd_server_now(s);
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    s->epoch = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    s->owner_uid = (uint32_t)geteuid();
+    /* Lease ids carry the start time in their high bits so that ids of a
+     * previous daemon, which clients still hold, do not repeat soon. */
+    uint64_t lease_base = o->lease_base ? o->lease_base
+                                        : ((uint64_t)(rt.tv_sec & 0xffffff) << 32) | 1;
+    sd_policy_init(&s->policy, &s->cfg, &sd_dispatch_ops, s, lease_base, s->start_ns);
+    if (o->state_path)
+        cs_strlcpy(s->state_path, o->state_path, sizeof s->state_path);
+    if (o->socket_path) {
+        if (strlen(o->socket_path) >= sizeof s->sock_path) {
+            cs_error("socket path too long: %s", o->socket_path);
+            return -1;
+        }
+        cs_strlcpy(s->sock_path, o->socket_path, sizeof s->sock_path);
+        if (open_listener(s) < 0 || open_fds(s) < 0)
+            return -1;
+    }
+    if (s->state_path[0]) {
+        struct sd_restore *r = calloc(1, sizeof *r);
+        if (!r)
+            return -1;
+        if (sd_state_load(s->state_path, r) != 1)
+            sd_policy_restore(&s->policy, r, s->start_ns);
+        free(r);
+    }
+    return 0;
+}
+
+static void handle_signal(struct sd_server *s)
+{
+    struct signalfd_siginfo si;
+    while (read(s->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGHUP) {
+            cs_info("SIGHUP ignored: change settings with cusharectl set");
+            continue;
+        }
+        cs_info("signal %u: shutting down", si.ssi_signo);
+        s->stop = true;
+    }
+}
+
+static void handle_event(struct sd_server *s, const struct epoll_event *ev)
+{
+    uint64_t tag = ev->data.u64;
+    if (tag == TAG_LISTEN) {
+        accept_all(s);
+    } else if (tag == TAG_TIMER) {
+        uint64_t n;
+        ssize_t r = read(s->tfd, &n, sizeof n);
+        (void)r;
+        s->armed_deadline = 0; /* fired: arm_timer must set it again */
+        sd_server_tick(s);
+    } else if (tag == TAG_SIGNAL) {
+        handle_signal(s);
+    } else if (tag == TAG_METRICS) {
+        /* Served once per pass, with MHD's timeouts, below. */
+    } else {
+        /* Connections are only freed by sd_server_settle after the whole
+         * batch, so the pointer is valid; a dead one is left alone. */
+        struct sd_conn *c = ev->data.ptr;
+        if (c->dead)
+            return;
+        if (ev->events & EPOLLOUT)
+            conn_flush(s, c);
+        if (ev->events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+            conn_readable(s, c);
+    }
+}
+
+int sd_server_run(struct sd_server *s)
+{
+    if (s->metrics && ep_add(s, sd_metrics_fd(s->metrics), EPOLLIN, TAG_METRICS) < 0) {
+        cs_error("cannot watch the metrics endpoint: %s", strerror(errno));
+        return -1;
+    }
+    cs_info("listening on %s (mode %s, epoch %llu)", s->sock_path,
+            s->cfg.mode == CS_MODE_SHARED ? "shared" : "exclusive",
+            (unsigned long long)s->epoch);
+    sd_server_settle(s);
+    struct epoll_event evs[64];
+    while (!s->stop) {
+        int timeout = s->metrics ? sd_metrics_timeout_ms(s->metrics) : -1;
+        int n = epoll_wait(s->epfd, evs, 64, timeout);
+        if (n < 0 && errno != EINTR) {
+            cs_error("epoll_wait: %s", strerror(errno));
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            handle_event(s, &evs[i]);
+        if (s->metrics)
+            sd_metrics_run(s->metrics);
+        /* A dead holder's lease ends here, and its successor is granted,
+         * in the same iteration that saw the EOF. */
+        sd_server_settle(s);
+    }
+    return 0;
+}
+
+void sd_server_fini(struct sd_server *s)
+{
+    while (s->conns) {
+        struct sd_conn *c = s->conns;
+        if (c->client) {
+            /* Shutting down: the clients keep their gates as they are and
+             * re-register with the next daemon; no policy decisions now. */
+            c->client = NULL;
+        }
+        conn_free(s, c);
+    }
+    if (s->metrics)
+        sd_metrics_stop(s->metrics);
+    s->metrics = NULL;
+    sd_policy_fini(&s->policy);
+    if (s->have_socket)
+        unlink(s->sock_path);
+    int fds[] = {s->lfd, s->epfd, s->tfd, s->sfd, s->lockfd};
+    for (size_t i = 0; i < sizeof fds / sizeof fds[0]; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}

@@ -1,0 +1,156 @@
+/* server.h: cushared's event loop, connections and message dispatch.
+ *
+ * One thread does everything: an epoll set holds the listening socket, every
+ * connection, a timerfd armed at the policy's next deadline, a signalfd for
+ * SIGTERM/SIGINT, and (with --metrics) libmicrohttpd's own epoll fd, which
+ * runs in MHD's "external" mode on this same thread. Nothing blocks: sockets
+ * are non-blocking, a connection's output beyond what the kernel takes is
+ * queued, and a connection whose queue passes SD_OUTQ_BYTES is dropped.
+ *
+ * Modules:
+ *   server.c    listening socket, loop, connection I/O and lifetime
+ *   dispatch.c  HELLO and the lease/memory messages -> policy calls, and the
+ *               policy's grant/revoke decisions -> messages
+ *   control.c   cusharectl requests: status, set, drain
+ *   metrics.c   the Prometheus page and its HTTP endpoint
+ *   state.c     the lease holders, persisted for a restarted daemon
+ *
+ * A connection is closed in one place (reap, after the current event), so
+ * code that finds a connection dead mid-event only marks it: policy
+ * callbacks may run while another connection is being processed.
+ */
+#ifndef SD_SERVER_H
+#define SD_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/un.h>
+
+#include "common/proto.h"
+#include "sched/config.h"
+#include "sched/policy.h"
+
+#define SD_OUTQ_BYTES (256u * 1024) /* queued output a connection may owe */
+#define SD_READ_BURST 32            /* records read per connection per wakeup */
+#define SD_BATCH_MAX 32             /* client overrides in one `set` batch */
+
+enum sd_conn_kind {
+    SD_CONN_NEW = 0,     /* no HELLO yet */
+    SD_CONN_CLIENT = 1,  /* a GPU client (libcushare.so) */
+    SD_CONN_CONTROL = 2, /* cusharectl */
+};
+
+struct sd_outrec {
+    struct sd_outrec *next;
+    size_t len;
+    uint8_t data[];
+};
+
+/* A `set` batch being staged on a control connection (CS_CTL_SET_MORE). */
+struct sd_batch {
+    struct sd_config cfg;
+    size_t nov;
+    struct sd_override ov[SD_BATCH_MAX];
+    size_t npairs;
+};
+
+struct sd_conn {
+    int fd;
+    uint64_t id;
+    uint32_t pid, uid, gid; /* SO_PEERCRED at accept */
+    uint32_t kind;          /* enum sd_conn_kind */
+    bool dead;              /* close at the next reap */
+    bool polling_out;       /* EPOLLOUT is registered */
+    struct sd_client *client;
+    struct sd_batch *batch;
+    struct sd_outrec *qhead, *qtail;
+    size_t qbytes;
+    struct sd_conn *next, *prev;
+};
+
+struct sd_counters {
+    uint64_t connections_total;
+    uint64_t protocol_errors;
+    uint64_t dropped_slow;
+    uint64_t refused;         /* caps hit: too many clients or GPUs */
+    uint64_t control_denied;  /* control changes refused for the uid */
+};
+
+struct sd_metrics; /* metrics.c */
+
+struct sd_server_opts {
+    const char *socket_path;  /* NULL: no listening socket (tests, fuzzing) */
+    const char *state_path;   /* NULL: no restart state */
+    /* Time source; NULL = CLOCK_MONOTONIC. Fuzzers and tests inject one. */
+    uint64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    /* First lease id; 0 = derived from the wall clock (see server.c).
+     * Fuzzers fix it so that a script can name a lease. */
+    uint64_t lease_base;
+};
+
+struct sd_server {
+    struct sd_config cfg;     /* live knobs; the policy reads them */
+    struct sd_overrides overrides;
+    struct sd_policy policy;
+    int epfd, lfd, tfd, sfd, lockfd;
+    char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char state_path[SD_PATH_LEN];
+    bool have_socket;
+    bool state_dirty;
+    bool state_warned;        /* a failed state write is logged once */
+    bool stop;
+    uint64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    uint64_t epoch;
+    uint64_t start_ns;
+    uint32_t owner_uid;
+    uint64_t next_conn_id;
+    uint64_t armed_deadline;
+    struct sd_conn *conns;
+    size_t nconns;
+    struct sd_counters ctr;
+    struct sd_metrics *metrics;
+};
+
+/* server.c */
+int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
+                   const struct sd_overrides *ov, const struct sd_server_opts *o);
+int sd_server_run(struct sd_server *s);
+void sd_server_fini(struct sd_server *s);
+uint64_t sd_server_now(const struct sd_server *s);
+/* Takes ownership of a connected socket with the given credentials. */
+struct sd_conn *sd_conn_adopt(struct sd_server *s, int fd, uint32_t pid, uint32_t uid,
+                              uint32_t gid);
+/* Handles one received record (as read from the socket, any length). */
+void sd_conn_input(struct sd_server *s, struct sd_conn *c, const uint8_t *rec, size_t len);
+/* Queues one message; a connection that owes too much is marked dead.
+ * force: ignore the limit (a status reply is queued whole). */
+void sd_conn_send(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m, bool force);
+/* Protocol error: count it, tell the peer why, close after this event. */
+void sd_conn_fail(struct sd_server *s, struct sd_conn *c, const char *why);
+/* Closes dead connections, persists state, re-arms the timer. Call after
+ * every event (the loop does; tests and fuzzers that drive the server by
+ * hand do too). */
+void sd_server_settle(struct sd_server *s);
+/* Writes the restart state now (see state.c). */
+void sd_server_save_state(struct sd_server *s);
+/* Runs the policy's deadlines that have passed. */
+void sd_server_tick(struct sd_server *s);
+struct sd_conn *sd_server_conn_by_fd(const struct sd_server *s, int fd);
+
+/* dispatch.c */
+extern const struct sd_policy_ops sd_dispatch_ops;
+void sd_dispatch(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m);
+/* Applies the override table to one client's HELLO settings. */
+void sd_dispatch_apply_override(const struct sd_server *s, struct sd_client_info *info);
+
+/* control.c */
+void sd_control(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m);
+
+/* state.c */
+int sd_state_load(const char *path, struct sd_restore *r);
+int sd_state_save(const char *path, const struct sd_policy *p);
+
+#endif

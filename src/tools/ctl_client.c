@@ -1,0 +1,153 @@
+/* ctl_client.c: see ctl_client.h. */
+#include "tools/ctl_client.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Receives one message within CTL_TIMEOUT_MS. 0 or -1 with err. */
+static int recv_one(int fd, struct cs_msg *m, char *err, size_t errlen)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r;
+    do
+        r = poll(&p, 1, CTL_TIMEOUT_MS);
+    while (r < 0 && errno == EINTR);
+    if (r == 0) {
+        snprintf(err, errlen, "the daemon did not answer within %d ms", CTL_TIMEOUT_MS);
+        return -1;
+    }
+    const char *why = "?";
+    int rc = cs_recv(fd, m, &why);
+    if (rc == 1) {
+        if (m->type == CS_MSG_ERROR) {
+            snprintf(err, errlen, "the daemon closed the connection: %s", m->u.error.text);
+            return -1;
+        }
+        return 0;
+    }
+    if (rc == 0)
+        snprintf(err, errlen, "the daemon closed the connection");
+    else if (rc == -EPROTO)
+        snprintf(err, errlen, "bad reply from the daemon: %s", why);
+    else
+        snprintf(err, errlen, "reading from the daemon: %s", strerror(-rc));
+    return -1;
+}
+
+int ctl_open(const char *path, char *err, size_t errlen)
+{
+    int fd = cs_connect(path);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot connect to %s: %s", path, strerror(-fd));
+        return fd;
+    }
+    struct cs_msg h = {.type = CS_MSG_HELLO};
+    h.u.hello.flags = CS_HELLO_CONTROL;
+    h.u.hello.priority = CS_PRIO_NORMAL;
+    h.u.hello.weight = 1;
+    h.u.hello.proto_min = CS_PROTO_VERSION;
+    snprintf(h.u.hello.name, sizeof h.u.hello.name, "cusharectl");
+    int rc = cs_send(fd, &h);
+    struct cs_msg w;
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot talk to %s: %s", path, strerror(-rc));
+    } else if (recv_one(fd, &w, err, errlen) == 0) {
+        if (w.type == CS_MSG_WELCOME)
+            return fd;
+        snprintf(err, errlen, "unexpected %s instead of WELCOME", cs_msg_name(w.type));
+    }
+    close(fd);
+    return -EPROTO;
+}
+
+int ctl_request(int fd, const struct cs_msg *req, struct cs_msg_ctl_done *done, char *err,
+                size_t errlen)
+{
+    int rc = cs_send(fd, req);
+    if (rc < 0) {
+        snprintf(err, errlen, "sending to the daemon: %s", strerror(-rc));
+        return -1;
+    }
+    for (;;) {
+        struct cs_msg m;
+        if (recv_one(fd, &m, err, errlen) < 0)
+            return -1;
+        if (m.type == CS_MSG_CTL_DONE) {
+            *done = m.u.ctl_done;
+            return 0;
+        }
+        /* Not expected outside a status reply: skip it. */
+    }
+}
+
+static int push(void **arr, size_t *n, size_t *cap, size_t size, const void *item)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        void *na = realloc(*arr, nc * size);
+        if (!na)
+            return -1;
+        *arr = na;
+        *cap = nc;
+    }
+    memcpy((char *)*arr + *n * size, item, size);
+    (*n)++;
+    return 0;
+}
+
+int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
+{
+    memset(st, 0, sizeof *st);
+    struct cs_msg req = {.type = CS_MSG_CTL_STATUS};
+    int rc = cs_send(fd, &req);
+    if (rc < 0) {
+        snprintf(err, errlen, "sending to the daemon: %s", strerror(-rc));
+        return -1;
+    }
+    size_t gcap = 0, ccap = 0;
+    for (;;) {
+        struct cs_msg m;
+        if (recv_one(fd, &m, err, errlen) < 0)
+            break;
+        int ok = 0;
+        switch (m.type) {
+        case CS_MSG_CTL_DAEMON:
+            st->daemon = m.u.ctl_daemon;
+            break;
+        case CS_MSG_CTL_GPU:
+            ok = push((void **)&st->gpu, &st->ngpu, &gcap, sizeof *st->gpu, &m.u.ctl_gpu);
+            break;
+        case CS_MSG_CTL_CLIENT:
+            ok = push((void **)&st->client, &st->nclient, &ccap, sizeof *st->client,
+                      &m.u.ctl_client);
+            break;
+        case CS_MSG_CTL_DONE:
+            if (m.u.ctl_done.status == 0)
+                return 0;
+            snprintf(err, errlen, "%s", m.u.ctl_done.text);
+            ctl_status_free(st);
+            return -1;
+        default:
+            break;
+        }
+        if (ok < 0) {
+            snprintf(err, errlen, "out of memory");
+            break;
+        }
+    }
+    ctl_status_free(st);
+    return -1;
+}
+
+void ctl_status_free(struct ctl_status *st)
+{
+    free(st->gpu);
+    free(st->client);
+    st->gpu = NULL;
+    st->client = NULL;
+    st->ngpu = st->nclient = 0;
+}

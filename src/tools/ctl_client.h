@@ -1,0 +1,35 @@
+/* ctl_client.h: the control side of the protocol, for cusharectl and
+ * cushare-run: connect, say HELLO as a control connection, send requests and
+ * collect replies (every request ends with one CTL_DONE). Blocking, with a
+ * time limit on every wait so a wedged daemon cannot hang a tool. */
+#ifndef CTL_CLIENT_H
+#define CTL_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/proto.h"
+
+#define CTL_TIMEOUT_MS 10000
+
+/* A status reply, as received. */
+struct ctl_status {
+    struct cs_msg_ctl_daemon daemon;
+    size_t ngpu, nclient;
+    struct cs_msg_ctl_gpu *gpu;
+    struct cs_msg_ctl_client *client;
+};
+
+/* Connects to the daemon and completes the handshake. Returns the fd, or
+ * -errno with a reason in err (-ENOENT/-ECONNREFUSED: no daemon there). */
+int ctl_open(const char *path, char *err, size_t errlen);
+
+/* Sends req and waits for its CTL_DONE. Returns 0 (done filled in) or -1
+ * with a reason in err. */
+int ctl_request(int fd, const struct cs_msg *req, struct cs_msg_ctl_done *done, char *err,
+                size_t errlen);
+
+int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen);
+void ctl_status_free(struct ctl_status *st);
+
+#endif

@@ -1,0 +1,234 @@
+/* ctl_print.c: see ctl_print.h. The JSON keys are a stable interface
+ * (tests and scripts read them); docs/protocol.md lists them. */
+#include "tools/ctl_print.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "common/util.h"
+
+const char *ctl_state_name(uint32_t state)
+{
+    static const char *const names[] = {"idle", "waiting", "holding", "revoking"};
+    return state <= CS_STATE_MAX ? names[state] : "?";
+}
+
+const char *ctl_mode_name(uint32_t mode)
+{
+    return mode == CS_MODE_SHARED ? "shared" : "exclusive";
+}
+
+static double secs(uint64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+/* "12.3 s", "4m05s", "2h10m": short, for table columns. */
+static char *fmt_dur(uint64_t ns, char *buf, size_t len)
+{
+    uint64_t s = ns / 1000000000ull;
+    if (s < 100)
+        snprintf(buf, len, "%.1f s", secs(ns));
+    else if (s < 3600)
+        snprintf(buf, len, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
+    else
+        snprintf(buf, len, "%" PRIu64 "h%02" PRIu64 "m", s / 3600, s % 3600 / 60);
+    return buf;
+}
+
+static const struct cs_msg_ctl_client *find_prev(const struct ctl_status *prev,
+                                                 const struct cs_msg_ctl_client *c)
+{
+    for (size_t i = 0; prev && i < prev->nclient; i++)
+        if (prev->client[i].client_id == c->client_id &&
+            prev->client[i].gpu_index == c->gpu_index)
+            return &prev->client[i];
+    return NULL;
+}
+
+static void print_client(FILE *f, const struct cs_msg_ctl_client *c,
+                         const struct ctl_status *st, const struct ctl_status *prev)
+{
+    char gt[16], wt[16], res[24], swp[24], lim[24];
+    char pct[8] = "-";
+    const struct cs_msg_ctl_client *p = find_prev(prev, c);
+    if (p && st->daemon.uptime_ns > prev->daemon.uptime_ns) {
+        double d = (double)(c->gpu_ns - p->gpu_ns) /
+                   (double)(st->daemon.uptime_ns - prev->daemon.uptime_ns);
+        snprintf(pct, sizeof pct, "%.0f%%", d * 100);
+    }
+    if (c->mem_limit)
+        cs_format_size(c->mem_limit, lim, sizeof lim);
+    else
+        snprintf(lim, sizeof lim, "-");
+    fprintf(f, "  %-8u %-16.16s %-6s %6u %-8s%s %9s %9s %4s %7" PRIu64 " %7" PRIu64
+               " %11s %11s %11s\n",
+            c->pid, c->name[0] ? c->name : "-", cs_priority_name((int)c->priority), c->weight,
+            ctl_state_name(c->state), c->idle ? "*" : " ", fmt_dur(c->gpu_ns, gt, sizeof gt),
+            fmt_dur(c->wait_ns, wt, sizeof wt), pct, c->slices, c->preemptions,
+            cs_format_size(c->resident, res, sizeof res),
+            cs_format_size(c->swapped, swp, sizeof swp), lim);
+}
+
+void ctl_print_table(FILE *f, const struct ctl_status *st, const struct ctl_status *prev)
+{
+    const struct cs_msg_ctl_daemon *d = &st->daemon;
+    char up[16];
+    fprintf(f,
+            "cushared pid %u (uid %u), up %s, mode %s, quantum %u..%u ms, idle %u ms, "
+            "%u client(s), %" PRIu64 " protocol error(s)\n",
+            d->pid, d->uid, fmt_dur(d->uptime_ns, up, sizeof up), ctl_mode_name(d->mode),
+            d->quantum_floor_ms, d->quantum_cap_ms, d->idle_release_ms, d->clients,
+            d->protocol_errors);
+    if (st->ngpu == 0)
+        fprintf(f, "no GPU in use yet\n");
+    for (size_t i = 0; i < st->ngpu; i++) {
+        const struct cs_msg_ctl_gpu *g = &st->gpu[i];
+        char uuid[CS_UUID_STR_LEN], busy[16], idle[16], tot[24];
+        cs_uuid_format(g->uuid, uuid);
+        fprintf(f,
+                "\nGPU %u  %s  %s  quantum %.1f s  switches %" PRIu64
+                " (%.1f ms)  busy %s  idle %s  memory %s%s%s\n",
+                g->index, uuid, ctl_mode_name(g->mode), g->quantum_ms / 1000.0, g->switches,
+                (double)g->switch_ns / 1e6, fmt_dur(g->busy_ns, busy, sizeof busy),
+                fmt_dur(g->idle_ns, idle, sizeof idle),
+                g->mem_total ? cs_format_size(g->mem_total, tot, sizeof tot) : "?",
+                g->draining ? "  [DRAINING]" : "",
+                g->restoring ? "  [waiting for previous holders]" : "");
+        if (g->forced_releases)
+            fprintf(f, "  %" PRIu64 " lease(s) taken back after the revoke timeout\n",
+                    g->forced_releases);
+        fprintf(f, "  %-8s %-16s %-6s %6s %-9s %9s %9s %4s %7s %7s %11s %11s %11s\n", "PID",
+                "NAME", "PRIO", "WEIGHT", "STATE", "GPU", "WAIT", "GPU%", "SLICES", "PREEMPT",
+                "RESIDENT", "SWAPPED", "LIMIT");
+        for (size_t j = 0; j < st->nclient; j++)
+            if (st->client[j].gpu_index == g->index)
+                print_client(f, &st->client[j], st, prev);
+    }
+}
+
+/* ---- JSON ------------------------------------------------------------------------- */
+
+/* Strings from the daemon are printable ASCII (the codec checks), so only
+ * the quote and the backslash need escaping. */
+static void json_str(FILE *f, const char *key, const char *s, const char *sep)
+{
+    fprintf(f, "\"%s\": \"", key);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        fputc(*s, f);
+    }
+    fprintf(f, "\"%s", sep);
+}
+
+static void json_u64(FILE *f, const char *key, uint64_t v, const char *sep)
+{
+    fprintf(f, "\"%s\": %" PRIu64 "%s", key, v, sep);
+}
+
+static void json_sec(FILE *f, const char *key, uint64_t ns, const char *sep)
+{
+    fprintf(f, "\"%s\": %.6f%s", key, secs(ns), sep);
+}
+
+static void json_bool(FILE *f, const char *key, uint32_t v, const char *sep)
+{
+    fprintf(f, "\"%s\": %s%s", key, v ? "true" : "false", sep);
+}
+
+static void json_daemon(FILE *f, const struct cs_msg_ctl_daemon *d)
+{
+    fprintf(f, "  \"daemon\": {");
+    json_u64(f, "pid", d->pid, ", ");
+    json_u64(f, "uid", d->uid, ", ");
+    json_u64(f, "epoch", d->epoch, ", ");
+    json_sec(f, "uptime_s", d->uptime_ns, ", ");
+    json_str(f, "mode", ctl_mode_name(d->mode), ", ");
+    json_u64(f, "metrics_port", d->metrics_port, ", ");
+    json_u64(f, "clients", d->clients, ", ");
+    json_u64(f, "connections", d->connections, ", ");
+    json_u64(f, "connections_total", d->connections_total, ", ");
+    json_u64(f, "protocol_errors", d->protocol_errors, ", ");
+    json_u64(f, "dropped_slow", d->dropped_slow, ", ");
+    json_u64(f, "quantum_floor_ms", d->quantum_floor_ms, ", ");
+    json_u64(f, "quantum_cap_ms", d->quantum_cap_ms, ", ");
+    json_u64(f, "idle_release_ms", d->idle_release_ms, ", ");
+    json_u64(f, "revoke_timeout_ms", d->revoke_timeout_ms, ", ");
+    json_u64(f, "reconnect_grace_ms", d->reconnect_grace_ms, ", ");
+    json_bool(f, "force_release", d->force_release, ", ");
+    json_u64(f, "mem_reserve_bytes", d->mem_reserve, ", ");
+    fprintf(f, "\"switch_cost_target\": %.6f},\n", d->switch_cost_ppm / 1e6);
+}
+
+static void json_client(FILE *f, const struct cs_msg_ctl_client *c, const char *sep)
+{
+    fprintf(f, "        {");
+    json_u64(f, "id", c->client_id, ", ");
+    json_u64(f, "pid", c->pid, ", ");
+    json_u64(f, "uid", c->uid, ", ");
+    json_str(f, "name", c->name, ", ");
+    json_str(f, "pod", c->pod, ", ");
+    json_str(f, "namespace", c->ns, ", ");
+    json_str(f, "priority", cs_priority_name((int)c->priority), ", ");
+    json_u64(f, "weight", c->weight, ", ");
+    json_str(f, "state", ctl_state_name(c->state), ", ");
+    json_bool(f, "idle", c->idle, ", ");
+    json_sec(f, "gpu_s", c->gpu_ns, ", ");
+    json_sec(f, "wait_s", c->wait_ns, ", ");
+    json_u64(f, "slices", c->slices, ", ");
+    json_u64(f, "preemptions", c->preemptions, ", ");
+    json_u64(f, "revokes", c->revokes, ", ");
+    json_u64(f, "forced_releases", c->forced, ", ");
+    json_u64(f, "mem_resident_bytes", c->resident, ", ");
+    json_u64(f, "mem_swapped_bytes", c->swapped, ", ");
+    json_u64(f, "mem_unswappable_bytes", c->unswappable, ", ");
+    json_u64(f, "mem_footprint_bytes", c->footprint, ", ");
+    json_sec(f, "swap_s", c->swap_ns, ", ");
+    json_u64(f, "mem_limit_bytes", c->mem_limit, ", ");
+    json_u64(f, "vtime", c->vtime, "");
+    fprintf(f, "}%s\n", sep);
+}
+
+static void json_gpu(FILE *f, const struct ctl_status *st, const struct cs_msg_ctl_gpu *g,
+                     const char *sep)
+{
+    char uuid[CS_UUID_STR_LEN];
+    cs_uuid_format(g->uuid, uuid);
+    fprintf(f, "    {");
+    json_u64(f, "index", g->index, ", ");
+    json_str(f, "uuid", uuid, ", ");
+    json_str(f, "mode", ctl_mode_name(g->mode), ", ");
+    json_u64(f, "holders", g->holders, ", ");
+    json_u64(f, "waiters", g->waiters, ", ");
+    json_bool(f, "draining", g->draining, ", ");
+    json_bool(f, "restoring", g->restoring, ", ");
+    json_u64(f, "quantum_ms", g->quantum_ms, ", ");
+    json_u64(f, "mem_total_bytes", g->mem_total, ", ");
+    json_u64(f, "mem_reserve_bytes", g->mem_reserve, ", ");
+    json_u64(f, "mem_resident_bytes", g->mem_resident, ", ");
+    json_u64(f, "switches", g->switches, ", ");
+    fprintf(f, "\"switch_ms\": %.3f, ", (double)g->switch_ns / 1e6);
+    json_sec(f, "idle_s", g->idle_ns, ", ");
+    json_sec(f, "busy_s", g->busy_ns, ", ");
+    json_u64(f, "revoke_timeouts", g->revoke_timeouts, ", ");
+    json_u64(f, "forced_releases", g->forced_releases, ", ");
+    fprintf(f, "\"clients\": [\n");
+    size_t n = 0, total = 0;
+    for (size_t j = 0; j < st->nclient; j++)
+        total += st->client[j].gpu_index == g->index;
+    for (size_t j = 0; j < st->nclient; j++)
+        if (st->client[j].gpu_index == g->index)
+            json_client(f, &st->client[j], ++n < total ? "," : "");
+    fprintf(f, "      ]}%s\n", sep);
+}
+
+void ctl_print_json(FILE *f, const struct ctl_status *st)
+{
+    fprintf(f, "{\n");
+    json_daemon(f, &st->daemon);
+    fprintf(f, "  \"gpus\": [\n");
+    for (size_t i = 0; i < st->ngpu; i++)
+        json_gpu(f, st, &st->gpu[i], i + 1 < st->ngpu ? "," : "");
+    fprintf(f, "  ]\n}\n");
+}

@@ -1,0 +1,438 @@
+/* test_config.c: cushared's knobs (src/sched/config.c): defaults, every
+ * knob's parser with good and bad values, start-up-only knobs refused at
+ * run time, cross-knob rules, per-client overrides, and the INI loader's
+ * error reporting (file:line: reason). Also the state file round trip. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/log.h"
+#include "sched/config.h"
+#include "sched/buf.h"
+#include "sched/metrics.h"
+#include "sched/server.h"
+
+static char tmpdir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *t = getenv("TEST_TMP");
+    snprintf(tmpdir, sizeof tmpdir, "%s", t && *t ? t : "/tmp");
+    cs_log_init("test_config", CS_LOG_ERROR);
+    return 0;
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    struct sd_config c;
+    sd_config_defaults(&c);
+    assert_int_equal(c.mode, CS_MODE_EXCLUSIVE);
+    assert_int_equal(c.quantum_floor_ms, 1000);
+    assert_int_equal(c.quantum_cap_ms, 30000);
+    assert_int_equal(c.idle_release_ms, 250);
+    assert_int_equal(c.revoke_timeout_ms, 10000);
+    assert_true(c.force_release);
+    assert_int_equal(c.reconnect_grace_ms, 1500);
+    assert_true(c.switch_cost_target > 0.0499 && c.switch_cost_target < 0.0501);
+    assert_string_equal(c.metrics, "");
+    assert_int_equal(sd_config_check(&c, NULL, 0), 0);
+}
+
+struct kv {
+    const char *key, *value;
+    int ok;
+};
+
+static void test_every_knob(void **state)
+{
+    (void)state;
+    static const struct kv cases[] = {
+        {"mode", "shared", 1},           {"mode", "EXCLUSIVE", 1},
+        {"mode", "fair", 0},             {"mode", "", 0},
+        {"quantum_floor_ms", "1", 1},    {"quantum_floor_ms", "0", 0},
+        {"quantum_floor_ms", "-5", 0},   {"quantum_floor_ms", "12x", 0},
+        {"quantum_cap_ms", "3600000", 1}, {"quantum_cap_ms", "3600001", 0},
+        {"idle_release_ms", "100", 1},   {"idle_release_ms", "", 0},
+        {"revoke_timeout_ms", "500", 1}, {"revoke_timeout_ms", "0", 0},
+        {"reconnect_grace_ms", "0", 1},  {"reconnect_grace_ms", "1e3", 0},
+        {"force_release", "false", 1},   {"force_release", "on", 1},
+        {"force_release", "maybe", 0},   {"mem_reserve_mb", "1024", 1},
+        {"mem_reserve_mb", "99999999999", 0},
+        {"switch_cost_target", "0.1", 1}, {"switch_cost_target", "0", 0},
+        {"switch_cost_target", "2", 0},  {"switch_cost_target", "nan", 0},
+        {"switch_cost_target", "0.05x", 0},
+        {"log_level", "debug", 1},       {"log_level", "2", 1},
+        {"log_level", "loud", 0},        {"max_clients", "10", 1},
+        {"max_clients", "0", 0},         {"metrics", "127.0.0.1:9400", 1},
+        {"metrics", "[::1]:0", 1},       {"metrics", "localhost", 0},
+        {"metrics", ":80", 0},           {"metrics", "h:70000", 0},
+        {"state_file", "/run/x.state", 1}, {"state_file", "none", 1},
+        {"state_file", "relative", 0},   {"quantum", "5", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct sd_config c;
+        sd_config_defaults(&c);
+        char err[200] = "";
+        int rc = sd_config_set(&c, cases[i].key, cases[i].value, false, err, sizeof err);
+        if ((rc == 0) != cases[i].ok)
+            fail_msg("%s=%s: rc %d (%s)", cases[i].key, cases[i].value, rc, err);
+        if (!cases[i].ok)
+            assert_true(strlen(err) > 0);
+    }
+    struct sd_config c;
+    sd_config_defaults(&c);
+    assert_int_equal(sd_config_set(&c, "mode", "shared", true, NULL, 0), 0);
+    assert_int_equal(c.mode, CS_MODE_SHARED);
+    assert_int_equal(sd_config_set(&c, "switch_cost_target", "0.2", true, NULL, 0), 0);
+    assert_true(c.switch_cost_target > 0.199 && c.switch_cost_target < 0.201);
+    assert_int_equal(sd_config_set(&c, "force_release", "0", true, NULL, 0), 0);
+    assert_false(c.force_release);
+}
+
+static void test_runtime_refusals(void **state)
+{
+    (void)state;
+    struct sd_config c;
+    sd_config_defaults(&c);
+    char err[200];
+    assert_int_equal(sd_config_set(&c, "metrics", "127.0.0.1:1", true, err, sizeof err), -1);
+    assert_non_null(strstr(err, "start-up"));
+    assert_int_equal(sd_config_set(&c, "state_file", "none", true, err, sizeof err), -1);
+    assert_int_equal(sd_config_set(&c, "nope", "1", true, err, sizeof err), -1);
+    assert_string_equal(err, "unknown key 'nope'");
+}
+
+static void test_floor_above_cap(void **state)
+{
+    (void)state;
+    struct sd_config c;
+    sd_config_defaults(&c);
+    char err[200];
+    assert_int_equal(sd_config_set(&c, "quantum_floor_ms", "40000", true, err, sizeof err), 0);
+    assert_int_equal(sd_config_check(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "quantum_floor_ms"));
+    assert_int_equal(sd_config_set(&c, "quantum_cap_ms", "60000", true, err, sizeof err), 0);
+    assert_int_equal(sd_config_check(&c, err, sizeof err), 0);
+}
+
+static void test_overrides(void **state)
+{
+    (void)state;
+    struct sd_override o;
+    char err[200];
+    memset(&o, 0, sizeof o);
+    assert_int_equal(sd_override_parse("mode", "x", &o, err, sizeof err), 1);
+    assert_int_equal(sd_override_parse("client.trainer.weight", "4", &o, err, sizeof err), 0);
+    assert_string_equal(o.who, "trainer");
+    assert_true(o.has_weight);
+    assert_int_equal(o.weight, 4);
+    assert_int_equal(sd_override_parse("client.trainer.priority", "high", &o, err, sizeof err),
+                     0);
+    assert_int_equal(o.priority, CS_PRIO_HIGH);
+    /* dots in a name: the field is after the last one */
+    struct sd_override d;
+    memset(&d, 0, sizeof d);
+    assert_int_equal(sd_override_parse("client.a.b.weight", "2", &d, err, sizeof err), 0);
+    assert_string_equal(d.who, "a.b");
+    static const char *const bad[][2] = {
+        {"client.x.weight", "0"},   {"client.x.weight", "1000001"}, {"client.x.priority", "top"},
+        {"client.x.colour", "red"}, {"client.weight", "1"},         {"client..weight", "1"},
+        {"client.a b.weight", "1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&d, 0, sizeof d);
+        if (sd_override_parse(bad[i][0], bad[i][1], &d, err, sizeof err) != -1)
+            fail_msg("%s=%s accepted", bad[i][0], bad[i][1]);
+    }
+    struct sd_overrides t;
+    memset(&t, 0, sizeof t);
+    assert_int_equal(sd_overrides_put(&t, &o), 0);
+    memset(&d, 0, sizeof d);
+    sd_override_parse("client.4242.weight", "9", &d, err, sizeof err);
+    assert_int_equal(sd_overrides_put(&t, &d), 0);
+    assert_ptr_equal(sd_overrides_find(&t, 1, "trainer"), &t.v[0]);
+    assert_ptr_equal(sd_overrides_find(&t, 4242, "trainer"), &t.v[1]); /* pid wins */
+    assert_null(sd_overrides_find(&t, 1, "other"));
+    assert_null(sd_overrides_find(&t, 1, ""));
+    /* merging keeps both fields */
+    memset(&d, 0, sizeof d);
+    sd_override_parse("client.trainer.weight", "8", &d, err, sizeof err);
+    assert_int_equal(sd_overrides_put(&t, &d), 0);
+    assert_int_equal(t.n, 2);
+    assert_int_equal(t.v[0].weight, 8);
+    assert_true(t.v[0].has_priority);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int load(const char *text, struct sd_config *c, struct sd_overrides *ov, char *err,
+                size_t len)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/test.conf", tmpdir);
+    write_file(path, text);
+    sd_config_defaults(c);
+    memset(ov, 0, sizeof *ov);
+    int rc = sd_config_load(c, ov, path, err, len);
+    unlink(path);
+    return rc;
+}
+
+static void test_ini_file(void **state)
+{
+    (void)state;
+    struct sd_config c;
+    static struct sd_overrides ov;
+    char err[300];
+    assert_int_equal(load("# comment\nmode = shared\n[cushared]\nquantum_floor_ms=2000\n"
+                          "[client.trainer]\nweight = 3\npriority = low\n",
+                          &c, &ov, err, sizeof err),
+                     0);
+    assert_int_equal(c.mode, CS_MODE_SHARED);
+    assert_int_equal(c.quantum_floor_ms, 2000);
+    assert_int_equal(ov.n, 1);
+    assert_int_equal(ov.v[0].weight, 3);
+    assert_int_equal(ov.v[0].priority, CS_PRIO_LOW);
+
+    assert_int_equal(load("mode=shared\nbogus=1\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, "test.conf:2: unknown key 'bogus'"));
+    assert_int_equal(load("quantum_cap_ms=abc\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":1: quantum_cap_ms"));
+    assert_int_equal(load("[gpu0]\nmode=shared\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, "unknown section [gpu0]"));
+    assert_int_equal(load("[client.x]\nweight=0\n", &c, &ov, err, sizeof err), -1);
+    assert_int_equal(load("quantum_floor_ms=5000\nquantum_cap_ms=4000\n", &c, &ov, err,
+                          sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "above quantum_cap_ms"));
+    assert_int_equal(load("this is not ini\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":1:"));
+    assert_int_equal(sd_config_load(&c, &ov, "/nonexistent/x.conf", err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot read"));
+}
+
+static void test_shipped_example_config(void **state)
+{
+    (void)state;
+    struct sd_config c;
+    static struct sd_overrides ov;
+    char err[300];
+    sd_config_defaults(&c);
+    int rc = sd_config_load(&c, &ov, "deploy/cushared.conf", err, sizeof err);
+    if (rc != 0)
+        fail_msg("deploy/cushared.conf: %s", err);
+}
+
+static void test_dump_and_hostport(void **state)
+{
+    (void)state;
+    struct sd_config c;
+    sd_config_defaults(&c);
+    char buf[2048];
+    size_t n = sd_config_dump(&c, buf, sizeof buf);
+    assert_true(n > 0 && n < sizeof buf);
+    assert_non_null(strstr(buf, "mode=exclusive\n"));
+    assert_non_null(strstr(buf, "quantum_cap_ms=30000\n"));
+    assert_non_null(strstr(buf, "force_release=true\n"));
+    /* Every dumped line parses back. */
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *eq = strchr(line, '=');
+        assert_non_null(eq);
+        *eq = '\0';
+        if (eq[1] == '\0')
+            continue; /* empty text knobs */
+        struct sd_config d;
+        sd_config_defaults(&d);
+        assert_int_equal(sd_config_set(&d, line, eq + 1, false, NULL, 0), 0);
+    }
+    char host[64];
+    uint16_t port;
+    assert_int_equal(sd_parse_hostport("127.0.0.1:9400", host, sizeof host, &port), 0);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 9400);
+    assert_int_equal(sd_parse_hostport("[::1]:0", host, sizeof host, &port), 0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(sd_parse_hostport("nohost", host, sizeof host, &port), -1);
+    assert_int_equal(sd_parse_hostport("h:", host, sizeof host, &port), -1);
+}
+
+/* ---- restart state file ------------------------------------------------------------- */
+
+static void nop_grant(void *ctx, struct sd_member *m, uint32_t q)
+{
+    (void)ctx;
+    (void)m;
+    (void)q;
+}
+
+static void nop_revoke(void *ctx, struct sd_member *m, uint32_t reason, uint64_t evict)
+{
+    (void)ctx;
+    (void)m;
+    (void)reason;
+    (void)evict;
+}
+
+static void test_state_round_trip(void **state)
+{
+    (void)state;
+    static struct sd_config cfg;
+    sd_config_defaults(&cfg);
+    char path[300];
+    snprintf(path, sizeof path, "%s/cushared.state", tmpdir);
+    unlink(path);
+    static struct sd_restore r;
+    assert_int_equal(sd_state_load(path, &r), 1); /* absent: no past */
+    assert_false(r.unknown);
+
+    write_file(path, "cushared-state 1\nnext_id 40\n"
+                     "gpu GPU-a0000000-0000-0000-0000-000000000001 2 1024 7 9\n"
+                     "gpu GPU-a0000000-0000-0000-0000-000000000002 0 0\n");
+    assert_int_equal(sd_state_load(path, &r), 0);
+    assert_int_equal(r.next_client_id, 40);
+    assert_int_equal(r.ngpu, 2);
+    assert_int_equal(r.gpu[0].index, 2);
+    assert_int_equal(r.gpu[0].mem_total, 1024);
+    assert_int_equal(r.gpu[0].nholders, 2);
+    assert_int_equal(r.gpu[0].holders[1], 9);
+    assert_int_equal(r.gpu[1].nholders, 0);
+
+    static const char *const bad[] = {
+        "",
+        "cushared-state 2\n",
+        "cushared-state 1\ngpu nonsense 0 0\n",
+        "cushared-state 1\ngpu GPU-a0000000-0000-0000-0000-000000000001 x 0\n",
+        "cushared-state 1\ngpu GPU-a0000000-0000-0000-0000-000000000001 0 0 0\n",
+        "cushared-state 1\nnext_id -1\n",
+        "cushared-state 1\nwhat\n",
+        "cushared-state 1\nnext_id 5", /* truncated: no newline */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_file(path, bad[i]);
+        if (sd_state_load(path, &r) != -1 || !r.unknown)
+            fail_msg("state '%s' accepted", bad[i]);
+    }
+
+    /* What a daemon writes, the next one reads: holders and their GPU. */
+    static struct sd_policy p;
+    static const struct sd_policy_ops ops = {nop_grant, nop_revoke, NULL, NULL, NULL};
+    sd_policy_init(&p, &cfg, &ops, NULL, 1, 1000);
+    struct sd_client_info info = {.pid = 1, .weight = 1};
+    struct sd_client *a = sd_policy_client_add(&p, &info, 1000);
+    struct sd_client *b = sd_policy_client_add(&p, &info, 1000);
+    struct cs_msg_attach at = {.slot = 0, .total_mem = 4096};
+    at.uuid[0] = 0x5a;
+    const char *why;
+    assert_int_equal(sd_policy_attach(&p, a, &at, 1000, &why), SD_OK);
+    assert_int_equal(sd_policy_attach(&p, b, &at, 1000, &why), SD_OK);
+    assert_int_equal(sd_policy_acquire(&p, b, 0, 1000, &why), SD_OK);
+    assert_int_equal(sd_state_save(path, &p), 0);
+    assert_int_equal(sd_state_load(path, &r), 0);
+    assert_int_equal(r.ngpu, 1);
+    assert_int_equal(r.gpu[0].uuid[0], 0x5a);
+    assert_int_equal(r.gpu[0].mem_total, 4096);
+    assert_int_equal(r.gpu[0].nholders, 1);
+    assert_int_equal(r.gpu[0].holders[0], b->id);
+    assert_true(r.next_client_id > b->id);
+    sd_policy_fini(&p);
+    assert_int_equal(sd_state_save("/nonexistent/dir/x.state", &p), -1);
+    unlink(path);
+}
+
+/* ---- the docs name every knob and every metric ------------------------------------ */
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot read %s", path);
+    static char buf[1 << 17];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void test_docs_cover_knobs(void **state)
+{
+    (void)state;
+    struct sd_config c;
+    sd_config_defaults(&c);
+    char dump[4096], want[80];
+    sd_config_dump(&c, dump, sizeof dump);
+    const char *doc = slurp("docs/configuration.md");
+    char *save = NULL;
+    for (char *l = strtok_r(dump, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        *strchr(l, '=') = '\0';
+        snprintf(want, sizeof want, "| `%s` |", l);
+        if (!strstr(doc, want))
+            fail_msg("docs/configuration.md does not document %s", l);
+    }
+}
+
+static void test_docs_cover_metrics(void **state)
+{
+    (void)state;
+    static struct sd_server srv;
+    struct sd_config cfg;
+    sd_config_defaults(&cfg);
+    struct sd_server_opts o = {.lease_base = 1};
+    assert_int_equal(sd_server_init(&srv, &cfg, NULL, &o), 0);
+    struct sd_client_info info = {.pid = 7, .weight = 1};
+    struct sd_client *cl = sd_policy_client_add(&srv.policy, &info, sd_server_now(&srv));
+    struct cs_msg_attach at = {.slot = 0};
+    const char *why;
+    assert_int_equal(sd_policy_attach(&srv.policy, cl, &at, sd_server_now(&srv), &why), SD_OK);
+    struct sd_buf b = {0};
+    sd_metrics_render(&srv, &b);
+    assert_false(b.oom);
+    const char *doc = slurp("docs/metrics.md");
+    size_t names = 0;
+    char want[128];
+    for (const char *p = b.p; (p = strstr(p, "# TYPE ")); p++) {
+        char name[100];
+        assert_int_equal(sscanf(p + 7, "%99s", name), 1);
+        snprintf(want, sizeof want, "| `%s` |", name);
+        if (!strstr(doc, want))
+            fail_msg("docs/metrics.md does not document %s", name);
+        names++;
+    }
+    assert_true(names >= 25);
+    sd_buf_free(&b);
+    sd_server_fini(&srv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_every_knob),
+        cmocka_unit_test(test_runtime_refusals),
+        cmocka_unit_test(test_floor_above_cap),
+        cmocka_unit_test(test_overrides),
+        cmocka_unit_test(test_ini_file),
+        cmocka_unit_test(test_shipped_example_config),
+        cmocka_unit_test(test_dump_and_hostport),
+        cmocka_unit_test(test_state_round_trip),
+        cmocka_unit_test(test_docs_cover_knobs),
+        cmocka_unit_test(test_docs_cover_metrics),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}

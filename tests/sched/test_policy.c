@@ -1,0 +1,1221 @@
+/* test_policy.c: the scheduling policy on simulated time.
+ *
+ * Each test drives src/sched/policy.c directly: clients, ATTACH, ACQUIRE,
+ * RELEASE and USAGE are function calls, time is a variable, and the
+ * policy's grant/revoke decisions are recorded into an event log that the
+ * tests inspect. No sockets, no sleeping: every test is exact. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/log.h"
+#include "sched/policy.h"
+
+#define MS 1000000ull
+#define CUDA_OOM 2u /* CUDA_ERROR_OUT_OF_MEMORY */
+#define SEC 1000000000ull
+#define GiB (1ull << 30)
+
+enum { EV_GRANT = 1, EV_REVOKE = 2, EV_EVICT = 3, EV_ROOM = 4 };
+
+struct ev {
+    int kind;
+    struct sd_member *m;
+    uint32_t reason;     /* REVOKE reason; ROOM_REPLY status */
+    uint64_t lease;      /* lease; EVICT and ROOM_REPLY request id */
+    uint64_t evict;      /* REVOKE evict_bytes; EVICT bytes */
+    uint32_t quantum_ms;
+};
+
+/* The fixture: one policy, its config, the clock and the event log. */
+static struct sd_config cfg;
+static struct sd_policy pol;
+static uint64_t now;
+static struct ev evs[65536];
+static size_t nev;
+static int changed;
+
+static void on_grant(void *ctx, struct sd_member *m, uint32_t q)
+{
+    (void)ctx;
+    evs[nev++ % 65536] = (struct ev){EV_GRANT, m, 0, m->lease_id, 0, q};
+}
+
+static void on_revoke(void *ctx, struct sd_member *m, uint32_t reason, uint64_t evict)
+{
+    (void)ctx;
+    evs[nev++ % 65536] = (struct ev){EV_REVOKE, m, reason, m->lease_id, evict, 0};
+}
+
+static void on_changed(void *ctx)
+{
+    (void)ctx;
+    changed++;
+}
+
+static void on_evict(void *ctx, struct sd_member *m, uint64_t id, uint64_t bytes)
+{
+    (void)ctx;
+    evs[nev++ % 65536] = (struct ev){EV_EVICT, m, 0, id, bytes, 0};
+}
+
+static void on_room(void *ctx, struct sd_member *m, uint64_t id, int32_t status)
+{
+    (void)ctx;
+    evs[nev++ % 65536] = (struct ev){EV_ROOM, m, (uint32_t)status, id, 0, 0};
+}
+
+static const struct sd_policy_ops ops = {on_grant, on_revoke, on_changed, on_evict, on_room};
+
+static void start(void)
+{
+    sd_policy_init(&pol, &cfg, &ops, NULL, 1, now);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    cs_log_init("test_policy", CS_LOG_ERROR);
+    sd_config_defaults(&cfg);
+    cfg.mem_reserve_mb = 0;
+    now = 1000 * SEC;
+    nev = 0;
+    changed = 0;
+    start();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    sd_policy_fini(&pol);
+    return 0;
+}
+
+static struct sd_client *client(uint32_t prio, uint32_t weight, const char *name)
+{
+    struct sd_client_info info = {.pid = 1000 + (uint32_t)pol.nclients, .priority = prio,
+                                  .weight = weight};
+    strncpy(info.name, name, sizeof info.name - 1);
+    struct sd_client *c = sd_policy_client_add(&pol, &info, now);
+    assert_non_null(c);
+    return c;
+}
+
+static struct sd_client *reclient(uint32_t prio, uint64_t prev_id, const char *name)
+{
+    struct sd_client_info info = {.pid = 2000 + (uint32_t)pol.nclients, .priority = prio,
+                                  .weight = 1, .reconnect = true, .prev_id = prev_id};
+    strncpy(info.name, name, sizeof info.name - 1);
+    return sd_policy_client_add(&pol, &info, now);
+}
+
+static void uuid_of(int gpu, uint8_t out[CS_UUID_LEN])
+{
+    memset(out, 0, CS_UUID_LEN);
+    out[0] = 0xa0;
+    out[15] = (uint8_t)gpu;
+}
+
+static int attach_flags(struct sd_client *c, int gpu, uint32_t flags, uint64_t lease,
+                        uint64_t total)
+{
+    struct cs_msg_attach a = {.slot = (uint32_t)gpu, .flags = flags, .total_mem = total,
+                              .lease_id = lease};
+    uuid_of(gpu, a.uuid);
+    const char *why = NULL;
+    return sd_policy_attach(&pol, c, &a, now, &why);
+}
+
+static struct sd_member *attach(struct sd_client *c, int gpu)
+{
+    assert_int_equal(attach_flags(c, gpu, 0, 0, 16 * GiB), SD_OK);
+    return c->slot[gpu];
+}
+
+static void acquire(struct sd_member *m)
+{
+    const char *why;
+    assert_int_equal(sd_policy_acquire(&pol, m->client, m->slot, now, &why), SD_OK);
+}
+
+static int release_lease(struct sd_member *m, uint64_t lease, uint32_t reason)
+{
+    struct cs_msg_release r = {.slot = m->slot, .reason = reason, .lease_id = lease};
+    const char *why = NULL;
+    return sd_policy_release(&pol, m->client, &r, now, &why);
+}
+
+static void release(struct sd_member *m)
+{
+    assert_int_equal(release_lease(m, m->lease_id, CS_RELEASE_REVOKED), SD_OK);
+}
+
+static void usage(struct sd_member *m, uint32_t flags, uint64_t resident, uint64_t swapped,
+                  uint64_t footprint)
+{
+    struct cs_msg_usage u = {.slot = m->slot, .flags = flags, .resident = resident,
+                             .swapped = swapped, .footprint = footprint};
+    const char *why;
+    assert_int_equal(sd_policy_usage(&pol, m->client, &u, now, &why), SD_OK);
+}
+
+static void advance(uint64_t ns)
+{
+    now += ns;
+    sd_policy_tick(&pol, now);
+}
+
+/* Runs the clock deadline by deadline up to `until`. */
+static void run_until(uint64_t until)
+{
+    for (;;) {
+        uint64_t d = sd_policy_deadline(&pol);
+        if (!d || d > until)
+            break;
+        now = d > now ? d : now;
+        sd_policy_tick(&pol, now);
+    }
+    now = until > now ? until : now;
+    sd_policy_tick(&pol, now);
+}
+
+static size_t count(int kind, const struct sd_member *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nev; i++)
+        n += evs[i].kind == kind && (!m || evs[i].m == m);
+    return n;
+}
+
+static const struct ev *last(void)
+{
+    return nev ? &evs[(nev - 1) % 65536] : NULL;
+}
+
+static struct sd_gpu *gpu(int i)
+{
+    uint8_t u[CS_UUID_LEN];
+    uuid_of(i, u);
+    return sd_policy_gpu_by_uuid(&pol, u);
+}
+
+/* ---- exclusive mode basics --------------------------------------------------------- */
+
+static void test_free_gpu_granted_at_once(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    acquire(a);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(count(EV_GRANT, a), 1);
+    assert_int_equal(last()->quantum_ms, 1000);
+    assert_int_equal(a->st.lease_latency.count, 1);
+    assert_int_equal(a->st.lease_latency.sum_ns, 0);
+    /* A second ACQUIRE while holding changes nothing. */
+    acquire(a);
+    assert_int_equal(count(EV_GRANT, NULL), 1);
+}
+
+static void test_no_revoke_without_waiters(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_LOW, 1, "a"), 0);
+    acquire(a);
+    assert_int_equal(sd_policy_deadline(&pol), 0);
+    run_until(now + 3600 * SEC);
+    usage(a, CS_USAGE_IDLE, 0, 0, 0); /* idle but alone: keeps it */
+    run_until(now + 3600 * SEC);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+}
+
+static void test_quantum_revoke_same_class(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    advance(100 * MS);
+    acquire(b);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    assert_int_equal(sd_policy_deadline(&pol), a->grant_ns + 1000 * MS);
+    run_until(a->grant_ns + 999 * MS);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    run_until(a->grant_ns + 1000 * MS);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_QUANTUM);
+    assert_int_equal(a->state, CS_STATE_REVOKING);
+    /* Nothing is granted while the holder drains. */
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    advance(20 * MS);
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_IDLE);
+    struct sd_gpu *g = gpu(0);
+    assert_int_equal(g->st.switches, 1);
+    assert_int_equal(g->st.switch_latency.count, 1);
+    assert_int_equal(g->st.switch_latency.sum_ns, 20 * MS);
+    assert_int_equal(b->st.wait_ns, 920 * MS);
+    assert_int_equal(a->st.gpu_ns, 1020 * MS);
+}
+
+static void test_waiter_arriving_after_quantum(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    run_until(now + 60 * SEC); /* alone: the slice just goes on */
+    acquire(b);               /* its quantum is long over: revoke now */
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_QUANTUM);
+}
+
+static void test_priority_preempts_at_once(void **state)
+{
+    (void)state;
+    struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 0);
+    struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
+    acquire(lo);
+    advance(1 * MS);
+    acquire(hi);
+    assert_int_equal(count(EV_REVOKE, lo), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
+    assert_int_equal(lo->st.preemptions, 1);
+    release(lo);
+    assert_int_equal(hi->state, CS_STATE_HOLDING);
+    /* The low client asks again: it never displaces the high one. */
+    acquire(lo);
+    run_until(now + 600 * SEC);
+    assert_int_equal(count(EV_REVOKE, hi), 0);
+    assert_int_equal(lo->state, CS_STATE_WAITING);
+    /* Until the high one lets go. */
+    usage(hi, CS_USAGE_IDLE, 0, 0, 0);
+    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
+    release(hi);
+    assert_int_equal(lo->state, CS_STATE_HOLDING);
+}
+
+static void test_three_classes_order(void **state)
+{
+    (void)state;
+    struct sd_member *x = attach(client(CS_PRIO_NORMAL, 1, "x"), 0);
+    struct sd_member *lo = attach(client(CS_PRIO_LOW, 100, "lo"), 0);
+    struct sd_member *norm = attach(client(CS_PRIO_NORMAL, 1, "norm"), 0);
+    struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
+    acquire(x);
+    acquire(lo);
+    acquire(norm);
+    acquire(hi);
+    assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
+    release(x);
+    assert_int_equal(hi->state, CS_STATE_HOLDING);
+    usage(hi, CS_USAGE_IDLE, 0, 0, 0);
+    release(hi);
+    assert_int_equal(norm->state, CS_STATE_HOLDING);
+    assert_int_equal(lo->state, CS_STATE_WAITING);
+}
+
+static void test_idle_holder_revoked_for_waiter(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_HIGH, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_LOW, 1, "b"), 0);
+    acquire(a);
+    usage(a, CS_USAGE_IDLE, 0, 0, 0);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    advance(5 * MS);
+    acquire(b); /* even a lower class gets an idle GPU */
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    /* A fresh grant is not idle until the client says so again. */
+    assert_false(b->idle);
+}
+
+static void test_usage_busy_clears_idle(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    usage(a, CS_USAGE_IDLE, 0, 0, 0);
+    usage(a, 0, 0, 0, 0); /* submitting again */
+    acquire(b);
+    assert_int_equal(count(EV_REVOKE, NULL), 0); /* within its quantum */
+}
+
+/* ---- weighted fair share ----------------------------------------------------------------- */
+
+/* Busy clients: a revoked holder drains for 2 ms, releases and asks again at
+ * once. Returns the GPU time of each. */
+static void run_busy(struct sd_member **m, size_t n, uint64_t duration)
+{
+    uint64_t end = now + duration;
+    size_t seen = nev;
+    while (now < end) {
+        uint64_t d = sd_policy_deadline(&pol);
+        assert_true(d != 0);
+        now = d;
+        sd_policy_tick(&pol, now);
+        for (; seen < nev; seen++) {
+            const struct ev *e = &evs[seen % 65536];
+            if (e->kind != EV_REVOKE)
+                continue;
+            now += 2 * MS;
+            assert_int_equal(release_lease(e->m, e->lease, CS_RELEASE_REVOKED), SD_OK);
+            acquire(e->m);
+        }
+    }
+    (void)m;
+    (void)n;
+}
+
+static void test_weighted_shares_1_2_4(void **state)
+{
+    (void)state;
+    struct sd_member *m[3];
+    const uint32_t w[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++)
+        m[i] = attach(client(CS_PRIO_NORMAL, w[i], "w"), 0);
+    for (int i = 0; i < 3; i++)
+        acquire(m[i]);
+    run_busy(m, 3, 3000 * SEC);
+    double total = 0;
+    for (int i = 0; i < 3; i++)
+        total += (double)sd_member_gpu_ns(m[i], now);
+    for (int i = 0; i < 3; i++) {
+        double share = (double)sd_member_gpu_ns(m[i], now) / total;
+        double want = w[i] / 7.0;
+        print_message("weight %u: share %.4f (want %.4f)\n", w[i], share, want);
+        assert_true(share > want - 0.02 && share < want + 0.02);
+    }
+    assert_true(gpu(0)->st.switches > 1000);
+}
+
+static void test_slice_renewed_while_owed(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(b);
+    run_until(now + 5 * SEC); /* b alone for 5 s */
+    assert_int_equal(release_lease(b, b->lease_id, CS_RELEASE_IDLE), SD_OK);
+    acquire(a);
+    advance(10 * MS);
+    acquire(b); /* back at once: keeps the 5 s it used */
+    /* a is owed about 5 s: its slices are renewed, not revoked, until its
+     * vtime passes b's. */
+    run_until(a->grant_ns + 4500 * MS);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+    run_until(a->grant_ns + 6000 * MS);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_QUANTUM);
+}
+
+static void test_new_client_starts_at_min_vtime(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    struct sd_member *both[2] = {a, b};
+    run_busy(both, 2, 600 * SEC);
+    uint64_t lo = a->vtime < b->vtime ? a->vtime : b->vtime;
+    assert_true(lo > 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    acquire(c);
+    /* Placed at the minimum: neither 0 (it would own the GPU for ten
+     * minutes) nor above the others (it would starve). */
+    assert_true(c->vtime >= lo);
+    assert_true(c->vtime <= (a->vtime > b->vtime ? a->vtime : b->vtime));
+    uint64_t g0[3] = {sd_member_gpu_ns(a, now), sd_member_gpu_ns(b, now),
+                      sd_member_gpu_ns(c, now)};
+    struct sd_member *all[3] = {a, b, c};
+    run_busy(all, 3, 300 * SEC);
+    for (int i = 0; i < 3; i++) {
+        double share = (double)(sd_member_gpu_ns(all[i], now) - g0[i]) / (300.0 * SEC);
+        print_message("client %d share after c joined: %.3f\n", i, share);
+        assert_true(share > 0.30 && share < 0.37);
+    }
+}
+
+static void test_returning_client_cannot_bank_time(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    acquire(b);
+    acquire(c);
+    struct sd_member *bc[2] = {b, c};
+    run_busy(bc, 2, 600 * SEC); /* a sat idle all along with vtime 0 */
+    assert_int_equal(a->vtime, 0);
+    acquire(a);
+    assert_true(a->vtime >= (b->vtime < c->vtime ? b->vtime : c->vtime));
+    uint64_t a0 = sd_member_gpu_ns(a, now);
+    struct sd_member *all[3] = {a, b, c};
+    run_busy(all, 3, 300 * SEC);
+    double share = (double)(sd_member_gpu_ns(a, now) - a0) / (300.0 * SEC);
+    assert_true(share > 0.30 && share < 0.37);
+}
+
+/* ---- revoke timeout --------------------------------------------------------------------- */
+
+static void test_revoke_timeout_forces_release(void **state)
+{
+    (void)state;
+    cfg.revoke_timeout_ms = 500;
+    struct sd_member *a = attach(client(CS_PRIO_LOW, 1, "stuck"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_HIGH, 1, "b"), 0);
+    acquire(a);
+    uint64_t lease = a->lease_id;
+    acquire(b);
+    assert_int_equal(a->state, CS_STATE_REVOKING);
+    assert_int_equal(sd_policy_deadline(&pol), now + 500 * MS);
+    run_until(now + 499 * MS);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    run_until(now + 1 * MS);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_IDLE);
+    assert_int_equal(a->st.forced, 1);
+    assert_int_equal(gpu(0)->st.forced_releases, 1);
+    assert_int_equal(gpu(0)->st.revoke_timeouts, 1);
+    /* Its RELEASE, late, is accepted; one for a lease it never had is not. */
+    assert_int_equal(release_lease(a, lease, CS_RELEASE_REVOKED), SD_OK);
+    assert_int_equal(release_lease(a, lease + 100, CS_RELEASE_REVOKED), SD_EPROTO);
+}
+
+static void test_revoke_timeout_without_force(void **state)
+{
+    (void)state;
+    cfg.revoke_timeout_ms = 500;
+    cfg.force_release = false;
+    struct sd_member *a = attach(client(CS_PRIO_LOW, 1, "stuck"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_HIGH, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    run_until(now + 60 * SEC);
+    assert_int_equal(gpu(0)->st.revoke_timeouts, 1); /* reported once */
+    assert_int_equal(gpu(0)->st.forced_releases, 0);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    assert_int_equal(sd_policy_deadline(&pol), 0);
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+}
+
+static void test_acquire_while_revoking_waits_again(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_LOW, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_HIGH, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    acquire(a); /* a thread of a blocks at the closed gate */
+    release(a);
+    assert_int_equal(a->state, CS_STATE_WAITING);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+}
+
+static void test_release_crossing_revoke(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_LOW, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_HIGH, 1, "b"), 0);
+    acquire(a);
+    uint64_t lease = a->lease_id;
+    /* a gives the GPU back on its own while the REVOKE is on its way... */
+    acquire(b);
+    assert_int_equal(release_lease(a, lease, CS_RELEASE_IDLE), SD_OK);
+    /* ...and then answers the REVOKE too: a duplicate, not an error. */
+    assert_int_equal(release_lease(a, lease, CS_RELEASE_REVOKED), SD_OK);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+}
+
+/* ---- disconnect --------------------------------------------------------------------------- */
+
+static void test_holder_disconnect_grants_next_at_once(void **state)
+{
+    (void)state;
+    struct sd_client *ca = client(CS_PRIO_NORMAL, 1, "a");
+    struct sd_member *a = attach(ca, 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    advance(10 * MS);
+    acquire(b);
+    uint64_t t = now;
+    sd_policy_client_remove(&pol, ca, now);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->grant_ns, t);
+    assert_int_equal(gpu(0)->n, 1);
+}
+
+static void test_waiter_disconnect(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_client *cb = client(CS_PRIO_NORMAL, 1, "b");
+    struct sd_member *b = attach(cb, 0);
+    acquire(a);
+    acquire(b);
+    sd_policy_client_remove(&pol, cb, now);
+    run_until(now + 600 * SEC);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+}
+
+static void test_revoking_holder_disconnect(void **state)
+{
+    (void)state;
+    struct sd_client *ca = client(CS_PRIO_LOW, 1, "a");
+    struct sd_member *a = attach(ca, 0);
+    struct sd_member *b = attach(client(CS_PRIO_HIGH, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    assert_int_equal(a->state, CS_STATE_REVOKING);
+    sd_policy_client_remove(&pol, ca, now);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+}
+
+static void test_detach_while_waiting(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    assert_int_equal(release_lease(b, 0, CS_RELEASE_DETACH), SD_OK);
+    assert_int_equal(b->state, CS_STATE_IDLE);
+    run_until(now + 60 * SEC);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+}
+
+/* ---- restart ------------------------------------------------------------------------------ */
+
+static void restore_one(uint64_t holder)
+{
+    struct sd_restore r;
+    memset(&r, 0, sizeof r);
+    r.next_client_id = 100;
+    r.ngpu = 1;
+    uuid_of(0, r.gpu[0].uuid);
+    r.gpu[0].index = 3;
+    r.gpu[0].mem_total = 16 * GiB;
+    r.gpu[0].nholders = holder ? 1 : 0;
+    r.gpu[0].holders[0] = holder;
+    sd_policy_restore(&pol, &r, now);
+}
+
+static void test_restart_waiter_waits_for_holder(void **state)
+{
+    (void)state;
+    restore_one(7);
+    assert_true(gpu(0)->restoring);
+    assert_int_equal(gpu(0)->index, 3);
+    struct sd_client *w = reclient(CS_PRIO_NORMAL, 9, "waiter");
+    assert_true(w->id >= 100); /* ids never repeat the previous daemon's */
+    assert_int_equal(attach_flags(w, 0, CS_ATTACH_WAITING, 0, 16 * GiB), SD_OK);
+    advance(100 * MS);
+    assert_int_equal(w->slot[0]->state, CS_STATE_WAITING);
+    struct sd_client *h = reclient(CS_PRIO_NORMAL, 7, "holder");
+    assert_int_equal(attach_flags(h, 0, CS_ATTACH_HOLDING, 555, 16 * GiB), SD_OK);
+    assert_false(gpu(0)->restoring); /* everyone expected is back */
+    assert_int_equal(h->slot[0]->state, CS_STATE_HOLDING);
+    assert_int_equal(h->slot[0]->lease_id, 555);
+    assert_int_equal(count(EV_GRANT, NULL), 0);
+    /* From here on, ordinary policy: the holder's quantum, then the waiter. */
+    run_until(now + 1000 * MS);
+    assert_int_equal(count(EV_REVOKE, h->slot[0]), 1);
+    assert_int_equal(last()->lease, 555);
+    release(h->slot[0]);
+    assert_int_equal(w->slot[0]->state, CS_STATE_HOLDING);
+}
+
+static void test_restart_two_claims_keep_one(void **state)
+{
+    (void)state;
+    restore_one(7);
+    struct sd_client *h1 = reclient(CS_PRIO_NORMAL, 7, "h1");
+    struct sd_client *h2 = reclient(CS_PRIO_NORMAL, 8, "h2");
+    assert_int_equal(attach_flags(h1, 0, CS_ATTACH_HOLDING, 555, 16 * GiB), SD_OK);
+    advance(1 * MS);
+    assert_int_equal(attach_flags(h2, 0, CS_ATTACH_HOLDING, 556, 16 * GiB), SD_OK);
+    assert_int_equal(count(EV_REVOKE, NULL), 1);
+    assert_ptr_equal(last()->m, h2->slot[0]);
+    assert_int_equal(last()->lease, 556);
+    assert_int_equal(h1->slot[0]->state, CS_STATE_HOLDING);
+}
+
+static void test_restart_higher_class_claim_wins(void **state)
+{
+    (void)state;
+    struct sd_client *lo = reclient(CS_PRIO_LOW, 5, "lo");
+    struct sd_client *hi = reclient(CS_PRIO_HIGH, 6, "hi");
+    assert_int_equal(attach_flags(lo, 0, CS_ATTACH_HOLDING, 10, 16 * GiB), SD_OK);
+    assert_int_equal(attach_flags(hi, 0, CS_ATTACH_HOLDING, 11, 16 * GiB), SD_OK);
+    assert_int_equal(count(EV_REVOKE, NULL), 1);
+    assert_ptr_equal(last()->m, lo->slot[0]);
+}
+
+static void test_restart_grace_expires(void **state)
+{
+    (void)state;
+    cfg.reconnect_grace_ms = 1500;
+    restore_one(7);
+    struct sd_client *w = reclient(CS_PRIO_NORMAL, 9, "w");
+    assert_int_equal(attach_flags(w, 0, CS_ATTACH_WAITING, 0, 16 * GiB), SD_OK);
+    run_until(now + 1499 * MS);
+    assert_int_equal(w->slot[0]->state, CS_STATE_WAITING);
+    run_until(now + 1 * MS);
+    assert_int_equal(w->slot[0]->state, CS_STATE_HOLDING);
+}
+
+static void test_restart_holder_back_without_lease(void **state)
+{
+    (void)state;
+    restore_one(7);
+    struct sd_client *w = reclient(CS_PRIO_NORMAL, 9, "w");
+    assert_int_equal(attach_flags(w, 0, CS_ATTACH_WAITING, 0, 16 * GiB), SD_OK);
+    /* The previous holder comes back but had closed its gate meanwhile. */
+    struct sd_client *h = reclient(CS_PRIO_NORMAL, 7, "h");
+    assert_int_equal(attach_flags(h, 0, 0, 0, 16 * GiB), SD_OK);
+    assert_int_equal(w->slot[0]->state, CS_STATE_HOLDING);
+}
+
+static void test_restart_unknown_past_waits_whole_grace(void **state)
+{
+    (void)state;
+    struct sd_restore r;
+    memset(&r, 0, sizeof r);
+    r.unknown = true;
+    sd_policy_restore(&pol, &r, now);
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    acquire(a);
+    assert_int_equal(a->state, CS_STATE_WAITING);
+    run_until(pol.start_ns + 1500 * MS);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+    /* A GPU first seen after the grace is not held back. */
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 1);
+    acquire(b);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+}
+
+static void test_restart_no_state_no_grace(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    acquire(a);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+}
+
+/* ---- drain ----------------------------------------------------------------------------------- */
+
+static void test_drain_and_undrain(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_HIGH, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    sd_policy_drain(&pol, gpu(0), true, now);
+    assert_int_equal(last()->reason, CS_REVOKE_DRAIN);
+    release(a);
+    acquire(a);
+    acquire(b);
+    run_until(now + 600 * SEC);
+    assert_int_equal(sd_gpu_count(gpu(0), CS_STATE_HOLDING), 0);
+    assert_int_equal(count(EV_GRANT, NULL), 1);
+    sd_policy_drain(&pol, gpu(0), false, now);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    assert_ptr_equal(sd_policy_gpu_by_text(&pol, "0"), gpu(0));
+    assert_null(sd_policy_gpu_by_text(&pol, "7"));
+    assert_ptr_equal(sd_policy_gpu_by_text(&pol, "GPU-a0000000-0000-0000-0000-000000000000"),
+                     gpu(0));
+}
+
+/* ---- shared mode ------------------------------------------------------------------------------ */
+
+static void test_shared_packs_what_fits(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_SHARED;
+    struct sd_member *m[4];
+    const uint64_t fp[4] = {3 * GiB, 4 * GiB, 2 * GiB, 5 * GiB};
+    for (int i = 0; i < 4; i++) {
+        m[i] = attach(client(CS_PRIO_NORMAL, 1, "s"), 0);
+        m[i]->gpu->mem_total = 10 * GiB;
+        usage(m[i], 0, 0, 0, fp[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        acquire(m[i]);
+        advance(1 * MS);
+    }
+    assert_int_equal(m[0]->state, CS_STATE_HOLDING);
+    assert_int_equal(m[1]->state, CS_STATE_HOLDING);
+    assert_int_equal(m[2]->state, CS_STATE_HOLDING);
+    assert_int_equal(m[3]->state, CS_STATE_WAITING); /* 3+4+2+5 > 10 */
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    /* At the first quantum end, revoking the oldest (3 GiB) is not enough
+     * room: nobody is revoked for nothing. At the second, two can go. */
+    run_until(m[0]->grant_ns + 1000 * MS);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    run_until(m[1]->grant_ns + 1000 * MS);
+    assert_int_equal(m[0]->state, CS_STATE_REVOKING);
+    assert_int_equal(m[1]->state, CS_STATE_REVOKING);
+    assert_int_equal(m[2]->state, CS_STATE_HOLDING);
+    release(m[0]);
+    assert_int_equal(m[3]->state, CS_STATE_WAITING); /* 4+2+5 > 10 still */
+    release(m[1]);
+    assert_int_equal(m[3]->state, CS_STATE_HOLDING);
+}
+
+static void test_shared_high_class_preempts_to_fit(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_SHARED;
+    struct sd_member *lo1 = attach(client(CS_PRIO_LOW, 1, "lo1"), 0);
+    struct sd_member *lo2 = attach(client(CS_PRIO_LOW, 1, "lo2"), 0);
+    struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage(lo1, 0, 0, 0, 4 * GiB);
+    usage(lo2, 0, 0, 0, 4 * GiB);
+    usage(hi, 0, 0, 0, 3 * GiB);
+    acquire(lo1);
+    advance(1 * MS);
+    acquire(lo2);
+    acquire(hi); /* 4+4+3 > 10: one low one must go, at once */
+    assert_int_equal(count(EV_REVOKE, NULL), 1);
+    assert_ptr_equal(last()->m, lo1);
+    assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
+    release(lo1);
+    assert_int_equal(hi->state, CS_STATE_HOLDING);
+    assert_int_equal(lo2->state, CS_STATE_HOLDING);
+}
+
+static void test_shared_lower_class_never_revokes(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_SHARED;
+    struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
+    struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage(hi, 0, 0, 0, 8 * GiB);
+    usage(lo, 0, 0, 0, 4 * GiB);
+    acquire(hi);
+    acquire(lo);
+    run_until(now + 600 * SEC);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    assert_int_equal(lo->state, CS_STATE_WAITING);
+}
+
+static void test_shared_growth_revokes_for_memory(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_SHARED;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_LOW, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage(a, 0, 0, 0, 4 * GiB);
+    usage(b, 0, 0, 0, 4 * GiB);
+    acquire(a);
+    acquire(b);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    usage(a, 0, 0, 0, 7 * GiB); /* 7+4 > 10: the lower one goes */
+    assert_int_equal(count(EV_REVOKE, b), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_MEMORY);
+}
+
+static void test_shared_reserve_counts(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_SHARED;
+    cfg.mem_reserve_mb = 2048;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage(a, 0, 0, 0, 4 * GiB);
+    usage(b, 0, 0, 0, 5 * GiB); /* 9 GiB > 10 - 2 */
+    acquire(a);
+    acquire(b);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    cfg.mem_reserve_mb = 512;
+    sd_policy_reconfigure(&pol, now);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+}
+
+static void test_shared_to_exclusive_trims(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_SHARED;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    acquire(a);
+    advance(1 * MS);
+    acquire(b);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    cfg.mode = CS_MODE_EXCLUSIVE;
+    sd_policy_reconfigure(&pol, now);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_REVOKING);
+}
+
+/* ---- memory hints for the swap work ---------------------------------------------------------- */
+
+static void test_revoke_asks_for_room(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_LOW, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_HIGH, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage(a, 0, 8 * GiB, 0, 8 * GiB);
+    usage(b, 0, 0, 6 * GiB, 6 * GiB); /* swapped out, wants 6 GiB back */
+    acquire(a);
+    acquire(b);
+    assert_int_equal(last()->kind, EV_REVOKE);
+    assert_int_equal(last()->evict, 4 * GiB); /* 6 needed, 2 free */
+}
+
+static int room(struct sd_member *m, uint64_t id, uint64_t bytes)
+{
+    struct cs_msg_room r = {.slot = m->slot, .request_id = id, .bytes = bytes};
+    const char *why;
+    return sd_policy_room(&pol, m->client, &r, now, &why);
+}
+
+static int evicted(struct sd_member *m, uint64_t id, int32_t status, uint64_t bytes)
+{
+    struct cs_msg_evicted e = {.slot = m->slot, .status = status, .request_id = id,
+                               .bytes = bytes};
+    const char *why;
+    return sd_policy_evicted(&pol, m->client, &e, now, &why);
+}
+
+static const struct ev *find(int kind, const struct sd_member *m)
+{
+    for (size_t i = nev; i-- > 0;)
+        if (evs[i].kind == kind && evs[i].m == m)
+            return &evs[i];
+    return NULL;
+}
+
+static void usage_full(struct sd_member *m, uint64_t resident, uint64_t unswappable)
+{
+    struct cs_msg_usage u = {.slot = m->slot, .resident = resident, .unswappable = unswappable,
+                             .footprint = resident};
+    const char *why;
+    assert_int_equal(sd_policy_usage(&pol, m->client, &u, now, &why), SD_OK);
+}
+
+static void test_room_cannot_fit_or_nobody_to_move(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage(a, 0, 6 * GiB, 0, 6 * GiB);
+    assert_int_equal(room(a, 1, 5 * GiB), SD_OK); /* 6 + 5 > 10 even alone */
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM);
+    assert_int_equal(room(a, 2, 3 * GiB), SD_OK); /* fits, but nobody to move */
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->lease, 2);
+    assert_int_equal(last()->reason, CUDA_OOM);
+    struct cs_msg_room r = {.slot = 1, .request_id = 3, .bytes = 1};
+    const char *why;
+    assert_int_equal(sd_policy_room(&pol, a->client, &r, now, &why), SD_EPROTO);
+}
+
+static void test_room_evicts_furthest_from_running(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_HIGH, 1, "holder"), 0);
+    struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "idle-low"), 0);
+    struct sd_member *w = attach(client(CS_PRIO_NORMAL, 1, "waiting"), 0);
+    struct sd_member *no = attach(client(CS_PRIO_NORMAL, 1, "idle-normal"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage_full(h, 2 * GiB, 0);
+    usage_full(lo, 3 * GiB, 0);
+    usage_full(w, 4 * GiB, 1 * GiB);
+    usage_full(no, 1 * GiB, 0);
+    acquire(h);
+    acquire(w);
+    size_t before = nev;
+    assert_int_equal(room(h, 9, 4 * GiB), SD_OK);
+    /* Idle ones first, the lower class first: 3 GiB + 1 GiB; the waiting
+     * job keeps its memory. */
+    assert_int_equal(nev - before, 2);
+    assert_int_equal(evs[before].kind, EV_EVICT);
+    assert_ptr_equal(evs[before].m, lo);
+    assert_int_equal(evs[before].evict, 3 * GiB);
+    assert_ptr_equal(evs[before + 1].m, no);
+    assert_int_equal(evs[before + 1].evict, 1 * GiB);
+    assert_null(find(EV_EVICT, w));
+    assert_int_equal(room(h, 10, GiB), SD_EPROTO); /* one at a time */
+    assert_int_equal(evicted(lo, evs[before].lease, 0, 3 * GiB), SD_OK);
+    assert_null(find(EV_ROOM, h)); /* still one to go */
+    assert_int_equal(lo->resident, 0);
+    assert_int_equal(lo->swapped, 3 * GiB);
+    assert_int_equal(evicted(no, evs[before + 1].lease, 0, 1 * GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->lease, 9);
+    assert_int_equal(last()->reason, 0);
+    /* An EVICTED nobody asked for is ignored (it may cross a reconnect). */
+    assert_int_equal(evicted(no, 12345, 0, 1), SD_OK);
+}
+
+static void test_room_times_out(void **state)
+{
+    (void)state;
+    cfg.revoke_timeout_ms = 300;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *v = attach(client(CS_PRIO_NORMAL, 1, "v"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage_full(v, 4 * GiB, 0);
+    acquire(h);
+    assert_int_equal(room(h, 1, 2 * GiB), SD_OK);
+    uint64_t id = last()->lease;
+    run_until(now + 299 * MS);
+    assert_null(find(EV_ROOM, h));
+    run_until(now + 1 * MS);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM); /* nothing moved in time */
+    size_t n = nev;
+    assert_int_equal(evicted(v, id, 0, 2 * GiB), SD_OK); /* late: accepted, no answer */
+    assert_int_equal(nev, n);
+    assert_int_equal(v->resident, 2 * GiB);
+}
+
+static void test_room_failed_evict(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *v = attach(client(CS_PRIO_NORMAL, 1, "v"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage_full(v, 4 * GiB, 0);
+    acquire(h);
+    assert_int_equal(room(h, 1, 2 * GiB), SD_OK);
+    assert_int_equal(evicted(v, last()->lease, 801 /* NOT_SUPPORTED */, 0), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM);
+    assert_int_equal(v->resident, 4 * GiB);
+}
+
+static void test_room_parties_leave(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *v = attach(client(CS_PRIO_NORMAL, 1, "v"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage_full(v, 4 * GiB, 0);
+    acquire(h);
+    /* The victim dies: the asker is answered at once. */
+    assert_int_equal(room(h, 1, 2 * GiB), SD_OK);
+    sd_policy_client_remove(&pol, v->client, now);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM);
+    /* The asker dies: the victim's answer is still accepted. */
+    struct sd_member *v2 = attach(client(CS_PRIO_NORMAL, 1, "v2"), 0);
+    usage_full(v2, 4 * GiB, 0);
+    assert_int_equal(room(h, 2, 2 * GiB), SD_OK);
+    uint64_t id = last()->lease;
+    sd_policy_client_remove(&pol, h->client, now);
+    size_t n = nev;
+    assert_int_equal(evicted(v2, id, 0, 2 * GiB), SD_OK);
+    assert_null(find(EV_ROOM, v2));
+    assert_true(nev >= n);
+}
+
+/* ---- quantum ------------------------------------------------------------------------------------ */
+
+static void test_quantum_grows_with_switch_cost(void **state)
+{
+    (void)state;
+    cfg.quantum_cap_ms = 30000;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    struct sd_gpu *g = gpu(0);
+    assert_int_equal(sd_gpu_quantum_ns(&pol, g), 1000 * MS);
+    /* Every switch costs 200 ms (drain + swap): the slice must grow to
+     * 200 ms / 0.05 = 4 s so switching stays at 5%. */
+    for (int i = 0; i < 40; i++) {
+        run_until(sd_policy_deadline(&pol));
+        const struct ev *e = last();
+        assert_int_equal(e->kind, EV_REVOKE);
+        now += 200 * MS;
+        assert_int_equal(release_lease(e->m, e->lease, CS_RELEASE_REVOKED), SD_OK);
+        acquire(e->m);
+    }
+    uint64_t q = sd_gpu_quantum_ns(&pol, g);
+    print_message("quantum after 200 ms switches: %.3f s\n", (double)q / 1e9);
+    assert_true(q > 3900 * MS && q <= 4000 * MS);
+    assert_int_equal(last()->quantum_ms, (uint32_t)(q / MS));
+    /* Capped. */
+    cfg.quantum_cap_ms = 2500;
+    assert_int_equal(sd_gpu_quantum_ns(&pol, g), 2500 * MS);
+    /* A cheap switch (1 ms) keeps the floor. */
+    g->switch_ewma_ns = 1 * MS;
+    assert_int_equal(sd_gpu_quantum_ns(&pol, g), 1000 * MS);
+}
+
+/* ---- accounting ----------------------------------------------------------------------------------- */
+
+static void test_gpu_idle_busy_accounting(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    uint64_t t0 = now;
+    advance(300 * MS);
+    acquire(a);
+    advance(700 * MS);
+    usage(a, CS_USAGE_IDLE, 0, 0, 0);
+    assert_int_equal(release_lease(a, a->lease_id, CS_RELEASE_IDLE), SD_OK);
+    advance(1000 * MS);
+    uint64_t idle, busy;
+    sd_gpu_times(gpu(0), now, &idle, &busy);
+    assert_int_equal(busy, 700 * MS);
+    assert_int_equal(idle, 1300 * MS);
+    assert_int_equal(idle + busy, now - t0);
+    assert_int_equal(sd_member_gpu_ns(a, now), 700 * MS);
+    assert_true(changed >= 2); /* grant and release both persisted */
+}
+
+static void test_priority_change_at_run_time(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_LOW, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    sd_policy_client_update(&pol, b->client, CS_PRIO_HIGH, 5, now);
+    assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
+    assert_int_equal(b->client->info.weight, 5);
+}
+
+static void test_multi_gpu_independent(void **state)
+{
+    (void)state;
+    struct sd_client *c = client(CS_PRIO_NORMAL, 1, "two");
+    struct sd_member *g0 = attach(c, 0);
+    struct sd_member *g1 = attach(c, 1);
+    struct sd_member *o = attach(client(CS_PRIO_NORMAL, 1, "other"), 1);
+    acquire(g0);
+    acquire(o);
+    acquire(g1);
+    assert_int_equal(g0->state, CS_STATE_HOLDING);
+    assert_int_equal(o->state, CS_STATE_HOLDING);
+    assert_int_equal(g1->state, CS_STATE_WAITING);
+    assert_int_equal(gpu(1)->index, 1);
+    sd_policy_client_remove(&pol, o->client, now);
+    assert_int_equal(g1->state, CS_STATE_HOLDING);
+}
+
+/* ---- misuse -------------------------------------------------------------------------------------------- */
+
+static void test_out_of_place_messages(void **state)
+{
+    (void)state;
+    struct sd_client *c = client(CS_PRIO_NORMAL, 1, "c");
+    const char *why = NULL;
+    assert_int_equal(sd_policy_acquire(&pol, c, 0, now, &why), SD_EPROTO);
+    assert_string_equal(why, "slot not attached");
+    struct sd_member *m = attach(c, 0);
+    assert_int_equal(attach_flags(c, 0, 0, 0, GiB), SD_EPROTO);   /* same slot */
+    struct cs_msg_attach a = {.slot = 1};
+    uuid_of(0, a.uuid);
+    assert_int_equal(sd_policy_attach(&pol, c, &a, now, &why), SD_EPROTO);
+    assert_string_equal(why, "GPU already attached on another slot");
+    assert_int_equal(release_lease(m, 77, CS_RELEASE_REVOKED), SD_EPROTO);
+    assert_int_equal(release_lease(m, 0, CS_RELEASE_REVOKED), SD_EPROTO);
+    struct cs_msg_usage u = {.slot = 9};
+    assert_int_equal(sd_policy_usage(&pol, c, &u, now, &why), SD_EPROTO);
+}
+
+static void test_gpu_cap(void **state)
+{
+    (void)state;
+    struct sd_client *c[SD_MAX_GPUS / CS_MAX_DEVICES + 1];
+    int made = 0;
+    for (size_t i = 0; i <= SD_MAX_GPUS / CS_MAX_DEVICES; i++) {
+        c[i] = client(CS_PRIO_NORMAL, 1, "many");
+        for (int s = 0; s < CS_MAX_DEVICES; s++) {
+            struct cs_msg_attach a = {.slot = (uint32_t)s};
+            a.uuid[0] = (uint8_t)i;
+            a.uuid[1] = (uint8_t)s;
+            const char *why;
+            int rc = sd_policy_attach(&pol, c[i], &a, now, &why);
+            if (made < SD_MAX_GPUS) {
+                assert_int_equal(rc, SD_OK);
+                made++;
+            } else {
+                assert_int_equal(rc, SD_ELIMIT);
+            }
+        }
+    }
+    assert_int_equal(pol.ngpu, SD_MAX_GPUS);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_free_gpu_granted_at_once),
+        T(test_no_revoke_without_waiters),
+        T(test_quantum_revoke_same_class),
+        T(test_waiter_arriving_after_quantum),
+        T(test_priority_preempts_at_once),
+        T(test_three_classes_order),
+        T(test_idle_holder_revoked_for_waiter),
+        T(test_usage_busy_clears_idle),
+        T(test_weighted_shares_1_2_4),
+        T(test_slice_renewed_while_owed),
+        T(test_new_client_starts_at_min_vtime),
+        T(test_returning_client_cannot_bank_time),
+        T(test_revoke_timeout_forces_release),
+        T(test_revoke_timeout_without_force),
+        T(test_acquire_while_revoking_waits_again),
+        T(test_release_crossing_revoke),
+        T(test_holder_disconnect_grants_next_at_once),
+        T(test_waiter_disconnect),
+        T(test_revoking_holder_disconnect),
+        T(test_detach_while_waiting),
+        T(test_restart_waiter_waits_for_holder),
+        T(test_restart_two_claims_keep_one),
+        T(test_restart_higher_class_claim_wins),
+        T(test_restart_grace_expires),
+        T(test_restart_holder_back_without_lease),
+        T(test_restart_unknown_past_waits_whole_grace),
+        T(test_restart_no_state_no_grace),
+        T(test_drain_and_undrain),
+        T(test_shared_packs_what_fits),
+        T(test_shared_high_class_preempts_to_fit),
+        T(test_shared_lower_class_never_revokes),
+        T(test_shared_growth_revokes_for_memory),
+        T(test_shared_reserve_counts),
+        T(test_shared_to_exclusive_trims),
+        T(test_revoke_asks_for_room),
+        T(test_room_cannot_fit_or_nobody_to_move),
+        T(test_room_evicts_furthest_from_running),
+        T(test_room_times_out),
+        T(test_room_failed_evict),
+        T(test_room_parties_leave),
+        T(test_quantum_grows_with_switch_cost),
+        T(test_gpu_idle_busy_accounting),
+        T(test_priority_change_at_run_time),
+        T(test_multi_gpu_independent),
+        T(test_out_of_place_messages),
+        T(test_gpu_cap),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
