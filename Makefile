@@ -27,6 +27,7 @@ include mk/fakecuda.mk
 include mk/hook.mk
 include mk/sched.mk
 include mk/tools.mk
+include mk/bench.mk
 include mk/tests.mk
 
 PREFIX ?= /usr/local

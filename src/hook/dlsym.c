@@ -15,10 +15,18 @@
 #include "hook/hook.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 
+/* Sanitizer runtimes look their real functions up with dlsym while they
+ * initialize, before their shadow memory exists: the override (and what it
+ * calls on that path) must not be instrumented. */
+#define CS_NO_SANITIZE                                                         \
+    __attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize_undefined))
+
+/* Written by the first dlsym call (possibly several threads at once, all
+ * storing the same value) and read-only afterwards. No pthread_once here:
+ * ThreadSanitizer's runtime calls dlsym while initializing, before its own
+ * pthread_once interceptor can work. */
 void *(*cs_real_dlsym)(void *, const char *);
-static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
 
 #if defined(__x86_64__)
 #define CS_DLSYM_OLD "GLIBC_2.2.5"
@@ -28,20 +36,17 @@ static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
 #error "libcushare.so supports x86-64 and AArch64"
 #endif
 
-static void dlsym_load(void)
+CS_NO_SANITIZE void cs_dlsym_init(void)
 {
+    if (__atomic_load_n(&cs_real_dlsym, __ATOMIC_ACQUIRE))
+        return;
     void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (!p)
         p = dlvsym(RTLD_NEXT, "dlsym", CS_DLSYM_OLD);
-    cs_real_dlsym = (void *(*)(void *, const char *))p;
+    __atomic_store_n(&cs_real_dlsym, (void *(*)(void *, const char *))p, __ATOMIC_RELEASE);
 }
 
-void cs_dlsym_init(void)
-{
-    pthread_once(&dlsym_once, dlsym_load);
-}
-
-static inline void *map_driver_symbol(void *p, const char *name)
+CS_NO_SANITIZE static inline void *map_driver_symbol(void *p, const char *name)
 {
     if (p && name && name[0] == 'c' && name[1] == 'u' && cs_real_init() == 0)
         return cs_real_map(p);
@@ -51,7 +56,7 @@ static inline void *map_driver_symbol(void *p, const char *name)
 CS_EXPORT void *cs_dlsym_new(void *handle, const char *name);
 CS_EXPORT void *cs_dlsym_old(void *handle, const char *name);
 
-void *cs_dlsym_new(void *handle, const char *name)
+CS_NO_SANITIZE void *cs_dlsym_new(void *handle, const char *name)
 {
     cs_dlsym_init();
     if (handle == RTLD_NEXT)
@@ -59,7 +64,7 @@ void *cs_dlsym_new(void *handle, const char *name)
     return map_driver_symbol(cs_real_dlsym(handle, name), name);
 }
 
-void *cs_dlsym_old(void *handle, const char *name)
+CS_NO_SANITIZE void *cs_dlsym_old(void *handle, const char *name)
 {
     cs_dlsym_init();
     if (handle == RTLD_NEXT)

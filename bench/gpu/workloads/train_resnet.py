@@ -1,0 +1,40 @@
+"""train_resnet.py: ResNet-50 training on synthetic images (torchvision,
+random init), bf16 autocast. Prints per-step timing and a loss check."""
+import argparse
+
+import torch
+import torchvision
+
+from common import result, summary, timed_steps
+
+p = argparse.ArgumentParser()
+p.add_argument("--batch", type=int, default=64)
+p.add_argument("--steps", type=int, default=50)
+p.add_argument("--warmup", type=int, default=10)
+a = p.parse_args()
+
+torch.manual_seed(0)
+torch.backends.cudnn.benchmark = True
+model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+x = torch.randn(a.batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
+y = torch.randint(0, 1000, (a.batch,), device="cuda")
+losses = []
+
+
+def step():
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    losses.append(loss.detach())
+
+
+times = timed_steps(step, a.steps, a.warmup)
+l0, l1 = losses[0].item(), losses[-1].item()
+ok = l1 == l1 and l1 < l0  # finite and learning on a fixed batch
+s = summary(times)
+result(workload="train_resnet", ok=ok, batch=a.batch, imgs_per_s=a.batch / s["median_s"],
+       loss_first=l0, loss_last=l1, **s)
+raise SystemExit(0 if ok else 1)
