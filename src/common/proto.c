@@ -109,6 +109,25 @@ static const struct field f_room[] = {
     U64(cs_msg_room, request_id, ANY64),
     U64(cs_msg_room, bytes, 1, 1ull << 62),
 };
+static const struct field f_restored[] = {
+    SLOT(cs_msg_restored),
+    I32(cs_msg_restored, status),
+    U64(cs_msg_restored, lease_id, ANY64),
+    U64(cs_msg_restored, bytes, BYTES62),
+    U64(cs_msg_restored, ns, ANY64),
+};
+static const struct field f_prefetch[] = {
+    SLOT(cs_msg_prefetch),
+    U32(cs_msg_prefetch, flags, 0, 0),
+    U64(cs_msg_prefetch, request_id, ANY64),
+};
+static const struct field f_prefetched[] = {
+    SLOT(cs_msg_prefetched),
+    I32(cs_msg_prefetched, status),
+    U64(cs_msg_prefetched, request_id, ANY64),
+    U64(cs_msg_prefetched, bytes, BYTES62),
+    U64(cs_msg_prefetched, ns, ANY64),
+};
 static const struct field f_grant[] = {
     SLOT(cs_msg_grant),
     U32(cs_msg_grant, quantum_ms, ANY32),
@@ -240,6 +259,9 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_REVOKE, "REVOKE", f_revoke),
     DESC(CS_MSG_EVICT, "EVICT", f_evict),
     DESC(CS_MSG_ROOM_REPLY, "ROOM_REPLY", f_room_reply),
+    DESC(CS_MSG_RESTORED, "RESTORED", f_restored),
+    DESC(CS_MSG_PREFETCH, "PREFETCH", f_prefetch),
+    DESC(CS_MSG_PREFETCHED, "PREFETCHED", f_prefetched),
     DESC(CS_MSG_ERROR, "ERROR", f_error),
     DESC(CS_MSG_CTL_STATUS, "CTL_STATUS", f_ctl_status),
     DESC(CS_MSG_CTL_SET, "CTL_SET", f_ctl_set),

@@ -50,6 +50,8 @@ enum cs_msg_type {
     CS_MSG_USAGE = 5,    /* memory footprint and idleness report */
     CS_MSG_EVICTED = 6,  /* reply to EVICT */
     CS_MSG_ROOM = 7,     /* the holder needs room for an allocation */
+    CS_MSG_RESTORED = 8, /* the gate opened after a grant: restore cost */
+    CS_MSG_PREFETCHED = 9, /* reply to PREFETCH */
     /* daemon -> client */
     CS_MSG_WELCOME = 32, /* reply to HELLO */
     CS_MSG_GRANT = 33,   /* you hold the lease: open the gate */
@@ -57,6 +59,7 @@ enum cs_msg_type {
     CS_MSG_EVICT = 35,   /* swap out this much while not holding */
     CS_MSG_ROOM_REPLY = 36,
     CS_MSG_ERROR = 37,   /* fatal for the connection: reason text */
+    CS_MSG_PREFETCH = 38, /* restore your memory now, the gate stays closed */
     /* cusharectl -> daemon */
     CS_MSG_CTL_STATUS = 64,
     CS_MSG_CTL_SET = 65,
@@ -181,6 +184,31 @@ struct cs_msg_room {
     uint32_t flags;
     uint64_t request_id;
     uint64_t bytes;
+};
+
+/* After a GRANT: the memory was made resident and the gate opened. */
+struct cs_msg_restored {
+    uint32_t slot;
+    int32_t status;         /* 0, or the CUresult that kept failing (then retried) */
+    uint64_t lease_id;
+    uint64_t bytes;         /* copied back from host backing */
+    uint64_t ns;            /* GRANT received -> gate open */
+};
+
+/* Daemon -> client: make the memory resident ahead of the grant (both fit
+ * on the GPU); the gate stays closed. Answered by PREFETCHED. */
+struct cs_msg_prefetch {
+    uint32_t slot;
+    uint32_t flags;         /* reserved, 0 */
+    uint64_t request_id;
+};
+
+struct cs_msg_prefetched {
+    uint32_t slot;
+    int32_t status;         /* 0 or a CUresult */
+    uint64_t request_id;
+    uint64_t bytes;         /* copied back */
+    uint64_t ns;
 };
 
 struct cs_msg_grant {
@@ -327,6 +355,9 @@ struct cs_msg {
         struct cs_msg_usage usage;
         struct cs_msg_evicted evicted;
         struct cs_msg_room room;
+        struct cs_msg_restored restored;
+        struct cs_msg_prefetch prefetch;
+        struct cs_msg_prefetched prefetched;
         struct cs_msg_grant grant;
         struct cs_msg_revoke revoke;
         struct cs_msg_evict evict;

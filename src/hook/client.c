@@ -246,6 +246,10 @@ static void dispatch(const struct cs_msg *m)
         if ((d = dev_of_slot(m->u.evict.slot)))
             cs_lease_on_evict(d, &m->u.evict);
         break;
+    case CS_MSG_PREFETCH:
+        if ((d = dev_of_slot(m->u.prefetch.slot)))
+            cs_lease_on_prefetch(d, &m->u.prefetch);
+        break;
     case CS_MSG_ROOM_REPLY:
         room_answer(m->u.room_reply.request_id, m->u.room_reply.status);
         break;

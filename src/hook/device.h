@@ -31,6 +31,7 @@ enum cs_job_kind {
     CS_JOB_REVOKE = 1, /* drain, maybe swap out, RELEASE */
     CS_JOB_GRANT = 2,  /* restore memory, then open the gate */
     CS_JOB_EVICT = 3,  /* swap out (or pin ahead) while not holding */
+    CS_JOB_PREFETCH = 4, /* restore memory ahead of the grant, gate closed */
 };
 struct cs_job {
     uint8_t kind;

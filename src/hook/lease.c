@@ -246,6 +246,22 @@ void cs_lease_on_evict(struct cs_dev *d, const struct cs_msg_evict *ev)
     }
 }
 
+void cs_lease_on_prefetch(struct cs_dev *d, const struct cs_msg_prefetch *pf)
+{
+    pthread_mutex_lock(&d->mu);
+    bool queued = d->state != CS_LEASE_DETACHED &&
+                  enqueue_locked(d, (struct cs_job){.kind = CS_JOB_PREFETCH,
+                                                    .id = pf->request_id});
+    pthread_mutex_unlock(&d->mu);
+    if (!queued) {
+        struct cs_msg r = {.type = CS_MSG_PREFETCHED};
+        r.u.prefetched.slot = pf->slot;
+        r.u.prefetched.request_id = pf->request_id;
+        r.u.prefetched.status = CUDA_ERROR_NOT_READY;
+        cs_client_send(&r);
+    }
+}
+
 void cs_lease_on_disconnect(struct cs_dev *d)
 {
     pthread_mutex_lock(&d->mu);
@@ -444,20 +460,32 @@ static void job_revoke(struct cs_dev *d, const struct cs_job *job)
 static void job_grant(struct cs_dev *d, const struct cs_job *job)
 {
     struct cs_segs *s = &cs_segs[d->ordinal];
-    uint64_t first_fail = 0;
+    uint64_t first_fail = 0, restored = 0;
     for (;;) {
         pthread_mutex_lock(&s->mu);
         struct cs_swap_result sw = {CUDA_SUCCESS, 0, 0};
         if (cs_cfg.swap)
             sw = cs_swap_in_locked(d);
+        if (sw.status == CUDA_SUCCESS)
+            restored += sw.bytes;
         if (sw.status == CUDA_SUCCESS) {
             pthread_mutex_lock(&d->mu);
             if (d->state != CS_LEASE_DETACHED)
                 hold_locked(d, job->id);
+            if (job->conn == cs_client_generation()) {
+                struct cs_msg m = {.type = CS_MSG_RESTORED};
+                m.u.restored.slot = (uint32_t)d->ordinal;
+                m.u.restored.status = first_fail ? CUDA_ERROR_OUT_OF_MEMORY : 0;
+                m.u.restored.lease_id = job->id;
+                m.u.restored.bytes = restored;
+                m.u.restored.ns = cs_now_ns() - job->t0;
+                cs_client_send(&m);
+            }
             pthread_mutex_unlock(&d->mu);
             pthread_mutex_unlock(&s->mu);
             return;
         }
+        restored += sw.bytes;
         pthread_mutex_unlock(&s->mu);
         uint64_t now = cs_now_ns();
         if (!first_fail)
@@ -497,6 +525,23 @@ static void job_evict(struct cs_dev *d, const struct cs_job *job)
     cs_client_send(&r);
 }
 
+static void job_prefetch(struct cs_dev *d, const struct cs_job *job)
+{
+    struct cs_swap_result sw = {CUDA_ERROR_NOT_SUPPORTED, 0, 0};
+    if (cs_cfg.swap) {
+        pthread_mutex_lock(&cs_segs[d->ordinal].mu);
+        sw = cs_swap_in_locked(d);
+        pthread_mutex_unlock(&cs_segs[d->ordinal].mu);
+    }
+    struct cs_msg r = {.type = CS_MSG_PREFETCHED};
+    r.u.prefetched.slot = (uint32_t)d->ordinal;
+    r.u.prefetched.request_id = job->id;
+    r.u.prefetched.status = (int32_t)sw.status;
+    r.u.prefetched.bytes = sw.bytes;
+    r.u.prefetched.ns = sw.ns;
+    cs_client_send(&r);
+}
+
 static void *worker_main(void *arg)
 {
     struct cs_dev *d = arg;
@@ -525,6 +570,9 @@ static void *worker_main(void *arg)
             break;
         case CS_JOB_EVICT:
             job_evict(d, &job);
+            break;
+        case CS_JOB_PREFETCH:
+            job_prefetch(d, &job);
             break;
         }
     }

@@ -7,6 +7,7 @@
  *        was asked, RELEASE) --> IDLE, or straight back to WAITING when
  *        threads are already waiting
  *   IDLE/WAITING --EVICT--> worker swaps out (gate stays closed)
+ *   IDLE/WAITING --PREFETCH--> worker swaps in (gate stays closed)
  *   daemon lost: HELD stays HELD (running jobs keep running); WAITING waits
  *        up to CUSHARE_DAEMON_WAIT_MS, then UNMANAGED; on reconnect every
  *        device re-attaches, open gates claiming their hold
@@ -31,6 +32,7 @@ void cs_lease_wait_open(struct cs_dev *d);
 void cs_lease_on_grant(struct cs_dev *d, uint64_t lease_id);
 void cs_lease_on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv);
 void cs_lease_on_evict(struct cs_dev *d, const struct cs_msg_evict *ev);
+void cs_lease_on_prefetch(struct cs_dev *d, const struct cs_msg_prefetch *pf);
 void cs_lease_on_disconnect(struct cs_dev *d);
 /* Reconnect, before the connection is shared: send ATTACH on fd. */
 void cs_lease_handshake(struct cs_dev *d, int fd);

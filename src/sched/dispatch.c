@@ -174,6 +174,12 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
     case CS_MSG_EVICTED:
         rc = sd_policy_evicted(&s->policy, cl, &m->u.evicted, now, &why);
         break;
+    case CS_MSG_RESTORED:
+    case CS_MSG_PREFETCHED:
+        /* Reports (restore cost, prefetch done) the policy does not use yet:
+         * valid records, accepted. */
+        rc = SD_OK;
+        break;
     default:
         rc = SD_EPROTO;
         why = m->type >= CS_MSG_CTL_STATUS ? "control message on a client connection"

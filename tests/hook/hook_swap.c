@@ -141,6 +141,31 @@ static void evict_while_idle_and_prepare(void **state)
     assert_int_equal(ht_device_sum(b, B_BYTES / 4), 5ull * (B_BYTES / 4));
 }
 
+/* PREFETCH restores with the gate closed; the grant that follows has
+ * nothing left to copy, and RESTORED reports what each grant cost. */
+static void prefetch_restores_with_gate_closed(void **state)
+{
+    (void)state;
+    revoke(CS_ALL_BYTES);
+    assert_true(ht_stats(0).mem_swapped >= A_BYTES + B_BYTES);
+    struct cs_msg m;
+    assert_true(mock_prefetch(mock, 0, 91));
+    assert_true(mock_wait(mock, CS_MSG_PREFETCHED, 10000, &m, NULL));
+    assert_int_equal(m.u.prefetched.request_id, 91);
+    assert_int_equal(m.u.prefetched.status, 0);
+    assert_true(m.u.prefetched.bytes >= A_BYTES + B_BYTES);
+    struct cushare_stats s = ht_stats(0);
+    assert_int_equal(s.mem_swapped, 0);
+    assert_int_equal(s.state, CUSHARE_LEASE_IDLE);
+    while (mock_wait(mock, CS_MSG_RESTORED, 0, NULL, NULL)) /* skip earlier grants' */
+        ;
+    assert_int_equal(ht_device_sum(a, A_BYTES / 4), 7ull * (A_BYTES / 4));
+    assert_true(mock_wait(mock, CS_MSG_RESTORED, 10000, &m, NULL));
+    assert_int_equal(m.u.restored.lease_id, mock_lease(mock, 0));
+    assert_int_equal(m.u.restored.status, 0);
+    assert_int_equal(m.u.restored.bytes, 0); /* the prefetch already did it */
+}
+
 /* Capture records work without running it: no lease needed. Launching the
  * graph is real work and waits for one. */
 static void capture_needs_no_lease(void **state)
@@ -200,6 +225,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(swap_out_and_back_keeps_data),
         cmocka_unit_test(partial_eviction_moves_only_what_was_asked),
         cmocka_unit_test(evict_while_idle_and_prepare),
+        cmocka_unit_test(prefetch_restores_with_gate_closed),
         cmocka_unit_test(capture_needs_no_lease),
         cmocka_unit_test(no_room_means_out_of_memory),
     };

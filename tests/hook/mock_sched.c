@@ -200,6 +200,14 @@ bool mock_evict(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64
     return mock_send(m, &e);
 }
 
+bool mock_prefetch(struct mock_sched *m, uint32_t slot, uint64_t request_id)
+{
+    struct cs_msg p = {.type = CS_MSG_PREFETCH};
+    p.u.prefetch.slot = slot;
+    p.u.prefetch.request_id = request_id;
+    return mock_send(m, &p);
+}
+
 bool mock_wait(struct mock_sched *m, uint16_t type, int timeout_ms, struct cs_msg *out,
                uint64_t *at_ns)
 {

@@ -28,6 +28,8 @@ bool mock_revoke(struct mock_sched *m, uint32_t slot, uint64_t lease_id, uint64_
 bool mock_evict(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64_t bytes,
                 uint32_t flags);
 
+bool mock_prefetch(struct mock_sched *m, uint32_t slot, uint64_t request_id);
+
 /* Waits up to timeout_ms for the next message of `type` (earlier messages
  * of other types are skipped and kept in the log). True if one came; *out
  * and *at_ns (CLOCK_MONOTONIC) are filled when not NULL. */
