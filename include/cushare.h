@@ -47,6 +47,10 @@ struct cushare_stats {
     unsigned long long mem_pinned;    /* host backing held (pinned) */
     unsigned long long swap_out_bytes, swap_out_ns, swap_outs;
     unsigned long long swap_in_bytes, swap_in_ns, swap_ins;
+    /* The driver's own view of the device (all processes), when the calling
+     * thread's current context is on this device; else 0. cuMemGetInfo
+     * under cushare shows the job's view instead. */
+    unsigned long long device_free, device_total;
 };
 
 /* Fills *out for the given device ordinal. Returns 0, or -1 if the device

@@ -7,3 +7,16 @@ $(CS_OVERHEAD): $(OBJ)/bench/overhead/cs_overhead.o $(FCK_OBJS) | $(FC_LINK)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS)
 
 ALL_TARGETS += $(CS_OVERHEAD)
+
+CS_PINBENCH  := $(BUILD)/bin/cs_pinbench
+CS_SWAPBENCH := $(BUILD)/bin/cs_swapbench
+
+$(CS_PINBENCH): $(OBJ)/bench/swap/cs_pinbench.o | $(FC_LINK)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS)
+
+$(CS_SWAPBENCH): $(OBJ)/bench/swap/cs_swapbench.o $(OBJ)/tests/hook/mock_sched.o $(FCK_OBJS) $(COMMON_LIB) | $(FC_LINK)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
+
+ALL_TARGETS += $(CS_PINBENCH) $(CS_SWAPBENCH)

@@ -49,6 +49,15 @@ CS_EXPORT int cushare_get_stats(int device, struct cushare_stats *out)
     out->swap_in_ns = s->swap_in_ns;
     out->swap_ins = s->swap_ins;
     pthread_mutex_unlock(&s->mu);
+    CUcontext c = NULL;
+    CUdevice cur;
+    size_t f, t;
+    if (cs_real_ready() && cs_real.cuCtxGetCurrent(&c) == CUDA_SUCCESS && c &&
+        cs_real.cuCtxGetDevice(&cur) == CUDA_SUCCESS && cur == device &&
+        cs_real.cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS) {
+        out->device_free = f;
+        out->device_total = t;
+    }
     return 0;
 }
 

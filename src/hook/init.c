@@ -11,7 +11,11 @@
 #include "hook/mem.h"
 #include "hook/seg.h"
 
+#include "common/log.h"
+#include "common/util.h"
+
 #include <pthread.h>
+#include <stdlib.h>
 
 static void after_fork_child(void)
 {
@@ -22,6 +26,40 @@ static void after_fork_child(void)
     cs_ctx_hooks_reset_after_fork();
 }
 
+/* At exit, with CUSHARE_LOG_LEVEL=info or debug: one line per GPU used,
+ * what the lease and the swap engine did for this process. Locks are only
+ * tried: a worker busy at exit must not hold the process up. */
+static void exit_summary(void)
+{
+    if (cs_log_get_level() < CS_LOG_INFO)
+        return;
+    for (int i = 0; i < CS_MAX_DEVICES; i++) {
+        struct cs_dev *d = &cs_devs[i];
+        if (pthread_mutex_trylock(&d->mu) != 0)
+            continue;
+        bool used = d->state != CS_LEASE_DETACHED;
+        uint64_t grants = d->grants, revokes = d->revokes, wait = d->wait_ns_total;
+        uint64_t drain = d->drain_ns_total;
+        pthread_mutex_unlock(&d->mu);
+        if (!used)
+            continue;
+        struct cs_segs *s = &cs_segs[i];
+        if (pthread_mutex_trylock(&s->mu) != 0)
+            continue;
+        uint64_t ob = s->swap_out_bytes, on = s->swap_out_ns, ib = s->swap_in_bytes,
+                 in = s->swap_in_ns;
+        pthread_mutex_unlock(&s->mu);
+        char a[32], b[32], p[32];
+        cs_info("GPU %d summary: %llu submissions, %llu grants, %llu revokes, waited %.2f s, "
+                "drained %.2f s, swapped out %s in %.2f s, in %s in %.2f s, peak memory %s",
+                i, (unsigned long long)(atomic_load(&d->subm) >> 32),
+                (unsigned long long)grants, (unsigned long long)revokes, (double)wait / 1e9,
+                (double)drain / 1e9, cs_format_size(ob, a, sizeof a), (double)on / 1e9,
+                cs_format_size(ib, b, sizeof b), (double)in / 1e9,
+                cs_format_size(atomic_load(&d->mem_peak), p, sizeof p));
+    }
+}
+
 __attribute__((constructor)) static void cs_hook_ctor(void)
 {
     cs_config_load();
@@ -29,4 +67,5 @@ __attribute__((constructor)) static void cs_hook_ctor(void)
         cs_lease_reset_after_fork(&cs_devs[i], i);
     cs_seg_reset_after_fork();
     pthread_atfork(NULL, NULL, after_fork_child);
+    atexit(exit_summary);
 }

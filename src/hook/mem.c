@@ -240,15 +240,24 @@ void cs_mem_release_ctx(CUcontext ctx)
     free(segs);
 }
 
+/* What the job sees. With a scheduler and swapping, the GPU is the job's
+ * as if alone: its quota (or the whole device) minus what it allocated,
+ * because the scheduler makes room for it by moving other jobs out (a
+ * framework that sizes itself from free memory, like JAX's 75%
+ * preallocation, must not shrink because a neighbour is resident). Without
+ * them, the quota is an upper bound on what the driver says is free. */
 void cs_mem_view(struct cs_dev *d, size_t *free_bytes, size_t *total_bytes)
 {
     uint64_t limit = cs_cfg.mem_limit;
-    if (!limit)
+    pthread_mutex_lock(&d->mu);
+    bool alone = cs_cfg.swap && d->state != CS_LEASE_UNMANAGED && d->state != CS_LEASE_DETACHED;
+    pthread_mutex_unlock(&d->mu);
+    if (!limit && !alone)
         return;
-    uint64_t total = *total_bytes < limit ? *total_bytes : limit;
+    uint64_t total = limit && *total_bytes > limit ? limit : *total_bytes;
     uint64_t used = atomic_load_explicit(&d->mem_used, memory_order_relaxed);
     uint64_t fr = total > used ? total - used : 0;
-    if (fr > *free_bytes)
+    if (!alone && fr > *free_bytes)
         fr = *free_bytes; /* other jobs may leave less than the quota */
     *total_bytes = (size_t)total;
     *free_bytes = (size_t)fr;

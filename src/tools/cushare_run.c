@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -261,13 +262,17 @@ static int ensure_daemon(const char *sock, const char *bindir)
         fprintf(stderr, "cushare-run: cannot start %s: %s\n", daemon, strerror(errno));
         return -1;
     }
-    fprintf(stderr, "cushare-run: no cushared answered on %s; started a private one "
-                    "(pid %d, log %s); it keeps running for later jobs\n",
-            sock, (int)pid, log);
     for (int waited = 0; waited < RUN_START_WAIT_MS; waited += 20) {
-        /* Another cushare-run may have won the race: any answer will do. */
-        if (daemon_answers(sock, &e))
+        /* Another cushare-run may have won the race (ours then exits, the
+         * socket's lock being taken): any answer will do, and only the
+         * winner says it started one. */
+        if (daemon_answers(sock, &e)) {
+            if (kill(pid, 0) == 0)
+                fprintf(stderr, "cushare-run: no cushared answered on %s; started a private one "
+                                "(pid %d, log %s); it keeps running for later jobs\n",
+                        sock, (int)pid, log);
             return 0;
+        }
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }

@@ -119,6 +119,15 @@ static void no_kernel_outside_a_lease(void **state)
     for (int t = 0; t < THREADS; t++)
         assert_int_equal(ht_device_sum(bufs[t], N), (uint64_t)atomic_load(&adds[t]) * N);
 
+    /* Only the simulated driver traces kernels; on a real GPU the data and
+     * the swap counts above are what this test can check. */
+    char dev_name[128] = "";
+    CK(cuDeviceGetName(dev_name, sizeof dev_name, 0));
+    if (strcmp(dev_name, "cushare simulated GPU") != 0) {
+        print_message("real GPU (%s): kernel trace check skipped\n", dev_name);
+        assert_true(ht_stats(0).swap_outs >= ROUNDS / 2);
+        return;
+    }
     FILE *f = fopen(ht_path("trace.txt"), "r");
     assert_non_null(f);
     char line[512];

@@ -19,11 +19,13 @@ static struct mock_sched *mock;
 
 /* Real free memory of the simulated device (no CUSHARE_MEM_LIMIT here, so
  * cuMemGetInfo is the driver's view). */
+/* The device's real free memory (all processes): the hook shows this
+ * scheduled job the GPU as if alone, so ask for the driver's view. */
 static size_t device_free(void)
 {
-    size_t f, t;
-    CK(cuMemGetInfo(&f, &t));
-    return f;
+    struct cushare_stats s = ht_stats(0);
+    assert_true(s.device_total > 0);
+    return (size_t)s.device_free;
 }
 
 static int setup(void **state)
@@ -59,6 +61,13 @@ static void allocation_before_grant_is_reserved(void **state)
     struct cushare_stats s = ht_stats(0);
     assert_int_equal(s.state, CUSHARE_LEASE_IDLE);
     assert_int_equal(s.mem_reserved, A_BYTES + B_BYTES);
+    /* Scheduled and swappable: the job sees the GPU as if alone (the
+     * driver's own view would also subtract the context's 8 MiB). */
+    size_t vf, vt, total;
+    CK(cuMemGetInfo(&vf, &vt));
+    CK(cuDeviceTotalMem(&total, 0));
+    assert_int_equal(vt, total);
+    assert_int_equal(vf, total - (A_BYTES + B_BYTES));
     assert_int_equal(s.mem_resident, 0);
     assert_int_equal(device_free(), f0);
     /* The first kernel asks for the lease; the grant places the memory. */
@@ -200,8 +209,10 @@ static void no_room_means_out_of_memory(void **state)
     mock_set_room_status(mock, CUDA_ERROR_OUT_OF_MEMORY);
     int rooms = mock_count(mock, CS_MSG_ROOM);
     CUdeviceptr huge;
-    /* The simulated GPU has 1024 MiB: this cannot be placed. */
-    CKR(cuMemAlloc(&huge, 2048 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    /* Twice the device's memory cannot be placed, whatever the device. */
+    size_t total;
+    CK(cuDeviceTotalMem(&total, 0));
+    CKR(cuMemAlloc(&huge, 2 * total), CUDA_ERROR_OUT_OF_MEMORY);
     assert_true(mock_count(mock, CS_MSG_ROOM) > rooms);
     mock_set_room_status(mock, 0);
     CK(cuMemFree(a));

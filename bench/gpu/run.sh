@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# bench/gpu/run.sh [--quick] [SECTION...]: the GPU suite, in one call.
+#
+# Runs from the repository root of a *built* tree (make; scripts/gpu-bundle.sh
+# copies the Debian libraries our programs need into build/gpu-libs). Sections,
+# all by default, in this order:
+#   info      the machine: GPU, driver, PyTorch
+#   tests     the driver-API and hook tests against the real driver
+#   overhead  per-call cost natively and under the hook (bench/overhead)
+#   torch     PyTorch under the hook: smoke (quota, OOM, graphs, training),
+#             ResNet-50 training step time hooked vs native, side by side
+#   sched     jobs sharing the GPU through cushared: makespan vs one after
+#             another, switch latency
+#   swap      pinned-memory kinds, swap throughput and start-of-slice stall,
+#             oversubscribed jobs (sum of memory > GPU) vs one after another
+# Writes logs and tables under $OUT (default ./gpu-out) and prints a short
+# summary last. Every workload's result is checked; a failed check is a FAIL
+# line in the summary and a non-zero exit status.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+B=${CUSHARE_BUILD:-build}
+OUT=${OUT:-$PWD/gpu-out}
+QUICK=0
+if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
+SECTIONS=${*:-info tests overhead torch sched swap}
+mkdir -p "$OUT"
+SUM=$OUT/summary.md
+: >"$SUM"
+export CUSHARE_BUILD=$B PYTHONUNBUFFERED=1
+GL=$PWD/$B/gpu-libs
+HOOK=$PWD/$B/lib/libcushare.so
+W=bench/gpu/workloads
+
+say() { echo "$*" | tee -a "$SUM"; }
+fail() { say "FAIL $*"; }
+# Our programs find cmocka/microhttpd/inih in gpu-libs; Python does not need them.
+ours() { LD_LIBRARY_PATH=$GL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "nan"}'; }
+jget() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
+now() { date +%s.%N; }
+
+start_daemon() { # $1 = config text; sets SOCK, DPID
+    local dir
+    dir=$(mktemp -d /tmp/cushare-gpu.XXXXXX)
+    SOCK=$dir/cushared.sock
+    printf '%s\n' "$1" >"$dir/cushared.conf"
+    ours "$B/bin/cushared" --socket "$SOCK" --config "$dir/cushared.conf" --log-level info \
+        --metrics 127.0.0.1:0 2>>"$OUT/cushared.log" &
+    DPID=$!
+    for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
+}
+stop_daemon() { kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
+run_shared() { # NAME PRIO WEIGHT CMD...: a job under cushare-run
+    local name=$1 prio=$2 weight=$3
+    shift 3
+    ours "$B/bin/cushare-run" --socket "$SOCK" --name "$name" --priority "$prio" --weight "$weight" \
+        -- "$@"
+}
+
+section_info() {
+    say "## machine"
+    say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+    say "$(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)')"
+    say "$(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, $(date -u +%F)"
+}
+
+section_tests() {
+    say "## driver-API tests on the real driver"
+    local t
+    for t in fakecuda/fc_api_test hook/hook_routes hook/hook_quota hook/hook_swap \
+        hook/hook_gate_stress hook/hook_rtld_next; do
+        local tmp
+        tmp=$(mktemp -d)
+        if TEST_TMP=$tmp ours timeout 300 "$B/tests/$t" >"$OUT/test-$(basename $t).log" 2>&1; then
+            say "PASS $t"
+        else
+            fail "$t (see test-$(basename $t).log)"
+        fi
+    done
+    if TEST_TMP=$(mktemp -d) ours tests/hook/standalone.sh >"$OUT/test-standalone.log" 2>&1; then
+        say "PASS standalone (no daemon)"
+    else fail "standalone (no daemon)"; fi
+}
+
+section_overhead() {
+    say "## per-call overhead (bench/overhead/run.sh)"
+    ours bench/overhead/run.sh $([ $QUICK = 1 ] && echo 3 || echo 7) | tee "$OUT/overhead.md" >>"$SUM"
+}
+
+section_torch() {
+    say "## PyTorch under the hook"
+    local sock=/tmp/cushare-none.sock
+    if CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 bench/gpu/smoke_torch.py >"$OUT/torch-smoke.log" 2>&1
+    then say "PASS smoke (matmul, tracking, CUDA graph, training)"; else fail "smoke"; fi
+    if CUSHARE_MEM_LIMIT=4G CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 bench/gpu/smoke_torch.py \
+        >"$OUT/torch-quota.log" 2>&1
+    then say "PASS quota 4G (mem_get_info, OutOfMemoryError)"; else fail "quota"; fi
+    local steps=40 reps=5
+    [ $QUICK = 1 ] && reps=3
+    : >"$OUT/resnet.txt"
+    for r in $(seq $reps); do # alternate, so drift hits both sides alike
+        python3 $W/train_resnet.py --steps $steps --warmup 10 2>/dev/null | jget median_s \
+            | sed 's/^/native /' >>"$OUT/resnet.txt"
+        CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 $W/train_resnet.py --steps $steps --warmup 10 \
+            2>/dev/null | jget median_s | sed 's/^/hooked /' >>"$OUT/resnet.txt"
+    done
+    local n h
+    n=$(awk '$1=="native" {print $2}' "$OUT/resnet.txt" | median)
+    h=$(awk '$1=="hooked" {print $2}' "$OUT/resnet.txt" | median)
+    say "$(awk -v n="$n" -v h="$h" -v r=$reps 'BEGIN {printf "ResNet-50 bf16 batch 64 step: native %.2f ms, hooked %.2f ms, hooked/native %.4f (median of %d runs x 40 steps)", n*1e3, h*1e3, h/n, r}')"
+    if CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 $W/train_gpt.py --steps 10 --warmup 3 \
+        >"$OUT/torch-gpt.log" 2>&1
+    then say "PASS GPT-2-small training hooked ($(jget tokens_per_s <"$OUT/torch-gpt.log") tokens/s)"
+    else fail "GPT-2 training hooked"; fi
+}
+
+# Jobs of fixed GPU work; makespan of N at once under cushared vs N x solo.
+section_sched() {
+    say "## sharing the GPU (exclusive mode)"
+    start_daemon "[cushared]
+quantum_floor_ms = 100
+quantum_cap_ms = 2000"
+    local job="$B/bin/cs_job --mem-mb 2048 --iters 60 --kernel-ns 50000000 --sync-every 1"
+    local t0 t1 solo n pids
+    t0=$(now); ours $job --name solo >"$OUT/sched-solo.log" 2>&1 || fail "solo job"; t1=$(now)
+    solo=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    for n in 2 4; do
+        t0=$(now)
+        pids=()
+        for i in $(seq $n); do
+            run_shared "job$i" normal 1 $job --seed "$i" --name "job$i" >"$OUT/sched-$n-$i.log" 2>&1 &
+            pids+=($!)
+        done
+        wait "${pids[@]}"
+        t1=$(now)
+        local ok
+        ok=$(cat "$OUT"/sched-$n-*.log | grep -c '^cs_job: ok')
+        [ "$ok" -eq "$n" ] || fail "$n jobs: only $ok correct"
+        say "$(awk -v a="$t0" -v b="$t1" -v s="$solo" -v n=$n 'BEGIN {m = b - a; printf "%d cs_job (3 s of GPU work each): makespan %.2f s vs %d x solo %.2f s: ratio %.3f", n, m, n, n*s, m/(n*s)}')"
+    done
+    ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/sched-status.txt" 2>&1
+    curl -s "http://$(grep -o 'metrics on [0-9.:]*' "$OUT/cushared.log" | tail -1 | awk '{print $3}')/metrics" \
+        >"$OUT/sched-metrics.txt" 2>/dev/null
+    stop_daemon
+}
+
+section_swap() {
+    say "## swap"
+    ours "$B/bin/cs_pinbench" --gib 4 --reps 3 | tee "$OUT/pinbench.md" >>"$SUM"
+    ours "$B/bin/cs_swapbench" --gib $([ $QUICK = 1 ] && echo 8 || echo 30) --allocs 15 --rounds 3 \
+        2>"$OUT/swapbench.err" | tee "$OUT/swapbench.md" >>"$SUM" || fail "cs_swapbench"
+}
+
+for s in $SECTIONS; do
+    echo "=== $s" >&2
+    "section_$s" >>"$OUT/run.log" 2>&1
+done
+echo
+echo "================ summary ================"
+cat "$SUM"
+! grep -q '^FAIL' "$SUM"
