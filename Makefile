@@ -28,6 +28,8 @@ include mk/hook.mk
 include mk/sched.mk
 include mk/tools.mk
 include mk/bench.mk
+include mk/e2e_swap.mk
+include mk/e2e.mk
 include mk/tests.mk
 
 PREFIX ?= /usr/local

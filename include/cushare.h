@@ -53,8 +53,11 @@ struct cushare_stats {
     unsigned long long device_free, device_total;
 };
 
-/* Fills *out for the given device ordinal. Returns 0, or -1 if the device
- * is out of range or out->size is too small. */
+/* Fills *out for the given device ordinal. Set out->size to the size of the
+ * struct you were built with: fields are only ever added at the end, so an
+ * older caller gets the fields it knows, and out->size comes back as the
+ * number of bytes filled. Returns 0, or -1 if the device is out of range or
+ * out->size is smaller than the first version of the struct (through ooms). */
 int cushare_get_stats(int device, struct cushare_stats *out);
 
 /* The library's version, e.g. "0.1.0". */

@@ -108,13 +108,22 @@ for api in sorted(by_api):
                 continue
         rows.append((api, sym, ver, var))
 
-# Entry points the header declares but cudaTypedefs.h gives no PFN for (green
-# contexts, coredump attributes, ...): reachable by their own name from the
-# CUDA 12.0 API on.
+# Entry points the header declares but cudaTypedefs.h gives no PFN for: the
+# version each appeared in, from the CUDA release notes (checked against the
+# H100's driver 580: it refuses every one of them at 12000).
+INTRODUCED = {
+    "cuCoredump": 12010, "cuGreenCtx": 12040, "cuCtxFromGreenCtx": 12040,
+    "cuCtxGetDevResource": 12040, "cuDeviceGetDevResource": 12040,
+    "cuDevResourceGenerateDesc": 12040, "cuDevSmResourceSplitByCount": 12040,
+    "cuStreamGetGreenCtx": 12040, "cuDeviceRegisterAsyncNotification": 12040,
+    "cuDeviceUnregisterAsyncNotification": 12040, "cuCtxRecordEvent": 12050,
+    "cuCtxWaitEvent": 12050,
+}
 covered = set(r[1] for r in rows)
 for sym in sorted(decls):
     if sym not in covered and not sym.endswith(("_ptds", "_ptsz")) and not re.search(r"_v\d+$", sym):
-        rows.append((sym, sym, 12000, ""))
+        ver = next((v for k, v in INTRODUCED.items() if sym.startswith(k)), 12000)
+        rows.append((sym, sym, ver, ""))
 
 for p in problems:
     print("gen-cuda-api: " + p, file=sys.stderr)

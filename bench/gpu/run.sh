@@ -11,8 +11,9 @@
 #             ResNet-50 training step time hooked vs native, side by side
 #   sched     jobs sharing the GPU through cushared: makespan vs one after
 #             another, switch latency
-#   swap      pinned-memory kinds, swap throughput and start-of-slice stall,
-#             oversubscribed jobs (sum of memory > GPU) vs one after another
+#   swap      pinned-memory kinds, swap throughput and start-of-slice stall
+#   oversub   jobs whose memory does not fit together (pytorch-add, GPT-2
+#             training): makespan under cushared vs the sum of solo runs
 # Writes logs and tables under $OUT (default ./gpu-out) and prints a short
 # summary last. Every workload's result is checked; a failed check is a FAIL
 # line in the summary and a non-zero exit status.
@@ -22,7 +23,7 @@ B=${CUSHARE_BUILD:-build}
 OUT=${OUT:-$PWD/gpu-out}
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
-SECTIONS=${*:-info tests overhead torch sched swap}
+SECTIONS=${*:-info tests overhead torch sched swap oversub}
 mkdir -p "$OUT"
 SUM=$OUT/summary.md
 : >"$SUM"
@@ -36,7 +37,8 @@ fail() { say "FAIL $*"; }
 # Our programs find cmocka/microhttpd/inih in gpu-libs; Python does not need them.
 ours() { LD_LIBRARY_PATH=$GL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
 median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "nan"}'; }
-jget() { python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'])"; }
+# The last JSON line a workload printed (libraries may print warnings first).
+jget() { python3 -c "import json,sys; print([json.loads(l) for l in sys.stdin if l.startswith('{')][-1]['$1'])"; }
 now() { date +%s.%N; }
 
 start_daemon() { # $1 = config text; sets SOCK, DPID
@@ -68,7 +70,7 @@ section_tests() {
     say "## driver-API tests on the real driver"
     local t
     for t in fakecuda/fc_api_test hook/hook_routes hook/hook_quota hook/hook_swap \
-        hook/hook_gate_stress hook/hook_rtld_next; do
+        hook/hook_gate_stress hook/hook_rtld_next hook/hook_pinkeep; do
         local tmp
         tmp=$(mktemp -d)
         if TEST_TMP=$tmp ours timeout 300 "$B/tests/$t" >"$OUT/test-$(basename $t).log" 2>&1; then
@@ -95,7 +97,9 @@ section_torch() {
     if CUSHARE_MEM_LIMIT=4G CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 bench/gpu/smoke_torch.py \
         >"$OUT/torch-quota.log" 2>&1
     then say "PASS quota 4G (mem_get_info, OutOfMemoryError)"; else fail "quota"; fi
-    local steps=40 reps=5
+    if CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 bench/gpu/smoke_cupy.py >"$OUT/cupy.log" 2>&1
+    then say "PASS CuPy (pool allocation, elementwise, RawKernel)"; else fail "CuPy"; fi
+    local steps=60 reps=5
     [ $QUICK = 1 ] && reps=3
     : >"$OUT/resnet.txt"
     for r in $(seq $reps); do # alternate, so drift hits both sides alike
@@ -107,7 +111,7 @@ section_torch() {
     local n h
     n=$(awk '$1=="native" {print $2}' "$OUT/resnet.txt" | median)
     h=$(awk '$1=="hooked" {print $2}' "$OUT/resnet.txt" | median)
-    say "$(awk -v n="$n" -v h="$h" -v r=$reps 'BEGIN {printf "ResNet-50 bf16 batch 64 step: native %.2f ms, hooked %.2f ms, hooked/native %.4f (median of %d runs x 40 steps)", n*1e3, h*1e3, h/n, r}')"
+    say "$(awk -v n="$n" -v h="$h" -v r=$reps 'BEGIN {printf "ResNet-50 bf16 batch 64 step: native %.2f ms, hooked %.2f ms, hooked/native %.4f (median of %d runs x 60 steps)", n*1e3, h*1e3, h/n, r}')"
     if CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 $W/train_gpt.py --steps 10 --warmup 3 \
         >"$OUT/torch-gpt.log" 2>&1
     then say "PASS GPT-2-small training hooked ($(jget tokens_per_s <"$OUT/torch-gpt.log") tokens/s)"
@@ -151,10 +155,56 @@ section_swap() {
         2>"$OUT/swapbench.err" | tee "$OUT/swapbench.md" >>"$SUM" || fail "cs_swapbench"
 }
 
+# N jobs of CMD... at once under cushared; prints "makespan_s ok_count".
+# Each job's stdout goes to $OUT/<tag>-<i>.log.
+shared_makespan() { # TAG N ENV CMD...
+    local tag=$1 n=$2 envs=$3 t0 t1 i pids=()
+    shift 3
+    t0=$(now)
+    for i in $(seq "$n"); do
+        env $envs CUSHARE_SOCKET="$SOCK" LD_PRELOAD="$HOOK" CUSHARE_NAME="$tag$i" \
+            "$@" >"$OUT/$tag-$i.log" 2>&1 &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    t1=$(now)
+    echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}') $(cat "$OUT"/$tag-*.log | grep -c '"ok": true')"
+}
+
+oversub_case() { # LABEL N GB_PER_JOB ENV CMD...: solo natively, then N at once
+    local label=$1 n=$2 gb=$3 envs=$4 t0 t1 solo r
+    shift 4
+    t0=$(now)
+    "$@" >"$OUT/oversub-solo-$label.log" 2>&1 || fail "$label solo"
+    t1=$(now)
+    solo=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    r=$(shared_makespan "oversub-$label" "$n" "$envs" "$@")
+    set -- $r
+    [ "$2" -eq "$n" ] || fail "$label: $2 of $n jobs correct"
+    say "$(awk -v m="$1" -v s="$solo" -v n="$n" -v g="$gb" -v l="$label" 'BEGIN {printf "%s: %d jobs x %s GB on one GPU: makespan %.1f s, sum of solo runs %.1f s (solo %.1f s), ratio %.3f", l, n, g, m, n*s, s, m/(n*s)}')"
+}
+
+section_oversub() {
+    say "## oversubscription (sum of job memory > GPU memory)"
+    start_daemon "[cushared]
+quantum_floor_ms = 1000
+quantum_cap_ms = 30000"
+    local it=$([ $QUICK = 1 ] && echo 300 || echo 800)
+    oversub_case add2x48 2 48 "" python3 $W/pytorch_add.py --gb 48 --iters "$it"
+    oversub_case add4x30 4 30 "CUSHARE_PIN_KEEP=16G" python3 $W/pytorch_add.py --gb 30 --iters "$it"
+    oversub_case gpt3x30 3 30 "" python3 $W/train_gpt.py --mem-gb 27 --steps 60 --warmup 5
+    ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/oversub-status.txt" 2>&1
+    stop_daemon
+}
+
 for s in $SECTIONS; do
     echo "=== $s" >&2
     "section_$s" >>"$OUT/run.log" 2>&1
 done
+# Only a few files come back from a GPU machine: everything but the
+# summary and the tables goes into one archive.
+(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude='*.md' . 2>/dev/null &&
+    find . -maxdepth 1 -type f ! -name logs.tgz ! -name '*.md' -delete)
 echo
 echo "================ summary ================"
 cat "$SUM"

@@ -23,7 +23,10 @@ class Stats(ctypes.Structure):
     _fields_ = [("size", ctypes.c_uint), ("device", ctypes.c_int), ("state", ctypes.c_int),
                 ("reserved", ctypes.c_int)] + [(n, ctypes.c_ulonglong) for n in (
                     "lease_id", "submissions", "grants", "revokes", "wait_ns", "drain_ns",
-                    "mem_used", "mem_peak", "mem_limit", "allocs", "ooms")]
+                    "mem_used", "mem_peak", "mem_limit", "allocs", "ooms", "mem_resident",
+                    "mem_swapped", "mem_reserved", "mem_pinned", "swap_out_bytes", "swap_out_ns",
+                    "swap_outs", "swap_in_bytes", "swap_in_ns", "swap_ins", "device_free",
+                    "device_total")]
 
 
 def stats():

@@ -239,6 +239,40 @@ static const struct field f_ctl_client[] = {
     STR(cs_msg_ctl_client, pod),
     STR(cs_msg_ctl_client, ns),
 };
+static const struct field f_ctl_gpu_mem[] = {
+    U32(cs_msg_ctl_gpu_mem, index, ANY32),
+    PAD(cs_msg_ctl_gpu_mem, pad),
+    U64(cs_msg_ctl_gpu_mem, capacity, ANY64),
+    U64(cs_msg_ctl_gpu_mem, client_reserve, ANY64),
+    U64(cs_msg_ctl_gpu_mem, footprint, ANY64),
+    U64(cs_msg_ctl_gpu_mem, swapped, ANY64),
+    U64(cs_msg_ctl_gpu_mem, swap_out_bytes, ANY64),
+    U64(cs_msg_ctl_gpu_mem, swap_out_ns, ANY64),
+    U64(cs_msg_ctl_gpu_mem, swap_in_bytes, ANY64),
+    U64(cs_msg_ctl_gpu_mem, swap_in_ns, ANY64),
+    U64(cs_msg_ctl_gpu_mem, evictions, ANY64),
+    U64(cs_msg_ctl_gpu_mem, prefetches, ANY64),
+    U64(cs_msg_ctl_gpu_mem, prefetch_bytes, ANY64),
+    U64(cs_msg_ctl_gpu_mem, prepares, ANY64),
+    U64(cs_msg_ctl_gpu_mem, room_made, ANY64),
+    U64(cs_msg_ctl_gpu_mem, room_refused, ANY64),
+    U64(cs_msg_ctl_gpu_mem, room_waits, ANY64),
+};
+static const struct field f_ctl_client_mem[] = {
+    U64(cs_msg_ctl_client_mem, client_id, ANY64),
+    U32(cs_msg_ctl_client_mem, gpu_index, ANY32),
+    PAD(cs_msg_ctl_client_mem, pad),
+    U64(cs_msg_ctl_client_mem, swap_out_bytes, ANY64),
+    U64(cs_msg_ctl_client_mem, swap_out_ns, ANY64),
+    U64(cs_msg_ctl_client_mem, swap_in_bytes, ANY64),
+    U64(cs_msg_ctl_client_mem, swap_in_ns, ANY64),
+    U64(cs_msg_ctl_client_mem, evictions, ANY64),
+    U64(cs_msg_ctl_client_mem, prefetches, ANY64),
+    U64(cs_msg_ctl_client_mem, prepares, ANY64),
+    U64(cs_msg_ctl_client_mem, rooms, ANY64),
+    U64(cs_msg_ctl_client_mem, rooms_refused, ANY64),
+    U64(cs_msg_ctl_client_mem, drain_ns, ANY64),
+};
 static const struct field f_ctl_done[] = {
     I32(cs_msg_ctl_done, status),
     PAD(cs_msg_ctl_done, pad),
@@ -270,6 +304,8 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_CLIENT, "CTL_CLIENT", f_ctl_client),
     DESC(CS_MSG_CTL_DONE, "CTL_DONE", f_ctl_done),
     DESC(CS_MSG_CTL_DAEMON, "CTL_DAEMON", f_ctl_daemon),
+    DESC(CS_MSG_CTL_GPU_MEM, "CTL_GPU_MEM", f_ctl_gpu_mem),
+    DESC(CS_MSG_CTL_CLIENT_MEM, "CTL_CLIENT_MEM", f_ctl_client_mem),
 };
 
 static const struct msgdesc *desc_of(uint16_t type)

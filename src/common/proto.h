@@ -69,6 +69,8 @@ enum cs_msg_type {
     CS_MSG_CTL_CLIENT = 97, /* one per client per GPU in a status reply */
     CS_MSG_CTL_DONE = 98,   /* ends every control reply */
     CS_MSG_CTL_DAEMON = 99, /* first record of a status reply */
+    CS_MSG_CTL_GPU_MEM = 100,    /* memory and swap of a GPU, after its CTL_GPU */
+    CS_MSG_CTL_CLIENT_MEM = 101, /* swap of a client, after its CTL_CLIENT */
 };
 
 /* HELLO.flags */
@@ -338,6 +340,44 @@ struct cs_msg_ctl_client {
     char ns[CS_NAME_LEN];
 };
 
+/* Memory and swap of one GPU: follows its CTL_GPU in a status reply. */
+struct cs_msg_ctl_gpu_mem {
+    uint32_t index;         /* the CTL_GPU's */
+    uint32_t pad;
+    uint64_t capacity;      /* what the clients may keep resident (memory model) */
+    uint64_t client_reserve;/* bytes set aside per attached client */
+    uint64_t footprint;     /* sum of the clients' footprints */
+    uint64_t swapped;       /* sum of the clients' swapped bytes */
+    uint64_t swap_out_bytes;
+    uint64_t swap_out_ns;
+    uint64_t swap_in_bytes;
+    uint64_t swap_in_ns;
+    uint64_t evictions;     /* EVICTs sent (PREPARE not counted) */
+    uint64_t prefetches;    /* PREFETCHes sent */
+    uint64_t prefetch_bytes;/* bytes prefetches copied back */
+    uint64_t prepares;      /* EVICT PREPAREs sent */
+    uint64_t room_made;     /* ROOMs answered 0 */
+    uint64_t room_refused;  /* ROOMs answered CUDA_ERROR_OUT_OF_MEMORY */
+    uint64_t room_waits;    /* grants held back until evictions made room */
+};
+
+/* Swap of one client on one GPU: follows its CTL_CLIENT in a status reply. */
+struct cs_msg_ctl_client_mem {
+    uint64_t client_id;
+    uint32_t gpu_index;
+    uint32_t pad;
+    uint64_t swap_out_bytes;
+    uint64_t swap_out_ns;   /* RELEASE.swap_ns + EVICTED.ns */
+    uint64_t swap_in_bytes;
+    uint64_t swap_in_ns;    /* RESTORED.ns + PREFETCHED.ns */
+    uint64_t evictions;     /* EVICTs received */
+    uint64_t prefetches;    /* PREFETCHes received */
+    uint64_t prepares;      /* EVICT PREPAREs received */
+    uint64_t rooms;         /* its ROOMs answered 0 */
+    uint64_t rooms_refused; /* its ROOMs answered CUDA_ERROR_OUT_OF_MEMORY */
+    uint64_t drain_ns;      /* RELEASE.drain_ns */
+};
+
 struct cs_msg_ctl_done {
     int32_t status;         /* 0 ok, else -errno */
     uint32_t pad;
@@ -369,6 +409,8 @@ struct cs_msg {
         struct cs_msg_ctl_daemon ctl_daemon;
         struct cs_msg_ctl_gpu ctl_gpu;
         struct cs_msg_ctl_client ctl_client;
+        struct cs_msg_ctl_gpu_mem ctl_gpu_mem;
+        struct cs_msg_ctl_client_mem ctl_client_mem;
         struct cs_msg_ctl_done ctl_done;
     } u;
 };

@@ -99,6 +99,7 @@ struct fc_config {
     int ndev;
     uint64_t mem_bytes;              /* per device */
     double bytes_per_ns;             /* PCIe, per direction (GB/s = B/ns) */
+    bool concurrent;                 /* FAKECUDA_CONCURRENT: kernels skip the engine */
     char shm_name[160];              /* "/fakecuda-<FAKECUDA_SHM>" */
 };
 

@@ -9,7 +9,10 @@
  *
  * Execution holds the device's kernel engine (fc_engine.c) for the whole
  * kernel, so kernels of different contexts, in any processes, never
- * overlap in time on one device; each executed kernel appends one line to
+ * overlap in time on one device (unless FAKECUDA_CONCURRENT=1 in this
+ * process: its kernels then skip the engine and may overlap anyone's, as
+ * under MPS, which lets a test see whether a scheduler above the driver
+ * keeps processes apart); each executed kernel appends one line to
  * FAKECUDA_TRACE:
  *   <device> <pid> <context id> <kernel name> <start ns> <end ns>
  * (CLOCK_MONOTONIC; one write(2) per line, O_APPEND, so lines of several
@@ -39,11 +42,14 @@ CUresult fc_kernel_run(struct fc_ctx *c, const struct fc_op *op)
 {
     const struct fc_kdesc *k = op->u.kernel.k;
     struct fc_hold h;
-    fc_engine_acquire(c->dev, FC_ENG_KERNEL, fc_ctx_owner(c), &h);
+    bool engine = !fc_proc.cfg.concurrent;
+    if (engine)
+        fc_engine_acquire(c->dev, FC_ENG_KERNEL, fc_ctx_owner(c), &h);
     uint64_t t0 = fc_now_ns();
     CUresult r = k->run(op->u.kernel.args);
     uint64_t t1 = fc_now_ns();
-    fc_engine_release(&h);
+    if (engine)
+        fc_engine_release(&h);
     fc_trace_kernel(c->dev, c, k->name, t0, t1);
     return r;
 }

@@ -138,7 +138,9 @@ static int make_memfd(size_t size, bool poison)
         return -1;
     }
     if (poison) {
-        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        /* MAP_POPULATE allocates the pages in one call instead of one fault
+         * each: a third of the cost of a large cuMemCreate. */
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
         if (p == MAP_FAILED) {
             close(fd);
             return -1;

@@ -4,6 +4,7 @@
 #include "hook/device.h"
 #include "hook/seg.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #define CUSHARE_VERSION_STRING "0.1.0"
@@ -12,10 +13,27 @@
 _Static_assert(CUSHARE_LEASE_HELD == (int)CS_LEASE_HELD, "lease state numbering");
 _Static_assert(CUSHARE_LEASE_REVOKING == (int)CS_LEASE_REVOKING, "lease state numbering");
 
+/* The struct only ever grows at its end: a caller built against an older,
+ * shorter version gets the fields it knows (out->size says how many bytes),
+ * a newer library never writes past them. */
+#define STATS_MIN_SIZE offsetof(struct cushare_stats, ooms) + sizeof(unsigned long long)
+
+static void fill_stats(int device, struct cushare_stats *out);
+
 CS_EXPORT int cushare_get_stats(int device, struct cushare_stats *out)
 {
-    if (!out || out->size < sizeof *out || device < 0 || device >= CS_MAX_DEVICES)
+    if (!out || out->size < STATS_MIN_SIZE || device < 0 || device >= CS_MAX_DEVICES)
         return -1;
+    struct cushare_stats full;
+    fill_stats(device, &full);
+    size_t n = out->size < sizeof full ? out->size : sizeof full;
+    memcpy(out, &full, n);
+    out->size = (unsigned)n;
+    return 0;
+}
+
+static void fill_stats(int device, struct cushare_stats *out)
+{
     struct cs_dev *d = &cs_devs[device];
     memset(out, 0, sizeof *out);
     out->size = sizeof *out;
@@ -58,7 +76,6 @@ CS_EXPORT int cushare_get_stats(int device, struct cushare_stats *out)
         out->device_free = f;
         out->device_total = t;
     }
-    return 0;
 }
 
 CS_EXPORT const char *cushare_version(void)

@@ -131,6 +131,20 @@ void cs_config_load(void)
         strcasecmp(v, "no"))
         cs_warn("CUSHARE_SWAP=%s is not on|off; using off", v);
 
+    v = env("CUSHARE_PIN_KEEP");
+    cs_cfg.pin_keep = UINT64_MAX;
+    if (v && strcasecmp(v, "all") && cs_parse_size(v, &cs_cfg.pin_keep) < 0) {
+        cs_warn("CUSHARE_PIN_KEEP=%s is not a size such as 20G (or all); keeping all", v);
+        cs_cfg.pin_keep = UINT64_MAX;
+    }
+
+    v = env("CUSHARE_HOST_BACKING");
+    cs_cfg.host_backing_vmm = true;
+    if (v && !strcasecmp(v, "hostalloc"))
+        cs_cfg.host_backing_vmm = false;
+    else if (v && strcasecmp(v, "vmm"))
+        cs_warn("CUSHARE_HOST_BACKING=%s is not vmm|hostalloc; using vmm", v);
+
     uint64_t ms = 30000;
     v = env("CUSHARE_DAEMON_WAIT_MS");
     if (v && cs_parse_u64(v, 0, 86400000, &ms) < 0) {

@@ -24,6 +24,10 @@ struct cs_config {
     bool disabled;               /* CUSHARE_DISABLE=1: forward everything */
     bool swap;                   /* CUSHARE_SWAP (default on): VMM-backed,
                                     swappable allocations */
+    uint64_t pin_keep;           /* CUSHARE_PIN_KEEP: pinned backing kept for
+                                    resident memory, bytes (UINT64_MAX: all) */
+    bool host_backing_vmm;       /* CUSHARE_HOST_BACKING=vmm (default) |
+                                    hostalloc: how swap backing is pinned */
 };
 
 extern struct cs_config cs_cfg;

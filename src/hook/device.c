@@ -9,6 +9,7 @@
 
 struct cs_dev cs_devs[CS_MAX_DEVICES];
 _Atomic uint32_t cs_ctx_gen;
+_Atomic bool cs_single_device;
 __thread struct cs_tls cs_tls __attribute__((tls_model("initial-exec")));
 
 /* Contexts seen so far and their device ordinal. Guarded by ctx_mu; only
@@ -97,6 +98,16 @@ struct cs_dev *cs_dev_lookup(CUcontext ctx)
     return d;
 }
 
+void cs_ctx_note(CUcontext ctx, int ordinal)
+{
+    if (!ctx)
+        return;
+    pthread_mutex_lock(&ctx_mu);
+    if (ctx_find_locked(ctx) < 0)
+        ctx_add_locked(ctx, ordinal);
+    pthread_mutex_unlock(&ctx_mu);
+}
+
 struct cs_dev *cs_dev_of_ctx(CUcontext ctx)
 {
     if (!ctx)
@@ -159,6 +170,7 @@ void cs_dev_reset_after_fork(void)
     pthread_mutex_init(&ctx_mu, NULL);
     ctx_count = 0;
     atomic_fetch_add_explicit(&cs_ctx_gen, 1, memory_order_relaxed);
+    atomic_store(&cs_single_device, false);
     for (int i = 0; i < CS_MAX_DEVICES; i++)
         cs_lease_reset_after_fork(&cs_devs[i], i);
 }

@@ -59,9 +59,36 @@ CS_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice de
         pthread_mutex_lock(&primary_mu);
         primary[dev] = *pctx;
         pthread_mutex_unlock(&primary_mu);
+        cs_ctx_note(*pctx, (int)dev);
     }
     return r;
 }
+
+/* Contexts are registered for draining as soon as they exist: the gate's
+ * fast path may not ask the driver which context is current (device.h). */
+#define CTX_CREATE_WRAPPER(sym, params, pctx, dev, args)                       \
+    CS_EXPORT CUresult CUDAAPI sym params                                      \
+    {                                                                          \
+        if (cs_real_init() < 0)                                                \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+        CUresult r = cs_real.sym args;                                         \
+        if (r == CUDA_SUCCESS && (pctx))                                       \
+            cs_ctx_note(*(pctx), (int)(dev));                                  \
+        return r;                                                              \
+    }
+
+CTX_CREATE_WRAPPER(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), pctx, dev,
+                   (pctx, flags, dev))
+CTX_CREATE_WRAPPER(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), pctx,
+                   dev, (pctx, flags, dev))
+CTX_CREATE_WRAPPER(cuCtxCreate_v3,
+                   (CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                    unsigned int flags, CUdevice dev),
+                   pctx, dev, (pctx, paramsArray, numParams, flags, dev))
+CTX_CREATE_WRAPPER(cuCtxCreate_v4,
+                   (CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                    CUdevice dev),
+                   pctx, dev, (pctx, ctxCreateParams, flags, dev))
 
 /* After a release or a reset, the primary context is gone if the driver
  * says it is no longer active. */

@@ -21,7 +21,7 @@ static struct cs_dev *current_dev(CUresult *err)
         *err = CUDA_ERROR_NOT_INITIALIZED;
         return NULL;
     }
-    return cs_dev_current();
+    return cs_dev_current_exact(); /* allocations record their context */
 }
 
 static struct cs_dev *dev_by_ordinal(int ordinal, CUresult *err)

@@ -123,6 +123,9 @@ void cs_lease_attach(struct cs_dev *d, int ordinal)
         cs_real.cuDeviceTotalMem_v2(&total, dev);
     }
     cs_client_start();
+    int count = 0;
+    if (cs_real.cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 1)
+        atomic_store_explicit(&cs_single_device, true, memory_order_relaxed);
 
     pthread_mutex_lock(&d->mu);
     if (d->state == CS_LEASE_DETACHED) {
@@ -374,18 +377,35 @@ void cs_lease_tick(struct cs_dev *d, uint64_t now)
 
 uint32_t cs_lease_tick_interval_ms(void)
 {
-    /* The idle period is measured from the tick that sees the last
-     * submission, so an idle holder is reported up to one tick late, and a
-     * waiter gets the GPU up to a tick after idle_ms. A tenth of the idle
-     * period, at most 30 ms, keeps that within idle_ms + 50 ms (issue 4's
-     * bound, checked by tests/e2e/e2e_idle.sh) at any idle_ms: a fifth,
-     * capped at 100 ms, came to idle_ms + 50 at the default 250 ms and
-     * idle_ms + 100 from 500 ms up. Never busier than every 5 ms. */
+    /* A holder's idle period counts from the tick that sees its last
+     * submission (the gate only counts calls; it takes no timestamps), so
+     * the idle report comes up to one tick late: a tenth of the idle
+     * period, at most 30 ms. And the tick is brought forward to the moment
+     * a held device's idle period ends, so that the report is not rounded
+     * up to the next tick on top of that. Together they keep the handover
+     * to a waiter within idle_ms + 50 ms (issue 4's bound, checked by
+     * tests/e2e/e2e_idle.sh) at any idle_ms; a plain tick of a fifth of the
+     * idle period, capped at 100 ms, reached idle_ms + 50 at the default
+     * 250 ms and idle_ms + 100 from 500 ms up. Never busier than every
+     * 5 ms, except once when an idle period is about to end. */
     uint32_t idle = cs_client_idle_ms();
     if (!idle)
         return 100;
     uint32_t t = idle / 10;
-    return t < 5 ? 5 : (t > 30 ? 30 : t);
+    t = t < 5 ? 5 : (t > 30 ? 30 : t);
+    uint64_t now = cs_now_ns(), idle_ns = (uint64_t)idle * 1000000ull;
+    for (int i = 0; i < CS_MAX_DEVICES; i++) {
+        struct cs_dev *d = &cs_devs[i];
+        pthread_mutex_lock(&d->mu);
+        if (d->state == CS_LEASE_HELD && d->attach_sent && !d->idle_reported) {
+            uint64_t due = d->idle_last_activity_ns + idle_ns;
+            uint64_t ms = due > now ? (due - now + 999999) / 1000000 : 1;
+            if (ms < t)
+                t = (uint32_t)(ms ? ms : 1);
+        }
+        pthread_mutex_unlock(&d->mu);
+    }
+    return t;
 }
 
 /* ---- the worker: drains, swaps, opens the gate --------------------------- */
@@ -490,6 +510,8 @@ static void job_grant(struct cs_dev *d, const struct cs_job *job)
             }
             pthread_mutex_unlock(&d->mu);
             pthread_mutex_unlock(&s->mu);
+            if (cs_cfg.swap)
+                cs_swap_trim_backing(d); /* after the gate opened: off the critical path */
             return;
         }
         restored += sw.bytes;

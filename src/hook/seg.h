@@ -34,6 +34,16 @@ enum cs_seg_state {
     CS_SEG_SWAPPED = 2,
 };
 
+/* Pinned host memory holding a swapped-out segment's bytes. Device copies
+ * address it by `va` in either form: a cuMemCreate(HOST) allocation mapped
+ * into the unified address space (h != 0; the cheapest to pin, bench/results
+ * /oversubscription.md), or cuMemHostAlloc memory (h == 0, the fallback). */
+struct cs_backing {
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    uint64_t size;                   /* 0 = none */
+};
+
 struct cs_seg {
     struct cs_seg *next;             /* the device's list */
     CUdeviceptr va;                  /* reserved base, fixed for life */
@@ -42,8 +52,7 @@ struct cs_seg {
     uint8_t state;                   /* enum cs_seg_state */
     bool chunk;                      /* shared by small allocations */
     CUmemGenericAllocationHandle h;  /* the physical memory when RESIDENT */
-    void *backing;                   /* pinned host copy, kept across swaps */
-    uint64_t backing_size;
+    struct cs_backing backing;       /* pinned host copy, kept across swaps */
     uint64_t last_grant;             /* lease count when last made resident */
     /* chunk segments only */
     uint32_t used_units;

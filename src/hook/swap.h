@@ -40,6 +40,11 @@ struct cs_swap_result cs_swap_in_locked(struct cs_dev *d);
  * briefly: the pinning itself runs unlocked. */
 struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes);
 
+/* Frees the host backing of resident segments beyond CUSHARE_PIN_KEEP bytes
+ * (largest first): host memory back for the price of pinning again at the
+ * next swap-out. Takes cs_segs[d].mu briefly; the freeing runs unlocked. */
+void cs_swap_trim_backing(struct cs_dev *d);
+
 /* seg.c helpers (segs.mu held). */
 CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g);
 void cs_swap_drop_backing_locked(struct cs_segs *s, struct cs_seg *g);

@@ -33,6 +33,7 @@ struct sd_config {
     uint32_t reconnect_grace_ms;
     bool force_release;
     uint32_t mem_reserve_mb;
+    uint32_t client_reserve_mb;  /* per attached client: context, libraries */
     double switch_cost_target;
     uint32_t log_level;          /* enum cs_log_level */
     uint32_t max_clients;

@@ -94,6 +94,26 @@ static void status_gpu(struct sd_server *s, struct sd_conn *c, const struct sd_g
     o->revoke_timeouts = g->st.revoke_timeouts;
     o->forced_releases = g->st.forced_releases;
     sd_conn_send(s, c, &m, true);
+
+    struct cs_msg mm = {.type = CS_MSG_CTL_GPU_MEM};
+    struct cs_msg_ctl_gpu_mem *x = &mm.u.ctl_gpu_mem;
+    x->index = g->index;
+    x->capacity = sd_gpu_capacity(&s->policy, g);
+    x->client_reserve = (uint64_t)s->cfg.client_reserve_mb << 20;
+    x->footprint = sd_gpu_footprint(g);
+    x->swapped = sd_gpu_swapped(g);
+    x->swap_out_bytes = g->st.swap_out_bytes;
+    x->swap_out_ns = g->st.swap_out.sum_ns;
+    x->swap_in_bytes = g->st.swap_in_bytes;
+    x->swap_in_ns = g->st.swap_in.sum_ns;
+    x->evictions = g->st.evictions;
+    x->prefetches = g->st.prefetches;
+    x->prefetch_bytes = g->st.prefetch_bytes;
+    x->prepares = g->st.prepares;
+    x->room_made = g->st.room_made;
+    x->room_refused = g->st.room_refused;
+    x->room_waits = g->st.room_waits;
+    sd_conn_send(s, c, &mm, true);
 }
 
 static void status_member(struct sd_server *s, struct sd_conn *c, const struct sd_member *mb,
@@ -128,6 +148,22 @@ static void status_member(struct sd_server *s, struct sd_conn *c, const struct s
     memcpy(o->pod, cl->info.pod, sizeof o->pod);
     memcpy(o->ns, cl->info.ns, sizeof o->ns);
     sd_conn_send(s, c, &m, true);
+
+    struct cs_msg mm = {.type = CS_MSG_CTL_CLIENT_MEM};
+    struct cs_msg_ctl_client_mem *x = &mm.u.ctl_client_mem;
+    x->client_id = cl->id;
+    x->gpu_index = mb->gpu->index;
+    x->swap_out_bytes = mb->st.swap_out_bytes;
+    x->swap_out_ns = mb->st.swap_ns;
+    x->swap_in_bytes = mb->st.swap_in_bytes;
+    x->swap_in_ns = mb->st.swap_in_ns;
+    x->evictions = mb->st.evictions;
+    x->prefetches = mb->st.prefetches;
+    x->prepares = mb->st.prepares;
+    x->rooms = mb->st.rooms;
+    x->rooms_refused = mb->st.rooms_refused;
+    x->drain_ns = mb->st.drain_ns;
+    sd_conn_send(s, c, &mm, true);
 }
 
 static void ctl_status(struct sd_server *s, struct sd_conn *c)

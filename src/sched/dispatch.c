@@ -51,6 +51,26 @@ static void on_evict(void *ctx, struct sd_member *m, uint64_t request_id, uint64
     sd_conn_send(s, m->client->owner, &e, false);
 }
 
+static void on_prepare(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes)
+{
+    struct sd_server *s = ctx;
+    struct cs_msg e = {.type = CS_MSG_EVICT};
+    e.u.evict.slot = m->slot;
+    e.u.evict.flags = CS_EVICT_PREPARE;
+    e.u.evict.request_id = request_id;
+    e.u.evict.bytes = bytes;
+    sd_conn_send(s, m->client->owner, &e, false);
+}
+
+static void on_prefetch(void *ctx, struct sd_member *m, uint64_t request_id)
+{
+    struct sd_server *s = ctx;
+    struct cs_msg f = {.type = CS_MSG_PREFETCH};
+    f.u.prefetch.slot = m->slot;
+    f.u.prefetch.request_id = request_id;
+    sd_conn_send(s, m->client->owner, &f, false);
+}
+
 static void on_room_reply(void *ctx, struct sd_member *m, uint64_t request_id, int32_t status)
 {
     struct sd_server *s = ctx;
@@ -73,6 +93,8 @@ const struct sd_policy_ops sd_dispatch_ops = {
     .holders_changed = on_holders_changed,
     .evict = on_evict,
     .room_reply = on_room_reply,
+    .prepare = on_prepare,
+    .prefetch = on_prefetch,
 };
 
 /* ---- HELLO ------------------------------------------------------------------------- */
@@ -175,10 +197,10 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
         rc = sd_policy_evicted(&s->policy, cl, &m->u.evicted, now, &why);
         break;
     case CS_MSG_RESTORED:
+        rc = sd_policy_restored(&s->policy, cl, &m->u.restored, now, &why);
+        break;
     case CS_MSG_PREFETCHED:
-        /* Reports (restore cost, prefetch done) the policy does not use yet:
-         * valid records, accepted. */
-        rc = SD_OK;
+        rc = sd_policy_prefetched(&s->policy, cl, &m->u.prefetched, now, &why);
         break;
     default:
         rc = SD_EPROTO;

@@ -117,6 +117,12 @@ static uint64_t m_swp(const struct sd_member *m, uint64_t now) { (void)now; retu
 static uint64_t m_fp(const struct sd_member *m, uint64_t now) { (void)now; return m->footprint; }
 static uint64_t m_swapns(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_ns; }
 static uint64_t m_state(const struct sd_member *m, uint64_t now) { (void)now; return m->state; }
+static uint64_t m_unsw(const struct sd_member *m, uint64_t now) { (void)now; return m->unswappable; }
+static uint64_t m_outb(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_out_bytes; }
+static uint64_t m_inb(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_in_bytes; }
+static uint64_t m_inns(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_in_ns; }
+static uint64_t m_evict(const struct sd_member *m, uint64_t now) { (void)now; return m->st.evictions; }
+static uint64_t m_pref(const struct sd_member *m, uint64_t now) { (void)now; return m->st.prefetches; }
 static uint64_t m_weight(const struct sd_member *m, uint64_t now) { (void)now; return m->client->info.weight; }
 
 static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t now)
@@ -140,8 +146,21 @@ static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t
                   "Memory the client holds swapped out to the host.", m_swp, V_U64);
     client_series(b, p, now, "cushare_client_memory_footprint_bytes", "gauge",
                   "Everything the client allocated on the GPU.", m_fp, V_U64);
+    client_series(b, p, now, "cushare_client_memory_unswappable_bytes", "gauge",
+                  "Part of the resident memory that can never move.", m_unsw, V_U64);
     client_series(b, p, now, "cushare_client_swap_seconds_total", "counter",
-                  "Time the client reported swapping while releasing.", m_swapns, V_SEC);
+                  "Swap-out time the client reported (RELEASE and EVICTED).", m_swapns, V_SEC);
+    client_series(b, p, now, "cushare_client_swap_out_bytes_total", "counter",
+                  "Bytes the client moved to host memory.", m_outb, V_U64);
+    client_series(b, p, now, "cushare_client_swap_in_bytes_total", "counter",
+                  "Bytes the client copied back to the GPU (grants and prefetches).", m_inb,
+                  V_U64);
+    client_series(b, p, now, "cushare_client_swap_in_seconds_total", "counter",
+                  "Restore time the client reported (RESTORED and PREFETCHED).", m_inns, V_SEC);
+    client_series(b, p, now, "cushare_client_evictions_total", "counter",
+                  "EVICTs the client was sent.", m_evict, V_U64);
+    client_series(b, p, now, "cushare_client_prefetches_total", "counter",
+                  "PREFETCHes the client was sent.", m_pref, V_U64);
     client_series(b, p, now, "cushare_client_state", "gauge",
                   "Lease state: 0 idle, 1 waiting, 2 holding, 3 revoking.", m_state, V_U64);
     client_series(b, p, now, "cushare_client_weight", "gauge",
@@ -191,6 +210,52 @@ static void render_gpus(const struct sd_server *s, struct sd_buf *b, uint64_t no
     gpu_u64(b, p, "cushare_gpu_forced_releases_total", "counter",
             "Leases taken back after revoke_timeout_ms (force_release).",
             offsetof(struct sd_gpu, st.forced_releases));
+    gpu_u64(b, p, "cushare_gpu_swap_out_bytes_total", "counter",
+            "Bytes moved from the GPU to host memory.", offsetof(struct sd_gpu, st.swap_out_bytes));
+    gpu_u64(b, p, "cushare_gpu_swap_in_bytes_total", "counter",
+            "Bytes copied back to the GPU.", offsetof(struct sd_gpu, st.swap_in_bytes));
+    gpu_u64(b, p, "cushare_gpu_evictions_total", "counter",
+            "EVICTs sent (room for a grant, ROOM, third parties).",
+            offsetof(struct sd_gpu, st.evictions));
+    gpu_u64(b, p, "cushare_gpu_prefetches_total", "counter",
+            "PREFETCHes sent to the next holder while another ran.",
+            offsetof(struct sd_gpu, st.prefetches));
+    gpu_u64(b, p, "cushare_gpu_prefetched_bytes_total", "counter",
+            "Bytes the prefetches copied back.", offsetof(struct sd_gpu, st.prefetch_bytes));
+    gpu_u64(b, p, "cushare_gpu_prepares_total", "counter",
+            "EVICT PREPAREs sent (host backing pinned ahead of need).",
+            offsetof(struct sd_gpu, st.prepares));
+    gpu_u64(b, p, "cushare_gpu_room_made_total", "counter", "ROOM requests answered 0.",
+            offsetof(struct sd_gpu, st.room_made));
+    gpu_u64(b, p, "cushare_gpu_room_refused_total", "counter",
+            "ROOM requests answered CUDA_ERROR_OUT_OF_MEMORY.",
+            offsetof(struct sd_gpu, st.room_refused));
+    gpu_u64(b, p, "cushare_gpu_room_waits_total", "counter",
+            "Grants held back until evictions made room.", offsetof(struct sd_gpu, st.room_waits));
+    help(b, "cushare_gpu_memory_capacity_bytes", "gauge",
+         "What clients may keep resident: total - mem_reserve_mb - client_reserve_mb x (clients + 1).");
+    help(b, "cushare_gpu_memory_resident_bytes", "gauge", "Sum of the clients' resident memory.");
+    help(b, "cushare_gpu_memory_footprint_bytes", "gauge", "Sum of the clients' footprints.");
+    help(b, "cushare_gpu_memory_swapped_bytes", "gauge", "Sum of the clients' swapped memory.");
+    help(b, "cushare_gpu_switch_cost_seconds", "gauge",
+         "Smoothed switch overhead the quantum is sized against.");
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const struct sd_gpu *g = p->gpu[i];
+        const char *names[] = {"cushare_gpu_memory_capacity_bytes",
+                               "cushare_gpu_memory_resident_bytes",
+                               "cushare_gpu_memory_footprint_bytes",
+                               "cushare_gpu_memory_swapped_bytes"};
+        uint64_t vals[] = {sd_gpu_capacity(p, g), sd_gpu_resident(g), sd_gpu_footprint(g),
+                           sd_gpu_swapped(g)};
+        for (int k = 0; k < 4; k++) {
+            sd_buf_printf(b, "%s{", names[k]);
+            gpu_labels(b, g);
+            sd_buf_printf(b, "} %" PRIu64 "\n", vals[k]);
+        }
+        sd_buf_printf(b, "cushare_gpu_switch_cost_seconds{");
+        gpu_labels(b, g);
+        sd_buf_printf(b, "} %.9f\n", secs(g->switch_ewma_ns));
+    }
     help(b, "cushare_gpu_idle_seconds_total", "counter", "Time with no lease holder.");
     help(b, "cushare_gpu_busy_seconds_total", "counter", "Time with a lease holder.");
     help(b, "cushare_gpu_quantum_seconds", "gauge", "Current slice length.");
@@ -216,6 +281,21 @@ static void render_gpus(const struct sd_server *s, struct sd_buf *b, uint64_t no
     for (size_t i = 0; i < p->ngpu; i++)
         hist_lines(b, "cushare_gpu_switch_latency_seconds", &p->gpu[i]->st.switch_latency,
                    gpu_labels_v, p->gpu[i]);
+    help(b, "cushare_gpu_switch_overhead_seconds", "histogram",
+         "Switch overhead: REVOKE to GRANT minus the drain, plus the restore.");
+    for (size_t i = 0; i < p->ngpu; i++)
+        hist_lines(b, "cushare_gpu_switch_overhead_seconds", &p->gpu[i]->st.switch_cost,
+                   gpu_labels_v, p->gpu[i]);
+    help(b, "cushare_gpu_swap_out_seconds", "histogram",
+         "Swap-out times (RELEASE.swap_ns, EVICTED.ns) of swaps that moved memory.");
+    for (size_t i = 0; i < p->ngpu; i++)
+        hist_lines(b, "cushare_gpu_swap_out_seconds", &p->gpu[i]->st.swap_out, gpu_labels_v,
+                   p->gpu[i]);
+    help(b, "cushare_gpu_swap_in_seconds", "histogram",
+         "Restore times (RESTORED.ns, PREFETCHED.ns) of restores that moved memory.");
+    for (size_t i = 0; i < p->ngpu; i++)
+        hist_lines(b, "cushare_gpu_swap_in_seconds", &p->gpu[i]->st.swap_in, gpu_labels_v,
+                   p->gpu[i]);
 }
 
 static void render_daemon(const struct sd_server *s, struct sd_buf *b, uint64_t now)

@@ -23,6 +23,11 @@ static bool is_holder(const struct sd_member *m)
     return m->state == CS_STATE_HOLDING || m->state == CS_STATE_REVOKING;
 }
 
+bool sd_is_holder(const struct sd_member *m)
+{
+    return is_holder(m);
+}
+
 static bool is_active(const struct sd_member *m)
 {
     return m->state != CS_STATE_IDLE;
@@ -53,7 +58,7 @@ static uint64_t vt_delta(uint64_t held_ns, uint32_t weight)
 
 static uint64_t capacity(const struct sd_policy *p, const struct sd_gpu *g)
 {
-    return sub0(g->mem_total, (uint64_t)p->cfg->mem_reserve_mb << 20);
+    return sd_gpu_capacity(p, g);
 }
 
 static const char *client_name(const struct sd_member *m)
@@ -166,6 +171,7 @@ static void end_lease(struct sd_policy *p, struct sd_member *m, uint64_t now)
     m->idle_since = now;
     m->idle = false;
     m->timeout_reported = false;
+    m->restoring = false;
     gpu_account(g, now);
     if (m->want)
         start_wait(p, m, now);
@@ -174,24 +180,59 @@ static void end_lease(struct sd_policy *p, struct sd_member *m, uint64_t now)
     } else {
         /* Nobody waits: the next grant is not a switch. */
         g->revoke_mark_ns = 0;
+        g->sw_drain_ns = 0;
         g->handover = false;
     }
     holders_changed(p);
 }
 
-static void measure_switch(struct sd_gpu *g, uint64_t now)
+/* EWMA with weight 1/4: follows a change within a few switches but one
+ * slow switch does not triple the quantum. */
+static uint64_t ewma(uint64_t prev, uint64_t sample)
+{
+    return prev ? prev / 4 * 3 + (prev % 4 * 3 + sample % 4) / 4 + sample / 4 : sample;
+}
+
+/* A sample whose RESTORED never came counts as it is. */
+static void switch_flush(struct sd_gpu *g)
+{
+    if (!g->sw_lease)
+        return;
+    sd_hist_add(&g->st.switch_cost, g->sw_sample_ns);
+    g->sw_lease = 0;
+}
+
+/* The switch overhead: REVOKE -> GRANT minus the outgoing holder's drain
+ * (its own queued GPU work, already charged to it), plus the new holder's
+ * restore (GRANT -> gate open, from its RESTORED). What remains is swap-out,
+ * restore and protocol gaps: the time the GPU does nobody's work. */
+static void measure_switch(struct sd_gpu *g, const struct sd_member *w, uint64_t now)
 {
     if (g->revoke_mark_ns || g->handover)
         g->st.switches++;
+    switch_flush(g);
     if (g->revoke_mark_ns) {
-        uint64_t s = sub0(now, g->revoke_mark_ns);
-        sd_hist_add(&g->st.switch_latency, s);
-        /* EWMA with weight 1/4: follows a change within a few switches but
-         * one slow drain does not triple the quantum. */
-        g->switch_ewma_ns = g->switch_ewma_ns ? (g->switch_ewma_ns * 3 + s) / 4 : s;
+        sd_hist_add(&g->st.switch_latency, sub0(now, g->revoke_mark_ns));
+        uint64_t s = sub0(sub0(now, g->revoke_mark_ns), g->sw_drain_ns);
+        g->sw_prev_ewma = g->switch_ewma_ns;
+        g->sw_sample_ns = s;
+        g->sw_lease = w->lease_id ? w->lease_id : UINT64_MAX;
+        g->switch_ewma_ns = ewma(g->sw_prev_ewma, s);
     }
     g->revoke_mark_ns = 0;
+    g->sw_drain_ns = 0;
     g->handover = false;
+}
+
+void sd_switch_restored(struct sd_gpu *g, uint64_t lease_id, uint64_t ns)
+{
+    if (!g->sw_lease || g->sw_lease != lease_id)
+        return;
+    g->sw_sample_ns = sd_add_sat(g->sw_sample_ns, ns);
+    g->switch_ewma_ns = ewma(g->sw_prev_ewma, g->sw_sample_ns);
+    cs_debug("gpu %u: switch overhead %.3f ms (restore %.3f ms), smoothed %.3f ms", g->index,
+             (double)g->sw_sample_ns / 1e6, (double)ns / 1e6, (double)g->switch_ewma_ns / 1e6);
+    switch_flush(g);
 }
 
 static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
@@ -205,7 +246,12 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
     m->lease_id = p->next_lease_id++;
     m->idle = false;
     m->want = false;
-    measure_switch(g, now);
+    m->evict_stuck = false;
+    m->lease_restored = false;
+    m->resumed = false;
+    m->restore_blocked = false;
+    m->restoring = m->footprint > sd_add_sat(m->resident, SD_MEM_SLACK);
+    measure_switch(g, m, now);
     gpu_account(g, now);
     uint64_t q = sd_gpu_quantum_ns(p, g);
     cs_debug("gpu %u: grant lease %llu to %s (pid %u) after %.3f ms", g->index,
@@ -222,6 +268,8 @@ static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, ui
     m->state = CS_STATE_REVOKING;
     m->revoke_ns = now;
     m->revoke_reason = reason;
+    m->evict_bytes = evict;
+    m->evict_seen = 0;
     m->timeout_reported = false;
     m->st.revokes++;
     if (reason == CS_REVOKE_PREEMPT)
@@ -236,11 +284,16 @@ static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, ui
 
 /* ---- ordering -------------------------------------------------------------- */
 
-/* Waiter order: class, then vtime, then longest waiting, then oldest client. */
+/* Waiter order: class, then a client stuck in the restore of an earlier
+ * grant (resumed after a restart, or restore_blocked), then vtime, then
+ * longest waiting, then oldest client. */
 static bool waiter_before(const struct sd_member *a, const struct sd_member *b)
 {
     if (a->client->info.priority != b->client->info.priority)
         return a->client->info.priority < b->client->info.priority;
+    bool ra = a->resumed || a->restore_blocked, rb = b->resumed || b->restore_blocked;
+    if (ra != rb)
+        return ra;
     if (a->vtime != b->vtime)
         return a->vtime < b->vtime;
     if (a->wait_since != b->wait_since)
@@ -258,7 +311,7 @@ static bool holder_before(const struct sd_member *a, const struct sd_member *b)
     return a->client->id < b->client->id;
 }
 
-static struct sd_member *best_waiter(const struct sd_gpu *g)
+struct sd_member *sd_best_waiter(const struct sd_gpu *g)
 {
     struct sd_member *best = NULL;
     for (size_t i = 0; i < g->n; i++) {
@@ -274,7 +327,7 @@ static uint64_t holders_footprint(const struct sd_gpu *g)
     uint64_t s = 0;
     for (size_t i = 0; i < g->n; i++)
         if (is_holder(g->m[i]))
-            s += g->m[i]->footprint;
+            s = sd_add_sat(s, g->m[i]->footprint);
     return s;
 }
 
@@ -287,7 +340,13 @@ static bool fits(const struct sd_policy *p, const struct sd_gpu *g, const struct
     if (p->cfg->mode != CS_MODE_SHARED)
         return false;
     uint64_t cap = capacity(p, g);
-    return cap > 0 && holders_footprint(g) + w->footprint <= cap;
+    return cap > 0 && sd_add_sat(holders_footprint(g), w->footprint) <= cap;
+}
+
+bool sd_fits_beside_holders(const struct sd_policy *p, const struct sd_gpu *g,
+                            const struct sd_member *w)
+{
+    return fits(p, g, w);
 }
 
 /* Why holder h may be revoked now in favour of waiter w; 0 if it may not.
@@ -332,19 +391,6 @@ static void sort_victims(struct sd_member **v, size_t n)
     }
 }
 
-/* Bytes the victims should swap out so that w's swapped memory can come
- * back: w->swapped beyond what is free now. Always 0 while no client
- * reports memory; the swap work (issue 5) acts on it. */
-static uint64_t shortfall(const struct sd_policy *p, const struct sd_gpu *g,
-                          const struct sd_member *w)
-{
-    uint64_t cap = capacity(p, g);
-    if (!cap || !w->swapped)
-        return 0;
-    uint64_t free_now = sub0(cap, sd_gpu_resident(g));
-    return sub0(w->swapped, free_now);
-}
-
 /* w does not fit: revoke enough holders that may go now, or none. */
 static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w, uint64_t now)
 {
@@ -378,7 +424,7 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
         take = nv == holding ? nv : 0;
     } else {
         uint64_t used = holders_footprint(g);
-        uint64_t excess = sub0(used + w->footprint, cap);
+        uint64_t excess = sub0(sd_add_sat(used, w->footprint), cap);
         for (size_t i = 0; i < g->n; i++) /* already leaving */
             if (g->m[i]->state == CS_STATE_REVOKING)
                 excess = sub0(excess, g->m[i]->footprint);
@@ -388,9 +434,13 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
         if (freed < excess)
             take = 0;
     }
-    uint64_t need = shortfall(p, g, w);
+    /* Room for w's whole footprint beside what the others keep: what the
+     * third parties are not already moving out, the leaving holders swap
+     * out after their drain (REVOKE.evict_bytes); mem.c asks the rest of
+     * the third parties right after. */
+    uint64_t need = sd_mem_shortfall(p, g, w);
     for (size_t i = 0; i < take; i++) {
-        uint64_t movable = sub0(v[i]->resident, v[i]->unswappable);
+        uint64_t movable = sd_mem_movable(v[i]);
         uint64_t ev = need < movable ? need : movable;
         need -= ev;
         revoke(p, v[i], revoke_reason_for(p, g, v[i], w, now), ev, now);
@@ -432,7 +482,7 @@ static uint64_t holding_footprint(const struct sd_gpu *g)
     uint64_t s = 0;
     for (size_t i = 0; i < g->n; i++)
         if (g->m[i]->state == CS_STATE_HOLDING)
-            s += g->m[i]->footprint;
+            s = sd_add_sat(s, g->m[i]->footprint);
     return s;
 }
 
@@ -483,9 +533,8 @@ static void restore_check(struct sd_gpu *g, uint64_t now)
     g->nexpect = 0;
 }
 
-static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
-    g->deadline = 0;
     update_min_vtime(g);
     sd_room_check(p, g, now);
     check_revoke_timeouts(p, g, now);
@@ -500,15 +549,24 @@ static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         return;
     }
     for (;;) {
-        struct sd_member *w = best_waiter(g);
+        struct sd_member *w = sd_best_waiter(g);
         if (!w)
             return;
         if (!fits(p, g, w)) {
             make_room(p, g, w, now);
             return;
         }
+        if (!sd_mem_grant_ready(p, g, w, now))
+            return; /* evictions for it are under way */
         grant(p, w, now);
     }
+}
+
+static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    g->deadline = 0;
+    gpu_decide(p, g, now);
+    sd_mem_plan(p, g, now);
 }
 
 void sd_gpu_reschedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
@@ -677,6 +735,8 @@ void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t 
                     client_name(m), c->info.pid);
         }
         sd_room_forget(p, m);
+        if (m->resident)
+            g->freed_epoch++;
         gpu_remove_member(g, m);
         free(m);
         c->slot[s] = NULL;
@@ -722,16 +782,18 @@ static struct sd_member *member_of(struct sd_client *c, uint32_t slot, const cha
     return m;
 }
 
-static void restore_resolve(struct sd_gpu *g, const struct sd_client *c)
+/* Returns whether c held g under the previous daemon. */
+static bool restore_resolve(struct sd_gpu *g, const struct sd_client *c)
 {
     if (!g->restoring || !c->info.reconnect)
-        return;
+        return false;
     for (size_t i = 0; i < g->nexpect; i++) {
         if (g->expect[i] == c->info.prev_id) {
             g->expect[i] = g->expect[--g->nexpect];
-            return;
+            return true;
         }
     }
+    return false;
 }
 
 static int attach_check(struct sd_client *c, const struct cs_msg_attach *a, struct sd_gpu *g,
@@ -778,7 +840,11 @@ int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_m
     c->slot[a->slot] = m;
     if (a->total_mem > g->mem_total)
         g->mem_total = a->total_mem;
-    restore_resolve(g, c);
+    /* A previous holder that comes back without its lease may still be
+     * restoring memory for it (its gate opens only after): it goes first,
+     * so that this restore becomes the next grant's and is not left
+     * waiting for room nobody will make. */
+    m->resumed = restore_resolve(g, c) && !(a->flags & CS_ATTACH_HOLDING);
     if (a->flags & CS_ATTACH_HOLDING) {
         /* Its gate is open under a lease of the previous daemon (or of a
          * connection that dropped): adopt the lease as is. A conflicting
@@ -824,8 +890,20 @@ int sd_policy_release(struct sd_policy *p, struct sd_client *c, const struct cs_
     if (!m)
         return SD_EPROTO;
     if (is_holder(m) && r->lease_id == m->lease_id) {
-        m->st.swap_ns += r->swap_ns;
+        struct sd_gpu *g = m->gpu;
         m->st.drain_ns += r->drain_ns;
+        cs_debug("gpu %u: %s (pid %u) released lease %llu: drain %.3f ms, swap-out %.3f ms "
+                 "(%llu bytes)", g->index, client_name(m), c->info.pid,
+                 (unsigned long long)r->lease_id, (double)r->drain_ns / 1e6,
+                 (double)r->swap_ns / 1e6, (unsigned long long)r->swapped_bytes);
+        sd_mem_on_release(g, m, r, true);
+        if (m->state == CS_STATE_REVOKING && g->revoke_mark_ns) {
+            /* The drain is the job's own work: not switch overhead. */
+            uint64_t span = sub0(now, g->revoke_mark_ns);
+            uint64_t d = r->drain_ns < span ? r->drain_ns : span;
+            if (d > g->sw_drain_ns)
+                g->sw_drain_ns = d;
+        }
         if (r->reason == CS_RELEASE_DETACH)
             m->want = false;
         end_lease(p, m, now);
@@ -843,8 +921,10 @@ int sd_policy_release(struct sd_policy *p, struct sd_client *c, const struct cs_
         return SD_OK;
     }
     if (m->had_lease && r->lease_id == m->prev_lease_id) {
-        /* Crossed a REVOKE, or arrived after the lease was taken back. */
-        m->st.swap_ns += r->swap_ns;
+        /* Crossed a REVOKE, or arrived after the lease was taken back: its
+         * swap still happened. */
+        sd_mem_on_release(m->gpu, m, r, false);
+        gpu_schedule(p, m->gpu, now);
         return SD_OK;
     }
     *why = "RELEASE for a lease not held";
@@ -857,12 +937,18 @@ int sd_policy_usage(struct sd_policy *p, struct sd_client *c, const struct cs_ms
     struct sd_member *m = member_of(c, u->slot, why);
     if (!m)
         return SD_EPROTO;
+    sd_mem_on_usage(m->gpu, m, u);
     m->resident = u->resident;
     m->swapped = u->swapped;
     m->unswappable = u->unswappable < u->resident ? u->unswappable : u->resident;
     m->footprint = u->footprint;
     m->submissions = u->submissions;
-    m->idle = (u->flags & CS_USAGE_IDLE) && m->state == CS_STATE_HOLDING;
+    /* Idle means idle while holding: not before the gate opened. A client
+     * that reports its restores (RESTORED) is only believed idle after the
+     * current lease's; its USAGEs during the restore may still carry the
+     * idleness of its previous lease. */
+    m->idle = (u->flags & CS_USAGE_IDLE) && m->state == CS_STATE_HOLDING &&
+              (!m->reports_restore || m->lease_restored);
     gpu_schedule(p, m->gpu, now);
     return SD_OK;
 }

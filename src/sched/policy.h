@@ -23,8 +23,18 @@
  * vtime advances by held time / weight when a lease ends; a client that
  * starts waiting is placed at max(its vtime, the class's minimum vtime over
  * active members), so a newcomer neither starves nor monopolizes and a
- * client cannot bank time by going idle. The quantum is the smoothed
- * REVOKE->GRANT time divided by switch_cost_target, within floor..cap.
+ * client cannot bank time by going idle. The quantum is the smoothed switch
+ * overhead (REVOKE->GRANT minus the outgoing job's drain, plus the incoming
+ * job's restore) divided by switch_cost_target, within floor..cap.
+ *
+ * Memory (mem.c): each GPU has a capacity (total_mem - mem_reserve_mb -
+ * client_reserve_mb per attached client) and each member's resident,
+ * swapped, unswappable and footprint bytes (USAGE, adjusted by EVICTED,
+ * RELEASE, RESTORED and PREFETCHED until the next USAGE). Room is made
+ * before a grant: the next holder's footprint must fit beside what the
+ * others keep resident; third parties are evicted while the holder still
+ * runs, the outgoing holder through REVOKE.evict_bytes, and the next holder
+ * prefetches what fits before its slice starts. See mem.c.
  *
  * Ownership: the policy owns every sd_gpu, sd_client and sd_member; the
  * server owns connections and keeps a pointer to its client. The structs are
@@ -71,8 +81,16 @@ struct sd_member_stats {
     uint64_t preemptions; /* REVOKE PREEMPT received */
     uint64_t revokes;     /* every REVOKE received */
     uint64_t forced;      /* leases taken back after revoke_timeout_ms */
-    uint64_t swap_ns;     /* swap time reported in RELEASE */
+    uint64_t swap_ns;     /* swap-out time reported in RELEASE and EVICTED */
     uint64_t drain_ns;    /* drain time reported in RELEASE */
+    uint64_t swap_out_bytes; /* moved to the host: RELEASE + EVICTED */
+    uint64_t swap_in_bytes;  /* copied back: RESTORED + PREFETCHED */
+    uint64_t swap_in_ns;     /* restore time: RESTORED + PREFETCHED */
+    uint64_t evictions;   /* EVICTs received (PREPARE not counted) */
+    uint64_t prefetches;  /* PREFETCHes received */
+    uint64_t prepares;    /* EVICT PREPAREs received */
+    uint64_t rooms;       /* ROOMs answered 0 (room made) */
+    uint64_t rooms_refused; /* ROOMs answered CUDA_ERROR_OUT_OF_MEMORY */
     struct sd_hist lease_latency; /* ACQUIRE -> GRANT */
 };
 
@@ -96,8 +114,36 @@ struct sd_member {
     uint64_t slice_ns;    /* current slice since (a lease may span slices) */
     uint64_t vt_ns;       /* vtime charged up to here */
     uint64_t revoke_ns;   /* REVOKE sent at */
-    /* memory, from USAGE (and adjusted by EVICTED until the next USAGE) */
+    /* memory, from USAGE (and adjusted by EVICTED, RELEASE, RESTORED and
+     * PREFETCHED until the next USAGE) */
     uint64_t resident, swapped, unswappable, footprint, submissions;
+    /* memory planning (mem.c) */
+    uint64_t evict_bytes;     /* asked of it and not answered yet: the EVICT's
+                                 bytes, or REVOKE.evict_bytes while REVOKING */
+    uint64_t evict_seen;      /* part of it a USAGE already showed gone */
+    bool evict_stuck;         /* its last eviction moved less than asked: no
+                                 planned EVICT until its memory changes */
+    bool no_swap;             /* it answered CUDA_ERROR_NOT_SUPPORTED: its
+                                 swapping is off, ask it nothing more */
+    uint64_t prefetch_base;   /* resident when the PREFETCH was sent */
+    bool restoring;           /* granted, its memory not all back yet (until
+                                 RESTORED, or a USAGE showing it resident) */
+    bool reports_restore;     /* it has sent RESTORED (a client that does) */
+    bool resumed;             /* held the GPU before a daemon restart and came
+                                 back without the lease: granted first */
+    bool restore_blocked;     /* asked for ROOM without holding or prefetching:
+                                 restoring for a grant that is no longer
+                                 current, its worker blocked until it fits;
+                                 never a victim, granted first */
+    bool lease_restored;      /* RESTORED came for the current lease */
+    uint64_t prefetch_id;     /* outstanding PREFETCH, 0 = none */
+    bool prefetch_stuck;      /* the last prefetch stopped short: no other one
+                                 until memory is freed (g->freed_epoch moves) */
+    uint64_t prefetch_epoch;
+    uint64_t prep_id;         /* outstanding EVICT PREPARE, 0 = none */
+    uint64_t prep_ns;         /* last PREPARE sent at (rate limit) */
+    uint64_t prep_asked;      /* movable bytes the outstanding PREPARE covers */
+    uint64_t prep_covered;    /* movable bytes known to have host backing */
     /* a ROOM this member asked for, being made (room.c) */
     bool room_active;
     uint32_t room_wait;       /* EVICTs outstanding on its behalf */
@@ -120,11 +166,23 @@ struct sd_client {
 
 struct sd_gpu_stats {
     uint64_t switches;       /* the lease changed hands while someone waited */
+    uint64_t evictions;      /* EVICTs sent (ROOM and planned; PREPARE not counted) */
+    uint64_t prefetches;     /* PREFETCHes sent */
+    uint64_t prefetch_bytes; /* bytes PREFETCHED reported copied back */
+    uint64_t prepares;       /* EVICT PREPAREs sent */
+    uint64_t room_made;      /* ROOMs answered 0 */
+    uint64_t room_refused;   /* ROOMs answered CUDA_ERROR_OUT_OF_MEMORY */
+    uint64_t room_waits;     /* grants held back until evictions made room */
+    uint64_t swap_out_bytes;
+    uint64_t swap_in_bytes;
+    struct sd_hist swap_out; /* RELEASE.swap_ns and EVICTED.ns that moved bytes */
+    struct sd_hist swap_in;  /* RESTORED.ns and PREFETCHED.ns that moved bytes */
     uint64_t idle_ns;        /* closed intervals with no holder */
     uint64_t busy_ns;        /* closed intervals with a holder */
     uint64_t revoke_timeouts;
     uint64_t forced_releases;
     struct sd_hist switch_latency; /* REVOKE -> next GRANT */
+    struct sd_hist switch_cost;    /* switch overhead samples (the quantum's basis) */
 };
 
 struct sd_gpu {
@@ -140,8 +198,16 @@ struct sd_gpu {
     uint64_t restore_deadline;
     uint64_t expect[SD_RESTORE_MAX_IDS];
     size_t nexpect;
-    uint64_t switch_ewma_ns;  /* smoothed REVOKE -> GRANT time, 0 = none yet */
+    uint64_t switch_ewma_ns;  /* smoothed switch overhead, 0 = none yet */
     uint64_t revoke_mark_ns;  /* first REVOKE since the last grant */
+    uint64_t sw_drain_ns;     /* drain the RELEASEs of this handover reported */
+    /* a switch sample waiting for the new holder's RESTORED */
+    uint64_t sw_lease;        /* the granted lease, 0 = none pending */
+    uint64_t sw_sample_ns;    /* REVOKE->GRANT minus drain */
+    uint64_t sw_prev_ewma;    /* switch_ewma_ns before the sample */
+    /* memory planning (mem.c) */
+    uint64_t freed_epoch;     /* moves whenever memory was freed on the GPU */
+    uint64_t room_wait_since; /* the best waiter's grant held back for room since */
     bool handover;            /* a lease ended while someone waited */
     uint64_t min_vtime[CS_PRIO_COUNT];
     bool busy;                /* accounting: a holder exists */
@@ -161,6 +227,12 @@ struct sd_policy_ops {
     void (*evict)(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes);
     /* Answer m's ROOM: 0, or CUDA_ERROR_OUT_OF_MEMORY. */
     void (*room_reply)(void *ctx, struct sd_member *m, uint64_t request_id, int32_t status);
+    /* m should pin host backing for `bytes` ahead of need: send EVICT with
+     * CS_EVICT_PREPARE. May be NULL (then nothing is prepared). */
+    void (*prepare)(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes);
+    /* m, the next holder, should restore its memory now with its gate
+     * closed: send PREFETCH. May be NULL (then nothing is prefetched). */
+    void (*prefetch)(void *ctx, struct sd_member *m, uint64_t request_id);
 };
 
 /* What the previous daemon recorded (see state.h). */
@@ -230,6 +302,12 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
                    uint64_t now, const char **why);
 int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_msg_evicted *e,
                       uint64_t now, const char **why);
+/* RESTORED and PREFETCHED (mem.c): reports; a report matching nothing
+ * outstanding (it crossed a reconnect or a revoke) is ignored. */
+int sd_policy_restored(struct sd_policy *p, struct sd_client *c, const struct cs_msg_restored *r,
+                       uint64_t now, const char **why);
+int sd_policy_prefetched(struct sd_policy *p, struct sd_client *c,
+                         const struct cs_msg_prefetched *r, uint64_t now, const char **why);
 
 void sd_policy_drain(struct sd_policy *p, struct sd_gpu *g, bool on, uint64_t now);
 /* Knobs changed: re-evaluate every GPU. */
@@ -247,6 +325,12 @@ uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g);
 void sd_gpu_times(const struct sd_gpu *g, uint64_t now, uint64_t *idle_ns, uint64_t *busy_ns);
 uint32_t sd_gpu_count(const struct sd_gpu *g, uint32_t state);
 uint64_t sd_gpu_resident(const struct sd_gpu *g);
+/* What the memory model lets clients keep resident: total_mem minus
+ * mem_reserve_mb minus client_reserve_mb per attached client; 0 = unknown
+ * (no memory planning). */
+uint64_t sd_gpu_capacity(const struct sd_policy *p, const struct sd_gpu *g);
+uint64_t sd_gpu_footprint(const struct sd_gpu *g);
+uint64_t sd_gpu_swapped(const struct sd_gpu *g);
 uint64_t sd_member_gpu_ns(const struct sd_member *m, uint64_t now);
 uint64_t sd_member_wait_ns(const struct sd_member *m, uint64_t now);
 

@@ -1,18 +1,73 @@
-/* policy_int.h: what policy.c shares with room.c and nobody else. */
+/* policy_int.h: what policy.c shares with room.c and mem.c, and nobody else. */
 #ifndef SD_POLICY_INT_H
 #define SD_POLICY_INT_H
 
 #include "sched/policy.h"
+
+#define SD_MS 1000000ull
+/* Memory differences below this are noise (one VMM granule): no eviction
+ * or prefetch is started for less. */
+#define SD_MEM_SLACK (2ull << 20)
 
 /* Asks for a decision on g at t (the earliest wins). */
 void sd_gpu_want_at(struct sd_gpu *g, uint64_t t);
 /* Re-evaluates g after memory changed. */
 void sd_gpu_reschedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
 
+bool sd_is_holder(const struct sd_member *m);
+/* Whether w may run beside the current holders (always when there are
+ * none; in shared mode, when the footprints fit). */
+bool sd_fits_beside_holders(const struct sd_policy *p, const struct sd_gpu *g,
+                            const struct sd_member *w);
+/* The waiter policy grants next on g, NULL if none. */
+struct sd_member *sd_best_waiter(const struct sd_gpu *g);
+
 /* room.c, called by policy.c */
 /* Answers the ROOMs whose time is up; sets g's deadline for the others. */
 void sd_room_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
 /* m is going away: answer for it and forget it on both sides. */
 void sd_room_forget(struct sd_policy *p, struct sd_member *m);
+
+/* mem.c */
+/* a + b, saturating. */
+uint64_t sd_add_sat(uint64_t a, uint64_t b);
+/* Resident bytes that could move: resident - unswappable. */
+uint64_t sd_mem_movable(const struct sd_member *m);
+/* Eviction order, furthest from running first: idle before waiting, lower
+ * class before higher, larger vtime before smaller. */
+bool sd_mem_evict_before(const struct sd_member *a, const struct sd_member *b);
+/* Bytes that must leave the GPU, beyond what is already on its way out, so
+ * that w's whole footprint fits beside what the others keep resident. 0
+ * when the capacity is unknown or it already fits. */
+uint64_t sd_mem_shortfall(const struct sd_policy *p, const struct sd_gpu *g,
+                          const struct sd_member *w);
+/* Whether w may be granted now as far as memory goes: true when its
+ * footprint fits beside the others' resident memory, or when nothing more
+ * can be moved (ROOM is then the safety net), or after revoke_timeout_ms of
+ * waiting. Otherwise it evicts third parties for w and sets a deadline. */
+bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
+                        uint64_t now);
+/* After every decision on g: third-party evictions and a prefetch for the
+ * next holder while the current one runs, and host-backing preparation on
+ * an oversubscribed GPU. */
+void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
+/* Memory bookkeeping for the messages policy.c handles. */
+void sd_mem_on_usage(struct sd_gpu *g, struct sd_member *m, const struct cs_msg_usage *u);
+/* held: the RELEASE ends m's current lease. */
+void sd_mem_on_release(struct sd_gpu *g, struct sd_member *m, const struct cs_msg_release *r,
+                       bool held);
+/* An EVICTED for m's outstanding PREPARE: handled, returns 1; else 0. */
+int sd_mem_evicted_prepare(struct sd_member *m, const struct cs_msg_evicted *e);
+/* An EVICTED for m's outstanding EVICT: memory and counters; returns the
+ * bytes moved. */
+uint64_t sd_mem_on_evicted(struct sd_member *m, const struct cs_msg_evicted *e);
+/* Sends an EVICT of `bytes` to v (which must not hold the GPU) on behalf
+ * of asker's ROOM, or of the planner (asker NULL). */
+void sd_mem_send_evict(struct sd_policy *p, struct sd_member *v, uint64_t bytes,
+                       struct sd_member *asker);
+
+/* policy.c, called by mem.c: the new holder's RESTORED completes the
+ * switch overhead sample of its grant (drain excluded, restore added). */
+void sd_switch_restored(struct sd_gpu *g, uint64_t lease_id, uint64_t ns);
 
 #endif

@@ -8,13 +8,17 @@
  * before smaller. The ROOM is answered when every EVICT it caused has been
  * answered (EVICTED) or after revoke_timeout_ms: 0 when anything was moved
  * (the hook retries its allocation), CUDA_ERROR_OUT_OF_MEMORY when nothing
- * could be, or when the allocation cannot fit even with the GPU to itself,
- * which is what a bare GPU would answer.
+ * could be, or when the allocation cannot fit even with the GPU to itself
+ * (the capacity minus the other jobs' unswappable memory), which is what a
+ * bare GPU would answer.
+ *
+ * Room is normally made before a grant (mem.c); ROOM is the safety net for
+ * what the model does not see (contexts, libraries, stale reports). A ROOM
+ * from a member that does not hold the GPU comes from a prefetch, which is
+ * speculative: it is declined at once (the prefetch keeps what fit).
  *
  * The memory figures come from USAGE and are stale by design; EVICTED
- * adjusts the victim's until its next USAGE. Room for a job about to be
- * granted is asked of the revoked holder through REVOKE.evict_bytes instead
- * (policy.c), which needs no extra round trip. */
+ * adjusts the victim's until its next USAGE. */
 #include <cuda.h>
 #include <stdlib.h>
 
@@ -23,27 +27,29 @@
 
 static bool may_evict(const struct sd_member *v, const struct sd_member *asker)
 {
-    return v != asker && (v->state == CS_STATE_IDLE || v->state == CS_STATE_WAITING) &&
-           !v->evict_id && v->resident > v->unswappable;
-}
-
-/* Furthest from running first. */
-static bool evict_before(const struct sd_member *a, const struct sd_member *b)
-{
-    if (a->state != b->state)
-        return a->state == CS_STATE_IDLE;
-    if (a->client->info.priority != b->client->info.priority)
-        return a->client->info.priority > b->client->info.priority;
-    return a->vtime > b->vtime;
+    return v != asker && !sd_is_holder(v) && !v->evict_id && !v->no_swap &&
+           !v->restore_blocked && sd_mem_movable(v) > 0;
 }
 
 static struct sd_member *next_victim(const struct sd_gpu *g, const struct sd_member *asker)
 {
     struct sd_member *best = NULL;
     for (size_t i = 0; i < g->n; i++)
-        if (may_evict(g->m[i], asker) && (!best || evict_before(g->m[i], best)))
+        if (may_evict(g->m[i], asker) && (!best || sd_mem_evict_before(g->m[i], best)))
             best = g->m[i];
     return best;
+}
+
+static void reply(struct sd_policy *p, struct sd_member *m, uint64_t id, int32_t status)
+{
+    if (status == 0) {
+        m->st.rooms++;
+        m->gpu->st.room_made++;
+    } else {
+        m->st.rooms_refused++;
+        m->gpu->st.room_refused++;
+    }
+    p->ops.room_reply(p->ctx, m, id, status);
 }
 
 static void answer(struct sd_policy *p, struct sd_member *m, int32_t status)
@@ -52,12 +58,28 @@ static void answer(struct sd_policy *p, struct sd_member *m, int32_t status)
     m->room_wait = 0;
     cs_debug("gpu %u: room for pid %u: %s (%llu bytes moved)", m->gpu->index,
              m->client->info.pid, status ? "none" : "made", (unsigned long long)m->room_freed);
-    p->ops.room_reply(p->ctx, m, m->room_id, status);
+    reply(p, m, m->room_id, status);
 }
 
 static int32_t outcome(const struct sd_member *m)
 {
     return m->room_freed > 0 ? 0 : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The most m can have resident with the GPU to itself: the capacity minus
+ * what the others can never move (the raw total when the capacity is
+ * unknown; no limit when that is unknown too). */
+static uint64_t room_limit(const struct sd_policy *p, const struct sd_gpu *g,
+                           const struct sd_member *m)
+{
+    uint64_t cap = sd_gpu_capacity(p, g);
+    if (!cap)
+        return g->mem_total ? g->mem_total : UINT64_MAX;
+    uint64_t fixed = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i] != m)
+            fixed = sd_add_sat(fixed, g->m[i]->unswappable);
+    return cap > fixed ? cap - fixed : 0;
 }
 
 int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg_room *r,
@@ -73,26 +95,48 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
         return SD_EPROTO;
     }
     struct sd_gpu *g = m->gpu;
+    if (!sd_is_holder(m)) {
+        /* A prefetch ran out of room: it is speculative, nobody is
+         * evicted for it (the planner already freed what it should). With
+         * no prefetch outstanding, it is a restore for a grant that is no
+         * longer current (a previous daemon's, or taken back): the
+         * client's worker retries until it fits and answers nothing else
+         * meanwhile. It is declined too, but never chosen as a victim,
+         * and granted first: then its restore is that grant's. */
+        bool blocked = !m->prefetch_id && !m->restore_blocked;
+        if (blocked) {
+            m->restore_blocked = true;
+            cs_info("gpu %u: pid %u restores memory for a grant it no longer has; "
+                    "it goes next", g->index, m->client->info.pid);
+        }
+        p->ops.room_reply(p->ctx, m, r->request_id, CUDA_ERROR_OUT_OF_MEMORY);
+        if (blocked)
+            sd_gpu_reschedule(p, g, now);
+        return SD_OK;
+    }
     m->room_id = r->request_id;
     m->room_freed = 0;
     m->room_wait = 0;
-    if (g->mem_total && m->resident + r->bytes > g->mem_total) {
-        p->ops.room_reply(p->ctx, m, r->request_id, CUDA_ERROR_OUT_OF_MEMORY);
+    if (sd_add_sat(m->resident, r->bytes) > room_limit(p, g, m)) {
+        reply(p, m, r->request_id, CUDA_ERROR_OUT_OF_MEMORY);
         return SD_OK; /* cannot fit even alone */
     }
+    /* At least what the model says it misses: one round trip, not one per
+     * allocation (a restore asks for one segment at a time). */
     uint64_t need = r->bytes;
+    uint64_t model = sd_mem_shortfall(p, g, m);
+    if (model > need)
+        need = model;
     struct sd_member *v;
     while (need > 0 && (v = next_victim(g, m))) {
-        uint64_t movable = v->resident - v->unswappable;
+        uint64_t movable = sd_mem_movable(v);
         uint64_t amount = movable < need ? movable : need;
         need -= amount;
-        v->evict_id = ++p->next_evict_id;
-        v->evict_for = m;
         m->room_wait++;
-        p->ops.evict(p->ctx, v, v->evict_id, amount);
+        sd_mem_send_evict(p, v, amount, m);
     }
     if (m->room_wait == 0) {
-        p->ops.room_reply(p->ctx, m, r->request_id, CUDA_ERROR_OUT_OF_MEMORY);
+        reply(p, m, r->request_id, CUDA_ERROR_OUT_OF_MEMORY);
         return SD_OK;
     }
     m->room_active = true;
@@ -109,15 +153,15 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
         *why = "slot not attached";
         return SD_EPROTO;
     }
+    if (sd_mem_evicted_prepare(v, e)) {
+        sd_gpu_reschedule(p, v->gpu, now);
+        return SD_OK;
+    }
     /* An answer to an EVICT of an earlier connection (the hook's worker can
      * finish one after reconnecting) matches nothing here: ignored. */
     if (!v->evict_id || e->request_id != v->evict_id)
         return SD_OK;
-    v->evict_id = 0;
-    uint64_t moved = e->status == 0 ? e->bytes : 0;
-    uint64_t off = moved < v->resident ? moved : v->resident;
-    v->resident -= off;
-    v->swapped += off;
+    uint64_t moved = sd_mem_on_evicted(v, e);
     struct sd_member *asker = v->evict_for;
     v->evict_for = NULL;
     if (asker) {

@@ -108,7 +108,7 @@ int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
         snprintf(err, errlen, "sending to the daemon: %s", strerror(-rc));
         return -1;
     }
-    size_t gcap = 0, ccap = 0;
+    size_t gcap = 0, ccap = 0, gmcap = 0, cmcap = 0, ngm = 0, ncm = 0;
     for (;;) {
         struct cs_msg m;
         if (recv_one(fd, &m, err, errlen) < 0)
@@ -118,12 +118,31 @@ int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
         case CS_MSG_CTL_DAEMON:
             st->daemon = m.u.ctl_daemon;
             break;
-        case CS_MSG_CTL_GPU:
+        case CS_MSG_CTL_GPU: {
+            struct cs_msg_ctl_gpu_mem zero = {.index = m.u.ctl_gpu.index};
             ok = push((void **)&st->gpu, &st->ngpu, &gcap, sizeof *st->gpu, &m.u.ctl_gpu);
+            if (ok == 0)
+                ok = push((void **)&st->gpu_mem, &ngm, &gmcap, sizeof *st->gpu_mem, &zero);
             break;
-        case CS_MSG_CTL_CLIENT:
+        }
+        case CS_MSG_CTL_CLIENT: {
+            struct cs_msg_ctl_client_mem zero = {.client_id = m.u.ctl_client.client_id,
+                                                 .gpu_index = m.u.ctl_client.gpu_index};
             ok = push((void **)&st->client, &st->nclient, &ccap, sizeof *st->client,
                       &m.u.ctl_client);
+            if (ok == 0)
+                ok = push((void **)&st->client_mem, &ncm, &cmcap, sizeof *st->client_mem,
+                          &zero);
+            break;
+        }
+        case CS_MSG_CTL_GPU_MEM: /* belongs to the CTL_GPU just before it */
+            if (ngm && st->gpu_mem[ngm - 1].index == m.u.ctl_gpu_mem.index)
+                st->gpu_mem[ngm - 1] = m.u.ctl_gpu_mem;
+            break;
+        case CS_MSG_CTL_CLIENT_MEM: /* belongs to the CTL_CLIENT just before it */
+            if (ncm && st->client_mem[ncm - 1].client_id == m.u.ctl_client_mem.client_id &&
+                st->client_mem[ncm - 1].gpu_index == m.u.ctl_client_mem.gpu_index)
+                st->client_mem[ncm - 1] = m.u.ctl_client_mem;
             break;
         case CS_MSG_CTL_DONE:
             if (m.u.ctl_done.status == 0)
@@ -147,7 +166,11 @@ void ctl_status_free(struct ctl_status *st)
 {
     free(st->gpu);
     free(st->client);
+    free(st->gpu_mem);
+    free(st->client_mem);
     st->gpu = NULL;
     st->client = NULL;
+    st->gpu_mem = NULL;
+    st->client_mem = NULL;
     st->ngpu = st->nclient = 0;
 }

@@ -12,12 +12,15 @@
 
 #define CTL_TIMEOUT_MS 10000
 
-/* A status reply, as received. */
+/* A status reply, as received. gpu_mem[i] and client_mem[i] belong to
+ * gpu[i] and client[i] (all zero from a daemon that does not send them). */
 struct ctl_status {
     struct cs_msg_ctl_daemon daemon;
     size_t ngpu, nclient;
     struct cs_msg_ctl_gpu *gpu;
     struct cs_msg_ctl_client *client;
+    struct cs_msg_ctl_gpu_mem *gpu_mem;
+    struct cs_msg_ctl_client_mem *client_mem;
 };
 
 /* Connects to the daemon and completes the handshake. Returns the fd, or

@@ -36,6 +36,18 @@ static char *fmt_dur(uint64_t ns, char *buf, size_t len)
     return buf;
 }
 
+/* Swap times: "-" for none, "35 ms", "1.24 s". */
+static char *fmt_ms(uint64_t ns, char *buf, size_t len)
+{
+    if (ns == 0)
+        snprintf(buf, len, "-");
+    else if (ns < 1000000000ull)
+        snprintf(buf, len, "%.0f ms", (double)ns / 1e6);
+    else
+        snprintf(buf, len, "%.2f s", secs(ns));
+    return buf;
+}
+
 static const struct cs_msg_ctl_client *find_prev(const struct ctl_status *prev,
                                                  const struct cs_msg_ctl_client *c)
 {
@@ -47,9 +59,10 @@ static const struct cs_msg_ctl_client *find_prev(const struct ctl_status *prev,
 }
 
 static void print_client(FILE *f, const struct cs_msg_ctl_client *c,
-                         const struct ctl_status *st, const struct ctl_status *prev)
+                         const struct cs_msg_ctl_client_mem *x, const struct ctl_status *st,
+                         const struct ctl_status *prev)
 {
-    char gt[16], wt[16], res[24], swp[24], lim[24];
+    char gt[16], wt[16], res[24], swp[24], lim[24], so[16], si[16];
     char pct[8] = "-";
     const struct cs_msg_ctl_client *p = find_prev(prev, c);
     if (p && st->daemon.uptime_ns > prev->daemon.uptime_ns) {
@@ -62,12 +75,32 @@ static void print_client(FILE *f, const struct cs_msg_ctl_client *c,
     else
         snprintf(lim, sizeof lim, "-");
     fprintf(f, "  %-8u %-16.16s %-6s %6u %-8s%s %9s %9s %4s %7" PRIu64 " %7" PRIu64
-               " %11s %11s %11s\n",
+               " %11s %11s %8s %8s %11s\n",
             c->pid, c->name[0] ? c->name : "-", cs_priority_name((int)c->priority), c->weight,
             ctl_state_name(c->state), c->idle ? "*" : " ", fmt_dur(c->gpu_ns, gt, sizeof gt),
             fmt_dur(c->wait_ns, wt, sizeof wt), pct, c->slices, c->preemptions,
             cs_format_size(c->resident, res, sizeof res),
-            cs_format_size(c->swapped, swp, sizeof swp), lim);
+            cs_format_size(c->swapped, swp, sizeof swp), fmt_ms(x->swap_out_ns, so, sizeof so),
+            fmt_ms(x->swap_in_ns, si, sizeof si), lim);
+}
+
+/* One line: the memory model and what swapping did on this GPU. */
+static void print_gpu_mem(FILE *f, const struct cs_msg_ctl_gpu *g,
+                          const struct cs_msg_ctl_gpu_mem *x)
+{
+    char cap[24], fp[24], res[24], swp[24], ob[24], ib[24], so[16], si[16];
+    fprintf(f,
+            "  memory: capacity %s, footprints %s, resident %s, swapped %s%s; "
+            "swapped out %s (%s), in %s (%s); %" PRIu64 " eviction(s), %" PRIu64
+            " prefetch(es), room made %" PRIu64 "/refused %" PRIu64 "\n",
+            x->capacity ? cs_format_size(x->capacity, cap, sizeof cap) : "?",
+            cs_format_size(x->footprint, fp, sizeof fp),
+            cs_format_size(g->mem_resident, res, sizeof res),
+            cs_format_size(x->swapped, swp, sizeof swp),
+            x->capacity && x->footprint > x->capacity ? " (oversubscribed)" : "",
+            cs_format_size(x->swap_out_bytes, ob, sizeof ob), fmt_ms(x->swap_out_ns, so, sizeof so),
+            cs_format_size(x->swap_in_bytes, ib, sizeof ib), fmt_ms(x->swap_in_ns, si, sizeof si),
+            x->evictions, x->prefetches, x->room_made, x->room_refused);
 }
 
 void ctl_print_table(FILE *f, const struct ctl_status *st, const struct ctl_status *prev)
@@ -98,12 +131,13 @@ void ctl_print_table(FILE *f, const struct ctl_status *st, const struct ctl_stat
         if (g->forced_releases)
             fprintf(f, "  %" PRIu64 " lease(s) taken back after the revoke timeout\n",
                     g->forced_releases);
-        fprintf(f, "  %-8s %-16s %-6s %6s %-9s %9s %9s %4s %7s %7s %11s %11s %11s\n", "PID",
-                "NAME", "PRIO", "WEIGHT", "STATE", "GPU", "WAIT", "GPU%", "SLICES", "PREEMPT",
-                "RESIDENT", "SWAPPED", "LIMIT");
+        print_gpu_mem(f, g, &st->gpu_mem[i]);
+        fprintf(f, "  %-8s %-16s %-6s %6s %-9s %9s %9s %4s %7s %7s %11s %11s %8s %8s %11s\n",
+                "PID", "NAME", "PRIO", "WEIGHT", "STATE", "GPU", "WAIT", "GPU%", "SLICES",
+                "PREEMPT", "RESIDENT", "SWAPPED", "SWAP-OUT", "SWAP-IN", "LIMIT");
         for (size_t j = 0; j < st->nclient; j++)
             if (st->client[j].gpu_index == g->index)
-                print_client(f, &st->client[j], st, prev);
+                print_client(f, &st->client[j], &st->client_mem[j], st, prev);
     }
 }
 
@@ -161,7 +195,8 @@ static void json_daemon(FILE *f, const struct cs_msg_ctl_daemon *d)
     fprintf(f, "\"switch_cost_target\": %.6f},\n", d->switch_cost_ppm / 1e6);
 }
 
-static void json_client(FILE *f, const struct cs_msg_ctl_client *c, const char *sep)
+static void json_client(FILE *f, const struct cs_msg_ctl_client *c,
+                        const struct cs_msg_ctl_client_mem *x, const char *sep)
 {
     fprintf(f, "        {");
     json_u64(f, "id", c->client_id, ", ");
@@ -186,12 +221,22 @@ static void json_client(FILE *f, const struct cs_msg_ctl_client *c, const char *
     json_u64(f, "mem_footprint_bytes", c->footprint, ", ");
     json_sec(f, "swap_s", c->swap_ns, ", ");
     json_u64(f, "mem_limit_bytes", c->mem_limit, ", ");
-    json_u64(f, "vtime", c->vtime, "");
+    json_u64(f, "vtime", c->vtime, ", ");
+    json_u64(f, "swap_out_bytes", x->swap_out_bytes, ", ");
+    json_sec(f, "swap_out_s", x->swap_out_ns, ", ");
+    json_u64(f, "swap_in_bytes", x->swap_in_bytes, ", ");
+    json_sec(f, "swap_in_s", x->swap_in_ns, ", ");
+    json_u64(f, "evictions", x->evictions, ", ");
+    json_u64(f, "prefetches", x->prefetches, ", ");
+    json_u64(f, "prepares", x->prepares, ", ");
+    json_u64(f, "rooms", x->rooms, ", ");
+    json_u64(f, "rooms_refused", x->rooms_refused, ", ");
+    json_sec(f, "drain_s", x->drain_ns, "");
     fprintf(f, "}%s\n", sep);
 }
 
 static void json_gpu(FILE *f, const struct ctl_status *st, const struct cs_msg_ctl_gpu *g,
-                     const char *sep)
+                     const struct cs_msg_ctl_gpu_mem *x, const char *sep)
 {
     char uuid[CS_UUID_STR_LEN];
     cs_uuid_format(g->uuid, uuid);
@@ -213,13 +258,28 @@ static void json_gpu(FILE *f, const struct ctl_status *st, const struct cs_msg_c
     json_sec(f, "busy_s", g->busy_ns, ", ");
     json_u64(f, "revoke_timeouts", g->revoke_timeouts, ", ");
     json_u64(f, "forced_releases", g->forced_releases, ", ");
+    json_u64(f, "mem_capacity_bytes", x->capacity, ", ");
+    json_u64(f, "mem_client_reserve_bytes", x->client_reserve, ", ");
+    json_u64(f, "mem_footprint_bytes", x->footprint, ", ");
+    json_u64(f, "mem_swapped_bytes", x->swapped, ", ");
+    json_u64(f, "swap_out_bytes", x->swap_out_bytes, ", ");
+    json_sec(f, "swap_out_s", x->swap_out_ns, ", ");
+    json_u64(f, "swap_in_bytes", x->swap_in_bytes, ", ");
+    json_sec(f, "swap_in_s", x->swap_in_ns, ", ");
+    json_u64(f, "evictions", x->evictions, ", ");
+    json_u64(f, "prefetches", x->prefetches, ", ");
+    json_u64(f, "prefetch_bytes", x->prefetch_bytes, ", ");
+    json_u64(f, "prepares", x->prepares, ", ");
+    json_u64(f, "room_made", x->room_made, ", ");
+    json_u64(f, "room_refused", x->room_refused, ", ");
+    json_u64(f, "room_waits", x->room_waits, ", ");
     fprintf(f, "\"clients\": [\n");
     size_t n = 0, total = 0;
     for (size_t j = 0; j < st->nclient; j++)
         total += st->client[j].gpu_index == g->index;
     for (size_t j = 0; j < st->nclient; j++)
         if (st->client[j].gpu_index == g->index)
-            json_client(f, &st->client[j], ++n < total ? "," : "");
+            json_client(f, &st->client[j], &st->client_mem[j], ++n < total ? "," : "");
     fprintf(f, "      ]}%s\n", sep);
 }
 
@@ -229,6 +289,6 @@ void ctl_print_json(FILE *f, const struct ctl_status *st)
     json_daemon(f, &st->daemon);
     fprintf(f, "  \"gpus\": [\n");
     for (size_t i = 0; i < st->ngpu; i++)
-        json_gpu(f, st, &st->gpu[i], i + 1 < st->ngpu ? "," : "");
+        json_gpu(f, st, &st->gpu[i], &st->gpu_mem[i], i + 1 < st->ngpu ? "," : "");
     fprintf(f, "  ]\n}\n");
 }

@@ -16,6 +16,8 @@ static const uint16_t all[] = {
     CS_MSG_EVICTED,    CS_MSG_ROOM,    CS_MSG_WELCOME,  CS_MSG_GRANT,      CS_MSG_REVOKE,
     CS_MSG_EVICT,      CS_MSG_ROOM_REPLY, CS_MSG_ERROR, CS_MSG_CTL_STATUS, CS_MSG_CTL_SET,
     CS_MSG_CTL_DRAIN,  CS_MSG_CTL_GPU, CS_MSG_CTL_CLIENT, CS_MSG_CTL_DONE, CS_MSG_CTL_DAEMON,
+    CS_MSG_RESTORED,   CS_MSG_PREFETCH, CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
+    CS_MSG_CTL_CLIENT_MEM,
 };
 
 /* The smallest valid message of a type (fields with a lower bound at it). */
@@ -89,7 +91,7 @@ static uint8_t sel(uint16_t type)
     static const uint16_t types[] = {
         CS_MSG_HELLO,   CS_MSG_ATTACH, CS_MSG_ACQUIRE,    CS_MSG_RELEASE, CS_MSG_USAGE,
         CS_MSG_EVICTED, CS_MSG_ROOM,   CS_MSG_CTL_STATUS, CS_MSG_CTL_SET, CS_MSG_CTL_DRAIN,
-        CS_MSG_GRANT,
+        CS_MSG_GRANT,   CS_MSG_RESTORED, CS_MSG_PREFETCHED,
     };
     for (uint8_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (types[i] == type)
@@ -193,6 +195,41 @@ static void gen_dispatch(const char *dir)
     op(&s, 6, 2, 0);
     op(&s, 7, 0, 0);
     write_file(dir, "control", s.b, s.n);
+
+    /* oversubscribed memory: three clients whose footprints do not fit
+     * together; evictions, prefetches and restores answered (request ids
+     * come from the daemon, so the fuzzer has to find them) */
+    s.n = 0;
+    put(&s, &start, 1);
+    for (uint8_t k = 0; k < 3; k++) {
+        hello(&s, k, CS_PRIO_NORMAL, 0);
+        attach(&s, k, 0, 0);
+        struct cs_msg u = {.type = CS_MSG_USAGE};
+        u.u.usage.resident = k == 0 ? 6ull << 30 : 0;
+        u.u.usage.swapped = k == 0 ? 0 : 6ull << 30;
+        u.u.usage.footprint = 6ull << 30;
+        msg(&s, k, &u);
+        simple(&s, k, CS_MSG_ACQUIRE, 0);
+    }
+    for (uint8_t k = 0; k < 3; k++) {
+        struct cs_msg r = {.type = CS_MSG_RESTORED};
+        r.u.restored.lease_id = 1 + k;
+        r.u.restored.bytes = 1ull << 30;
+        r.u.restored.ns = 5000000;
+        msg(&s, k, &r);
+        struct cs_msg p = {.type = CS_MSG_PREFETCHED};
+        p.u.prefetched.request_id = 1 + k;
+        p.u.prefetched.bytes = 1ull << 29;
+        msg(&s, k, &p);
+        struct cs_msg e = {.type = CS_MSG_EVICTED};
+        e.u.evicted.request_id = 1 + k;
+        e.u.evicted.bytes = 1ull << 30;
+        msg(&s, k, &e);
+        op(&s, 4, 0, 1500);
+        simple(&s, k, CS_MSG_RELEASE, 1 + k);
+    }
+    op(&s, 6, 0, 0);
+    write_file(dir, "memory", s.b, s.n);
 
     /* a restart: two clients claim the GPU the state file names */
     s.n = 0;

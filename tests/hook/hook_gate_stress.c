@@ -37,8 +37,7 @@ static struct window win[ROUNDS + 1];
 static void *app_thread(void *arg)
 {
     int id = (int)(intptr_t)arg;
-    CK(cuCtxSetCurrent(ctx));
-    fck_use(&ht_kernels);
+    CK(cuCtxSetCurrent(ctx)); /* the kernel set was chosen by the main thread */
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     uint32_t host[64] = {0};

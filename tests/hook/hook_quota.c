@@ -8,10 +8,16 @@
  */
 #include "hooktest.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#define CS_TEST_BAD_DEVICE 99
 
 #define LIMIT (64 * MiB)
 
@@ -84,17 +90,67 @@ static void meminfo_shows_the_quota(void **state)
     assert_int_equal(ht_stats(0).mem_used, 0);
 }
 
+/* The driver's own answers to NULL arguments, from a child process that
+ * runs without the hook (the simulated and the real driver differ here). */
+static int native_null_answers(CUresult out[4])
+{
+    CUcontext c;
+    size_t f;
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c))
+        return 1;
+    out[0] = cuMemGetInfo(NULL, NULL);
+    out[1] = cuMemGetInfo(&f, NULL);
+    out[2] = cuDeviceTotalMem(NULL, 0);
+    out[3] = cuMemAlloc(NULL, 4096);
+    return 0;
+}
+
 static void null_arguments_are_the_drivers(void **state)
 {
     (void)state;
-    size_t f;
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pfd[0]);
+        dup2(pfd[1], 3);
+        unsetenv("LD_PRELOAD");
+        execl("/proc/self/exe", "hook_quota", "--native-null", (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    CUresult want[4];
+    assert_int_equal(read(pfd[0], want, sizeof want), (ssize_t)sizeof want);
+    close(pfd[0]);
+    int st;
+    waitpid(pid, &st, 0);
     /* Whatever the driver says about NULL, the hook says the same (and
      * does not crash). */
-    CUresult want = CUDA_ERROR_INVALID_VALUE;
-    CKR(cuMemGetInfo(NULL, NULL), want);
-    CKR(cuMemGetInfo(&f, NULL), want);
-    CKR(cuDeviceTotalMem(NULL, 0), want);
-    CKR(cuMemAlloc(NULL, 4096), want);
+    size_t f;
+    CKR(cuMemGetInfo(NULL, NULL), want[0]);
+    CKR(cuMemGetInfo(&f, NULL), want[1]);
+    CKR(cuDeviceTotalMem(NULL, 0), want[2]);
+    CKR(cuMemAlloc(NULL, 4096), want[3]);
+}
+
+/* An older caller's shorter stats struct is filled up to its size only. */
+static void stats_struct_grows_compatibly(void **state)
+{
+    (void)state;
+    int (*get)(int, struct cushare_stats *);
+    *(void **)&get = dlsym(RTLD_DEFAULT, "cushare_get_stats");
+    assert_non_null(get);
+    struct cushare_stats s;
+    memset(&s, 0xAB, sizeof s);
+    unsigned v1 = (unsigned)(offsetof(struct cushare_stats, ooms) + sizeof s.ooms);
+    s.size = v1;
+    assert_int_equal(get(0, &s), 0);
+    assert_int_equal(s.size, v1);
+    assert_int_equal(s.mem_limit, LIMIT);
+    assert_int_equal(s.mem_resident, 0xABABABABABABABABull); /* not written */
+    s.size = v1 - 8;
+    assert_int_equal(get(0, &s), -1);
+    assert_int_equal(get(CS_TEST_BAD_DEVICE, NULL), -1);
 }
 
 static void every_allocation_kind_is_counted(void **state)
@@ -183,12 +239,20 @@ static void small_allocations_hold_their_data(void **state)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "--native-null")) {
+        /* The child above: no hook in LD_PRELOAD (it was cleared). */
+        CUresult r[4];
+        if (native_null_answers(r))
+            return 1;
+        return write(3, r, sizeof r) == (ssize_t)sizeof r ? 0 : 1;
+    }
     static const char *const env[] = {"CUSHARE_MEM_LIMIT=64M", NULL};
     hooktest_preload(argc, argv, env);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(limit_enforced_with_one_log_line),
         cmocka_unit_test(meminfo_shows_the_quota),
         cmocka_unit_test(null_arguments_are_the_drivers),
+        cmocka_unit_test(stats_struct_grows_compatibly),
         cmocka_unit_test(every_allocation_kind_is_counted),
         cmocka_unit_test(destroyed_context_gives_memory_back),
         cmocka_unit_test(small_allocations_hold_their_data),

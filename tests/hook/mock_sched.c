@@ -109,8 +109,10 @@ static void *serve(void *arg)
         const char *why = NULL;
         int r = cs_recv(fd, &msg, &why);
         if (r == 1) {
-            handle(m, fd, &msg);
+            /* Recorded before it is answered: a test that got the answer
+             * can rely on finding the request in the log. */
             record(m, &msg);
+            handle(m, fd, &msg);
         } else {
             if (r == -EPROTO)
                 fprintf(stderr, "mock_sched: bad record from the hook: %s\n", why);

@@ -2,7 +2,8 @@
  * or real driver alike).
  *
  *   cs_job [--mem-mb M] [--allocs K] [--iters N] [--kernel-ns NS] [--seed S]
- *          [--streams K] [--copy-mb M] [--gap-ms G] [--device D]
+ *          [--streams K] [--copy-mb M] [--gap-ms G] [--sync-every N]
+ *          [--start-delay-ms D] [--submit-ns] [--device D]
  *          [--name NAME] [--json]
  *
  * Allocates M MiB of device memory in K allocations, fills each with a
@@ -16,9 +17,22 @@
  *   cs_job: ok name=.. pid=.. iters=.. elapsed_ms=.. sum=..
  *   cs_job: FAIL name=.. pid=.. reason=..       (exit status 1)
  * Everything but pid and elapsed_ms is determined by the options.
+ *
+ * Options for scheduling tests (none changes the work or the sums):
+ *   --sync-every N     cuCtxSynchronize after every N-th iteration, as a
+ *                      framework synchronizes every step, so that at most N
+ *                      iterations are in flight (0, the default: only at
+ *                      the end, or with --gap-ms after each iteration)
+ *   --start-delay-ms D after setup (memory filled, synchronized), D ms of
+ *                      host sleep before the first iteration
+ *   --submit-ns        before the result line, one line per iteration:
+ *                        cs_job: submit iter=I ns=T
+ *                      T = CLOCK_MONOTONIC ns just before the iteration's
+ *                      first GPU call (comparable with FAKECUDA_TRACE times)
  */
 #include "fckern.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -34,9 +48,10 @@
 
 struct opts {
     uint64_t mem_mb, allocs, iters, kernel_ns, seed, streams, copy_mb, gap_ms;
+    uint64_t sync_every, start_delay_ms;
     int device;
     const char *name;
-    bool json;
+    bool json, submit_ns;
 };
 
 static struct opts o = {
@@ -94,6 +109,20 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 static uint64_t parse_u64(const char *s, const char *opt)
 {
     char *end;
@@ -108,8 +137,8 @@ static uint64_t parse_u64(const char *s, const char *opt)
 static void usage(void)
 {
     fprintf(stderr, "usage: cs_job [--mem-mb M] [--allocs K] [--iters N] [--kernel-ns NS] "
-                    "[--seed S] [--streams K] [--copy-mb M] [--gap-ms G] [--device D] "
-                    "[--name NAME] [--json]\n");
+                    "[--seed S] [--streams K] [--copy-mb M] [--gap-ms G] [--sync-every N] "
+                    "[--start-delay-ms D] [--submit-ns] [--device D] [--name NAME] [--json]\n");
     exit(2);
 }
 
@@ -119,7 +148,9 @@ static void parse(int argc, char **argv)
         { "mem-mb", 1, 0, 'm' }, { "allocs", 1, 0, 'a' }, { "iters", 1, 0, 'i' },
         { "kernel-ns", 1, 0, 'k' }, { "seed", 1, 0, 's' }, { "streams", 1, 0, 't' },
         { "copy-mb", 1, 0, 'c' }, { "gap-ms", 1, 0, 'g' }, { "device", 1, 0, 'd' },
-        { "name", 1, 0, 'n' }, { "json", 0, 0, 'j' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+        { "name", 1, 0, 'n' }, { "json", 0, 0, 'j' }, { "sync-every", 1, 0, 'y' },
+        { "start-delay-ms", 1, 0, 'D' }, { "submit-ns", 0, 0, 'S' },
+        { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -135,6 +166,9 @@ static void parse(int argc, char **argv)
         case 'd': o.device = (int)parse_u64(optarg, "--device"); break;
         case 'n': o.name = optarg; break;
         case 'j': o.json = true; break;
+        case 'y': o.sync_every = parse_u64(optarg, "--sync-every"); break;
+        case 'D': o.start_delay_ms = parse_u64(optarg, "--start-delay-ms"); break;
+        case 'S': o.submit_ns = true; break;
         default: usage();
         }
     }
@@ -152,6 +186,7 @@ struct job {
     void *copy_host;
     CUdeviceptr copy_dev;
     size_t copy_bytes;
+    uint64_t *submit;                /* --submit-ns: per iteration */
 };
 
 /* Writes the pattern of every allocation through the staging buffer. */
@@ -193,11 +228,18 @@ static void setup(struct job *j)
         memset(j->copy_host, 0x5a, j->copy_bytes);
     }
     fill_patterns(j);
+    if (o.submit_ns) {
+        j->submit = calloc(o.iters ? o.iters : 1, sizeof *j->submit);
+        if (!j->submit)
+            finish_fail("out-of-host-memory");
+    }
 }
 
 static void run_iterations(struct job *j)
 {
     for (uint64_t it = 0; it < o.iters; it++) {
+        if (j->submit)
+            j->submit[it] = now_ns();
         for (uint64_t a = 0; a < o.allocs; a++) {
             CUstream s = j->streams[a % o.streams];
             if (o.kernel_ns)
@@ -208,8 +250,9 @@ static void run_iterations(struct job *j)
             check(cuMemcpyHtoDAsync(j->copy_dev, j->copy_host, j->copy_bytes, j->streams[0]), "copy-h2d");
             check(cuMemcpyDtoHAsync(j->copy_host, j->copy_dev, j->copy_bytes, j->streams[0]), "copy-d2h");
         }
-        if (o.gap_ms) {
+        if (o.gap_ms || (o.sync_every && (it + 1) % o.sync_every == 0))
             check(cuCtxSynchronize(), "cuCtxSynchronize");
+        if (o.gap_ms) {
             struct timespec ts = { (time_t)(o.gap_ms / 1000), (long)(o.gap_ms % 1000) * 1000000 };
             nanosleep(&ts, NULL);
         }
@@ -249,10 +292,17 @@ int main(int argc, char **argv)
     parse(argc, argv);
     static struct job j;
     setup(&j);
+    if (o.start_delay_ms) {
+        check(cuCtxSynchronize(), "cuCtxSynchronize");
+        sleep_ms(o.start_delay_ms);
+    }
     uint64_t t0 = now_ms();
     run_iterations(&j);
     uint64_t elapsed = now_ms() - t0;
     uint64_t sum = verify(&j);
+    for (uint64_t it = 0; j.submit && it < o.iters; it++)
+        printf("cs_job: submit iter=%" PRIu64 " ns=%" PRIu64 "\n", it, j.submit[it]);
+    free(j.submit);
     if (o.json)
         printf("{\"status\":\"ok\",\"name\":\"%s\",\"pid\":%d,\"iters\":%" PRIu64
                ",\"elapsed_ms\":%" PRIu64 ",\"sum\":%" PRIu64 "}\n",

@@ -14,13 +14,14 @@
 
 #include "common/log.h"
 #include "sched/policy.h"
+#include "sched/policy_int.h"
 
 #define MS 1000000ull
 #define CUDA_OOM 2u /* CUDA_ERROR_OUT_OF_MEMORY */
 #define SEC 1000000000ull
 #define GiB (1ull << 30)
 
-enum { EV_GRANT = 1, EV_REVOKE = 2, EV_EVICT = 3, EV_ROOM = 4 };
+enum { EV_GRANT = 1, EV_REVOKE = 2, EV_EVICT = 3, EV_ROOM = 4, EV_PREPARE = 5, EV_PREFETCH = 6 };
 
 struct ev {
     int kind;
@@ -69,7 +70,20 @@ static void on_room(void *ctx, struct sd_member *m, uint64_t id, int32_t status)
     evs[nev++ % 65536] = (struct ev){EV_ROOM, m, (uint32_t)status, id, 0, 0};
 }
 
-static const struct sd_policy_ops ops = {on_grant, on_revoke, on_changed, on_evict, on_room};
+static void on_prepare(void *ctx, struct sd_member *m, uint64_t id, uint64_t bytes)
+{
+    (void)ctx;
+    evs[nev++ % 65536] = (struct ev){EV_PREPARE, m, 0, id, bytes, 0};
+}
+
+static void on_prefetch(void *ctx, struct sd_member *m, uint64_t id)
+{
+    (void)ctx;
+    evs[nev++ % 65536] = (struct ev){EV_PREFETCH, m, 0, id, 0, 0};
+}
+
+static const struct sd_policy_ops ops = {on_grant,  on_revoke,  on_changed, on_evict,
+                                         on_room,   on_prepare, on_prefetch};
 
 static void start(void)
 {
@@ -743,6 +757,8 @@ static void test_drain_and_undrain(void **state)
 
 /* ---- shared mode ------------------------------------------------------------------------------ */
 
+static int evicted(struct sd_member *m, uint64_t id, int32_t status, uint64_t bytes);
+
 static void test_shared_packs_what_fits(void **state)
 {
     (void)state;
@@ -773,7 +789,21 @@ static void test_shared_packs_what_fits(void **state)
     assert_int_equal(m[2]->state, CS_STATE_HOLDING);
     release(m[0]);
     assert_int_equal(m[3]->state, CS_STATE_WAITING); /* 4+2+5 > 10 still */
+    size_t from = nev;
     release(m[1]);
+    /* The holders fit now, but the two that left still have their memory
+     * on the GPU: 4 GiB of it must go first (room before the grant). */
+    assert_int_equal(m[3]->state, CS_STATE_WAITING);
+    uint64_t asked = 0;
+    for (size_t i = from; i < nev; i++) {
+        const struct ev *e = &evs[i % 65536];
+        if (e->kind != EV_EVICT)
+            continue;
+        assert_true(e->m == m[0] || e->m == m[1]);
+        asked += e->evict;
+        assert_int_equal(evicted(e->m, e->lease, 0, e->evict), SD_OK);
+    }
+    assert_int_equal(asked, 4 * GiB);
     assert_int_equal(m[3]->state, CS_STATE_HOLDING);
 }
 
@@ -793,8 +823,8 @@ static void test_shared_high_class_preempts_to_fit(void **state)
     acquire(lo2);
     acquire(hi); /* 4+4+3 > 10: one low one must go, at once */
     assert_int_equal(count(EV_REVOKE, NULL), 1);
-    assert_ptr_equal(last()->m, lo1);
-    assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
+    assert_int_equal(count(EV_REVOKE, lo1), 1);
+    assert_int_equal(lo1->st.preemptions, 1);
     release(lo1);
     assert_int_equal(hi->state, CS_STATE_HOLDING);
     assert_int_equal(lo2->state, CS_STATE_HOLDING);
@@ -870,6 +900,8 @@ static void test_shared_to_exclusive_trims(void **state)
 
 /* ---- memory hints for the swap work ---------------------------------------------------------- */
 
+static const struct ev *find(int kind, const struct sd_member *m);
+
 static void test_revoke_asks_for_room(void **state)
 {
     (void)state;
@@ -880,8 +912,12 @@ static void test_revoke_asks_for_room(void **state)
     usage(b, 0, 0, 6 * GiB, 6 * GiB); /* swapped out, wants 6 GiB back */
     acquire(a);
     acquire(b);
-    assert_int_equal(last()->kind, EV_REVOKE);
-    assert_int_equal(last()->evict, 4 * GiB); /* 6 needed, 2 free */
+    const struct ev *r = find(EV_REVOKE, a);
+    assert_non_null(r);
+    assert_int_equal(r->evict, 4 * GiB); /* 6 needed, 2 free */
+    /* The 2 GiB that are free already come back while a drains: the
+     * other copy direction. */
+    assert_non_null(find(EV_PREFETCH, b));
 }
 
 static int room(struct sd_member *m, uint64_t id, uint64_t bytes)
@@ -1031,6 +1067,629 @@ static void test_room_parties_leave(void **state)
     assert_int_equal(evicted(v2, id, 0, 2 * GiB), SD_OK);
     assert_null(find(EV_ROOM, v2));
     assert_true(nev >= n);
+}
+
+/* ---- memory model, room before a grant, overlap (mem.c) ------------------------------ */
+
+static void usage4(struct sd_member *m, uint64_t resident, uint64_t swapped, uint64_t unswappable,
+                   uint64_t footprint)
+{
+    struct cs_msg_usage u = {.slot = m->slot, .resident = resident, .swapped = swapped,
+                             .unswappable = unswappable, .footprint = footprint};
+    const char *why;
+    assert_int_equal(sd_policy_usage(&pol, m->client, &u, now, &why), SD_OK);
+}
+
+static void restored(struct sd_member *m, uint64_t lease, uint64_t bytes, uint64_t ns)
+{
+    struct cs_msg_restored r = {.slot = m->slot, .lease_id = lease, .bytes = bytes, .ns = ns};
+    const char *why;
+    assert_int_equal(sd_policy_restored(&pol, m->client, &r, now, &why), SD_OK);
+}
+
+static void prefetched(struct sd_member *m, uint64_t id, int32_t status, uint64_t bytes,
+                       uint64_t ns)
+{
+    struct cs_msg_prefetched r = {.slot = m->slot, .status = status, .request_id = id,
+                                  .bytes = bytes, .ns = ns};
+    const char *why;
+    assert_int_equal(sd_policy_prefetched(&pol, m->client, &r, now, &why), SD_OK);
+}
+
+static void release_swap(struct sd_member *m, uint64_t drain_ns, uint64_t swap_ns,
+                         uint64_t swapped)
+{
+    struct cs_msg_release r = {.slot = m->slot, .reason = CS_RELEASE_REVOKED,
+                               .lease_id = m->lease_id, .drain_ns = drain_ns,
+                               .swap_ns = swap_ns, .swapped_bytes = swapped};
+    const char *why = NULL;
+    assert_int_equal(sd_policy_release(&pol, m->client, &r, now, &why), SD_OK);
+}
+
+static size_t count_since(size_t from, int kind, const struct sd_member *m)
+{
+    size_t n = 0;
+    for (size_t i = from; i < nev; i++)
+        n += evs[i % 65536].kind == kind && (!m || evs[i % 65536].m == m);
+    return n;
+}
+
+static void test_capacity_model(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_gpu *g = gpu(0);
+    assert_int_equal(sd_gpu_capacity(&pol, g), 16 * GiB); /* no reserve */
+    cfg.mem_reserve_mb = 1024;
+    cfg.client_reserve_mb = 512;
+    /* One context per client, and one for the next to come. */
+    assert_int_equal(sd_gpu_capacity(&pol, g), 16 * GiB - GiB - GiB);
+    attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    assert_int_equal(sd_gpu_capacity(&pol, g), 16 * GiB - GiB - GiB - GiB / 2);
+    /* A reserve at or above the memory: unknown, no memory planning. */
+    cfg.mem_reserve_mb = 16 * 1024;
+    assert_int_equal(sd_gpu_capacity(&pol, g), 0);
+    cfg.mem_reserve_mb = 0;
+    cfg.client_reserve_mb = 0;
+    usage4(a, 3 * GiB, 1 * GiB, 512 << 20, 5 * GiB);
+    assert_int_equal(sd_gpu_footprint(g), 5 * GiB);
+    assert_int_equal(sd_gpu_swapped(g), 1 * GiB);
+    assert_int_equal(a->unswappable, 512 << 20);
+}
+
+/* A holds 6 of 10 GiB, B (6 GiB, swapped out) is next, C (2 GiB) is idle.
+ * While A computes, C is evicted (all of it: 2 of the 4 GiB missing) and
+ * B prefetches what then fits; A's slice ends with REVOKE evict_bytes =
+ * the 2 GiB still missing; B is granted once A's RELEASE says they left. */
+static void test_room_before_grant(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 10 * GiB;
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    usage4(c, 2 * GiB, 0, 0, 2 * GiB);
+    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(a);
+    size_t from = nev;
+    acquire(b);
+    const struct ev *e = find(EV_EVICT, c);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    assert_int_equal(count_since(from, EV_EVICT, NULL), 1); /* never A, never B */
+    /* 2 GiB are free already: B restores that much while C swaps out. */
+    const struct ev *f = find(EV_PREFETCH, b);
+    assert_non_null(f);
+    uint64_t fid = f->lease;
+    assert_int_equal(evicted(c, e->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(c->resident, 0);
+    assert_int_equal(c->swapped, 2 * GiB);
+    assert_int_equal(count(EV_PREFETCH, b), 1); /* one at a time */
+    prefetched(b, fid, CUDA_OOM, 2 * GiB, 20 * MS);
+    assert_int_equal(b->resident, 2 * GiB);
+    /* Stopped short, but C freed memory meanwhile: again, for the rest. */
+    f = find(EV_PREFETCH, b);
+    assert_int_equal(count(EV_PREFETCH, b), 2);
+    prefetched(b, f->lease, CUDA_OOM, 2 * GiB, 20 * MS);
+    assert_int_equal(b->resident, 4 * GiB);
+    assert_int_equal(b->swapped, 2 * GiB);
+    assert_int_equal(count(EV_PREFETCH, b), 2); /* nothing freed since: no retry */
+    assert_int_equal(g->st.prefetches, 2);
+    assert_int_equal(g->st.prefetch_bytes, 4 * GiB);
+    /* Slice over: A gives back the 2 GiB B still misses. */
+    run_until(a->grant_ns + 1000 * MS);
+    e = find(EV_REVOKE, a);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    advance(30 * MS);
+    release_swap(a, 10 * MS, 15 * MS, 2 * GiB);
+    assert_int_equal(a->resident, 4 * GiB);
+    assert_int_equal(a->swapped, 2 * GiB);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(g->st.room_waits, 0);
+    restored(b, b->lease_id, 2 * GiB, 5 * MS);
+    assert_int_equal(b->resident, 6 * GiB);
+    assert_int_equal(b->swapped, 0);
+    assert_int_equal(g->st.swap_out_bytes, 4 * GiB);
+    assert_int_equal(g->st.swap_in_bytes, 6 * GiB);
+    assert_int_equal(g->st.swap_out.count, 2);
+    assert_int_equal(g->st.swap_in.count, 3);
+    assert_int_equal(b->st.swap_in_bytes, 6 * GiB);
+    assert_int_equal(a->st.swap_out_bytes, 2 * GiB);
+}
+
+/* The holder is gone but a third party's eviction is still under way:
+ * the grant waits for it, and goes ahead after revoke_timeout_ms if it
+ * never comes. */
+static void test_grant_waits_for_room(void **state)
+{
+    (void)state;
+    cfg.revoke_timeout_ms = 500;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 10 * GiB;
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    usage4(c, 2 * GiB, 0, 0, 2 * GiB);
+    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(a);
+    acquire(b);
+    const struct ev *ec = find(EV_EVICT, c);
+    assert_non_null(ec);
+    uint64_t cid = ec->lease;
+    run_until(a->grant_ns + 1000 * MS);
+    assert_int_equal(find(EV_REVOKE, a)->evict, 2 * GiB);
+    release_swap(a, 0, 10 * MS, 2 * GiB);
+    assert_int_equal(b->state, CS_STATE_WAITING); /* 6 + 4 + 2 > 10: C still has 2 */
+    assert_int_equal(g->st.room_waits, 1);
+    advance(100 * MS);
+    assert_int_equal(evicted(c, cid, 0, 2 * GiB), SD_OK);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->st.wait_ns >= 100 * MS, 1);
+
+    /* Again, and C never answers: B waits revoke_timeout_ms, not forever. */
+    usage4(c, 2 * GiB, 0, 0, 2 * GiB);
+    usage4(a, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(a);
+    ec = find(EV_EVICT, c);
+    assert_non_null(ec);
+    run_until(sd_policy_deadline(&pol));
+    run_until(b->slice_ns + 1000 * MS);
+    assert_int_equal(b->state, CS_STATE_REVOKING);
+    release_swap(b, 0, 10 * MS, 2 * GiB);
+    assert_int_equal(b->resident, 4 * GiB); /* all of it came back at its grant */
+    assert_int_equal(a->state, CS_STATE_WAITING);
+    uint64_t t = now;
+    run_until(t + 499 * MS);
+    assert_int_equal(a->state, CS_STATE_WAITING);
+    run_until(t + 500 * MS);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+}
+
+/* Third parties go furthest from running first: idle before waiting, the
+ * lower class first, then the larger vtime; only the shortfall (the last
+ * one partially); never the next holder, never a holder by EVICT. */
+static void test_evict_order_and_partial(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "holder"), 0);
+    struct sd_member *w = attach(client(CS_PRIO_NORMAL, 1, "next"), 0);
+    struct sd_member *idle = attach(client(CS_PRIO_HIGH, 1, "idle-high"), 0);
+    struct sd_member *low = attach(client(CS_PRIO_LOW, 1, "waiting-low"), 0);
+    struct sd_member *late = attach(client(CS_PRIO_NORMAL, 1, "waiting-late"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 20 * GiB;
+    usage4(h, 8 * GiB, 0, 0, 8 * GiB);
+    usage4(idle, 2 * GiB, 0, 0, 2 * GiB);
+    usage4(low, 3 * GiB, 0, 1 * GiB, 3 * GiB); /* 1 GiB of it cannot move */
+    usage4(late, 4 * GiB, 0, 0, 4 * GiB);
+    usage4(w, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(h);
+    acquire(low);
+    acquire(late);
+    late->vtime += 1000; /* it ran more: after w */
+    /* 6 + 8 + 2 + 3 + 4 = 23 > 20: 3 GiB must go, none of it w's or h's. */
+    size_t from = nev;
+    acquire(w);
+    assert_ptr_equal(sd_best_waiter(g), w);
+    assert_int_equal(count_since(from, EV_EVICT, NULL), 2);
+    const struct ev *ei = find(EV_EVICT, idle), *el = find(EV_EVICT, low);
+    assert_non_null(ei);
+    assert_non_null(el);
+    assert_int_equal(ei->evict, 2 * GiB);
+    assert_int_equal(el->evict, 1 * GiB); /* the rest, partial */
+    assert_true(ei < el);
+    assert_null(find(EV_EVICT, late));
+    assert_null(find(EV_EVICT, w));
+    assert_null(find(EV_EVICT, h));
+    assert_true(sd_mem_evict_before(idle, low));
+    assert_true(sd_mem_evict_before(low, late));
+    assert_true(sd_mem_evict_before(late, w));
+}
+
+/* The next holder's memory fits beside the current one's: it is restored
+ * during the current slice, and the switch moves nothing. */
+static void test_prefetch_when_it_fits(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 10 * GiB;
+    usage4(a, 4 * GiB, 0, 0, 4 * GiB);
+    usage4(b, 0, 4 * GiB, 0, 4 * GiB);
+    acquire(a);
+    acquire(b);
+    const struct ev *e = find(EV_PREFETCH, b);
+    assert_non_null(e);
+    assert_int_equal(b->st.prefetches, 1);
+    acquire(b); /* one outstanding at a time */
+    usage4(a, 4 * GiB, 0, 0, 4 * GiB);
+    assert_int_equal(count(EV_PREFETCH, b), 1);
+    prefetched(b, e->lease, 0, 4 * GiB, 80 * MS);
+    assert_int_equal(b->resident, 4 * GiB);
+    assert_int_equal(b->swapped, 0);
+    prefetched(b, e->lease, 0, 4 * GiB, 80 * MS); /* a duplicate is ignored */
+    assert_int_equal(g->st.prefetch_bytes, 4 * GiB);
+    run_until(a->grant_ns + 1000 * MS);
+    assert_int_equal(find(EV_REVOKE, a)->evict, 0);
+    release_swap(a, 0, 0, 0);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(count(EV_EVICT, NULL), 0);
+    assert_int_equal(count(EV_PREFETCH, NULL), 1);
+}
+
+/* A prefetch that stopped short is not repeated until memory is freed; a
+ * prefetch waits while the holder still restores; a prefetch's ROOM is
+ * declined at once. */
+static void test_prefetch_limits(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 10 * GiB;
+    usage4(a, 0, 6 * GiB, 0, 6 * GiB); /* swapped out: restores when granted */
+    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(a);
+    assert_true(a->restoring);
+    acquire(b);
+    assert_null(find(EV_PREFETCH, b)); /* a still restores: b would race it */
+    restored(a, a->lease_id, 6 * GiB, 60 * MS);
+    assert_false(a->restoring);
+    const struct ev *e = find(EV_PREFETCH, b);
+    assert_non_null(e);
+    /* Its restore runs out of room: declined, nobody evicted for it. */
+    size_t n = nev;
+    assert_int_equal(room(b, 77, 1 * GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM);
+    assert_int_equal(nev, n + 1);
+    assert_int_equal(g->st.room_refused, 0); /* not counted as a refusal */
+    prefetched(b, e->lease, CUDA_OOM, 3 * GiB, 30 * MS);
+    assert_true(b->prefetch_stuck);
+    usage4(b, 3 * GiB, 3 * GiB, 0, 6 * GiB);
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    assert_int_equal(count(EV_PREFETCH, b), 1); /* nothing freed: no retry */
+    /* c leaves... it had nothing. a frees 1 GiB: retry. */
+    usage4(c, 0, 0, 0, 0);
+    assert_int_equal(count(EV_PREFETCH, b), 1);
+    usage4(a, 5 * GiB, 0, 0, 5 * GiB);
+    assert_int_equal(count(EV_PREFETCH, b), 2);
+}
+
+/* Host backing is pinned ahead of need on an oversubscribed GPU: once per
+ * client per footprint change, rate limited, never when everything fits. */
+static void test_prepare_when_oversubscribed(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 10 * GiB;
+    usage4(a, 4 * GiB, 0, 0, 4 * GiB);
+    usage4(b, 2 * GiB, 0, 0, 4 * GiB);
+    acquire(a);
+    assert_int_equal(count(EV_PREPARE, NULL), 0); /* 8 <= 10 */
+    usage4(b, 2 * GiB, 0, 0, 7 * GiB); /* 11 > 10: oversubscribed */
+    const struct ev *ea = find(EV_PREPARE, a), *eb = find(EV_PREPARE, b);
+    assert_non_null(ea);
+    assert_non_null(eb);
+    assert_int_equal(ea->evict, 4 * GiB);
+    assert_int_equal(eb->evict, 2 * GiB); /* only what is resident can be pinned */
+    assert_int_equal(g->st.prepares, 2);
+    /* Answered: not again while nothing changes. */
+    assert_int_equal(evicted(a, ea->lease, 0, 4 * GiB), SD_OK);
+    assert_int_equal(evicted(b, eb->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(a->resident, 4 * GiB); /* a PREPARE moves nothing */
+    assert_int_equal(a->st.evictions, 0);
+    run_until(now + 5 * SEC);
+    usage4(a, 4 * GiB, 0, 0, 4 * GiB);
+    assert_int_equal(count(EV_PREPARE, NULL), 2);
+    /* A new allocation: prepared again, but not within a second of the
+     * last one. */
+    advance(10 * MS);
+    usage4(a, 5 * GiB, 0, 0, 5 * GiB);
+    assert_int_equal(count(EV_PREPARE, a), 2);
+    assert_int_equal(last()->evict, 5 * GiB);
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    assert_int_equal(count(EV_PREPARE, a), 2); /* the first is unanswered */
+    assert_int_equal(evicted(a, find(EV_PREPARE, a)->lease, 0, GiB), SD_OK);
+    assert_int_equal(count(EV_PREPARE, a), 2); /* rate limit: 1 s */
+    run_until(find(EV_PREPARE, a) ? now + 1 * SEC : now);
+    assert_int_equal(count(EV_PREPARE, a), 3);
+    /* A client whose swapping is off says so once. */
+    assert_int_equal(evicted(a, last()->lease, 801, 0), SD_OK);
+    assert_true(a->no_swap);
+    usage4(a, 7 * GiB, 0, 0, 7 * GiB);
+    run_until(now + 5 * SEC);
+    assert_int_equal(count(EV_PREPARE, a), 3);
+}
+
+/* An allocation that cannot fit even with the GPU to itself is refused:
+ * the capacity (reserves included) minus the others' unswappable memory. */
+static void test_room_cannot_fit_alone(void **state)
+{
+    (void)state;
+    cfg.client_reserve_mb = 1024;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *o = attach(client(CS_PRIO_NORMAL, 1, "o"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 11 * GiB; /* capacity 11 - 3 x 1 = 8 GiB */
+    usage4(o, 3 * GiB, 0, 2 * GiB, 3 * GiB);
+    usage4(h, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(h);
+    assert_int_equal(room(h, 1, 2 * GiB + 1), SD_OK); /* 4 + 2 > 8 - 2 */
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM);
+    assert_int_equal(g->st.room_refused, 1);
+    assert_int_equal(h->st.rooms_refused, 1);
+    assert_int_equal(room(h, 2, 2 * GiB), SD_OK); /* fits once o's 1 GiB moves */
+    const struct ev *e = find(EV_EVICT, o);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 1 * GiB);
+    assert_int_equal(evicted(o, e->lease, 0, 1 * GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    assert_int_equal(g->st.room_made, 1);
+}
+
+/* Nothing left to move: the next job is granted anyway (its ROOM decides),
+ * rather than the GPU waiting forever. */
+static void test_grant_when_nothing_can_move(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 10 * GiB;
+    usage4(a, 6 * GiB, 0, 5 * GiB, 6 * GiB); /* 5 GiB unswappable */
+    usage4(b, 0, 7 * GiB, 0, 7 * GiB);
+    acquire(a);
+    acquire(b);
+    run_until(a->grant_ns + 1000 * MS);
+    assert_int_equal(find(EV_REVOKE, a)->evict, 1 * GiB); /* all it can move */
+    release_swap(a, 0, 0, 1 * GiB);
+    assert_int_equal(b->state, CS_STATE_HOLDING); /* 7 + 5 > 10, but nothing moves */
+    /* An eviction that moved less than asked: not asked again and again. */
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    usage4(c, 2 * GiB, 0, 0, 2 * GiB);
+    acquire(a);
+    const struct ev *e = find(EV_EVICT, c);
+    if (e) {
+        assert_int_equal(evicted(c, e->lease, 0, 0), SD_OK);
+        assert_true(c->evict_stuck);
+        size_t n = count(EV_EVICT, c);
+        usage4(b, 7 * GiB, 0, 0, 7 * GiB);
+        run_until(now + 2 * SEC);
+        assert_int_equal(count(EV_EVICT, c), n);
+    }
+}
+
+/* EVICTED, RELEASE and USAGE crossing: bytes a USAGE already showed gone
+ * are not taken off twice. */
+static void test_memory_bookkeeping(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *v = attach(client(CS_PRIO_NORMAL, 1, "v"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage4(v, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(h);
+    assert_int_equal(room(h, 1, 3 * GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, v);
+    assert_int_equal(e->evict, 3 * GiB);
+    usage4(v, 2 * GiB, 2 * GiB, 0, 4 * GiB); /* half way */
+    assert_int_equal(evicted(v, e->lease, 0, 3 * GiB), SD_OK);
+    assert_int_equal(v->resident, 1 * GiB);
+    assert_int_equal(v->swapped, 3 * GiB);
+    assert_int_equal(v->st.swap_out_bytes, 3 * GiB);
+    /* RESTORED, PREFETCHED for nothing outstanding, bad slots. */
+    restored(v, 12345, 0, 0);
+    assert_int_equal(v->resident, 1 * GiB);
+    prefetched(v, 999, 0, GiB, 1);
+    assert_int_equal(v->resident, 1 * GiB);
+    struct cs_msg_restored r = {.slot = 5};
+    struct cs_msg_prefetched p = {.slot = 5};
+    const char *why;
+    assert_int_equal(sd_policy_restored(&pol, v->client, &r, now, &why), SD_EPROTO);
+    assert_int_equal(sd_policy_prefetched(&pol, v->client, &p, now, &why), SD_EPROTO);
+    /* Absurd reports saturate, never wrap. */
+    usage4(v, 1ull << 62, 0, 0, 1ull << 62);
+    usage4(h, 1ull << 62, 0, 0, 1ull << 62);
+    struct sd_member *x = attach(client(CS_PRIO_NORMAL, 1, "x"), 0);
+    usage4(x, 1ull << 62, 0, 0, 1ull << 62);
+    assert_int_equal(sd_gpu_footprint(gpu(0)), 3ull << 62);
+    acquire(x);
+    acquire(v);
+    run_until(now + 60 * SEC);
+}
+
+/* The switch overhead excludes the outgoing job's drain (its own work) and
+ * includes the incoming job's restore: a job that queued 2 s of work does
+ * not stretch everyone's quantum to the cap. */
+static void test_switch_overhead_excludes_drain(void **state)
+{
+    (void)state;
+    cfg.quantum_cap_ms = 30000;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_gpu *g = gpu(0);
+    acquire(a);
+    acquire(b);
+    for (int i = 0; i < 40; i++) {
+        run_until(sd_policy_deadline(&pol));
+        const struct ev *e = last();
+        assert_int_equal(e->kind, EV_REVOKE);
+        struct sd_member *out = e->m, *in = out == a ? b : a;
+        /* 2 s of drain, 100 ms of swap-out: RELEASE 2.1 s after REVOKE. */
+        now += 2100 * MS;
+        release_swap(out, 2000 * MS, 100 * MS, GiB);
+        assert_int_equal(in->state, CS_STATE_HOLDING);
+        now += 100 * MS;
+        restored(in, in->lease_id, GiB, 100 * MS); /* 100 ms of restore */
+        acquire(out);
+    }
+    /* (2100 - 2000) + 100 = 200 ms a switch: 4 s slices, not the 30 s cap. */
+    uint64_t q = sd_gpu_quantum_ns(&pol, g);
+    print_message("quantum: %.3f s, switch overhead %.1f ms\n", (double)q / 1e9,
+                  (double)g->switch_ewma_ns / 1e6);
+    assert_true(g->switch_ewma_ns > 195 * MS && g->switch_ewma_ns <= 200 * MS);
+    assert_true(q > 3900 * MS && q <= 4000 * MS);
+    assert_int_equal(g->st.switch_cost.count, 40);
+    assert_int_equal(g->st.switch_cost.sum_ns, 40 * 200 * MS);
+    assert_int_equal(g->st.switch_latency.count, 40);
+    assert_int_equal(g->st.switch_latency.sum_ns, 40 * 2100 * MS);
+    /* Without RESTORED (an older client), the sample is what the daemon saw. */
+    for (int i = 0; i < 2; i++) {
+        run_until(sd_policy_deadline(&pol));
+        struct sd_member *out = last()->m;
+        now += 2100 * MS;
+        release_swap(out, 2000 * MS, 100 * MS, GiB);
+        acquire(out);
+    }
+    assert_int_equal(g->st.switch_cost.count, 41); /* the second grant closed the first */
+    assert_int_equal(g->st.switch_cost.sum_ns, 40 * 200 * MS + 100 * MS);
+}
+
+/* A previous holder that comes back without its lease (the daemon died
+ * while it restored memory for it) is granted first: its restore becomes
+ * the new grant's instead of waiting for room nobody makes. */
+static void test_restart_resumed_holder_first(void **state)
+{
+    (void)state;
+    restore_one(7);
+    struct sd_client *w = reclient(CS_PRIO_NORMAL, 9, "waiter");
+    assert_int_equal(attach_flags(w, 0, CS_ATTACH_WAITING, 0, 16 * GiB), SD_OK);
+    advance(100 * MS);
+    struct sd_client *h = reclient(CS_PRIO_NORMAL, 7, "was-holder");
+    assert_int_equal(attach_flags(h, 0, CS_ATTACH_WAITING, 0, 16 * GiB), SD_OK);
+    assert_false(gpu(0)->restoring);
+    assert_int_equal(h->slot[0]->state, CS_STATE_HOLDING); /* though w waited longer */
+    assert_int_equal(w->slot[0]->state, CS_STATE_WAITING);
+    assert_false(h->slot[0]->resumed);
+}
+
+/* A ROOM from a client that neither holds the GPU nor prefetches: it is
+ * restoring for a grant that is no longer current, its worker blocked. It
+ * is declined, never asked to evict (it could not answer), and next. */
+static void test_restore_blocked_client(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 16 * GiB;
+    usage4(a, 4 * GiB, 0, 0, 4 * GiB);
+    usage4(b, 2 * GiB, 0, 0, 2 * GiB);
+    usage4(c, 6 * GiB, 2 * GiB, 0, 8 * GiB);
+    acquire(a);
+    acquire(b);
+    advance(10 * MS);
+    acquire(c); /* b is next... */
+    assert_ptr_equal(sd_best_waiter(g), b);
+    assert_int_equal(room(c, 5, 1 * GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM);
+    assert_true(c->restore_blocked);
+    assert_ptr_equal(sd_best_waiter(g), c); /* ...until c turns out to be stuck */
+    /* The holder's ROOM passes it over. */
+    assert_int_equal(room(a, 6, 3 * GiB), SD_OK);
+    assert_null(find(EV_EVICT, c));
+    assert_non_null(find(EV_EVICT, b));
+    run_until(a->grant_ns + 1000 * MS);
+    release(a);
+    assert_int_equal(c->state, CS_STATE_HOLDING);
+    assert_false(c->restore_blocked);
+}
+
+/* USAGE sent during a grant's restore may still say idle (from the previous
+ * lease): from a client that reports its restores, idleness counts only
+ * after this lease's RESTORED. */
+static void test_idle_counts_after_restore(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    acquire(a);
+    restored(a, a->lease_id, 0, 1 * MS);
+    assert_true(a->reports_restore);
+    acquire(b);
+    run_until(a->grant_ns + 1000 * MS);
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    acquire(a);
+    run_until(b->grant_ns + 1000 * MS);
+    release(b);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+    acquire(b);
+    struct cs_msg_usage u = {.slot = a->slot, .flags = CS_USAGE_IDLE};
+    const char *why;
+    assert_int_equal(sd_policy_usage(&pol, a->client, &u, now, &why), SD_OK);
+    assert_false(a->idle); /* before its RESTORED: stale */
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+    restored(a, a->lease_id, 0, 1 * MS);
+    assert_int_equal(sd_policy_usage(&pol, a->client, &u, now, &why), SD_OK);
+    assert_true(a->idle);
+    assert_int_equal(a->state, CS_STATE_REVOKING);
+    assert_int_equal(find(EV_REVOKE, a)->reason, CS_REVOKE_IDLE);
+}
+
+/* A holder's ROOM moves what the model says it misses, not just the one
+ * allocation it asked for: one round trip for a restore of many. */
+static void test_room_moves_the_shortfall(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *v = attach(client(CS_PRIO_NORMAL, 1, "v"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(v, 6 * GiB, 0, 0, 6 * GiB);
+    usage4(h, 0, 8 * GiB, 0, 8 * GiB); /* no USAGE since its grant yet */
+    acquire(h); /* granted at once: 8 + 6 > 10, but v's eviction... */
+    const struct ev *e = find(EV_EVICT, v);
+    if (e) /* ...made room first */
+        assert_int_equal(evicted(v, e->lease, 0, e->evict), SD_OK);
+    usage4(v, 6 * GiB, 0, 0, 6 * GiB); /* its memory came back meanwhile */
+    assert_int_equal(h->state, CS_STATE_HOLDING);
+    usage4(h, 2 * GiB, 6 * GiB, 0, 8 * GiB);
+    assert_int_equal(room(h, 1, 256 << 20), SD_OK);
+    e = find(EV_EVICT, v);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 4 * GiB); /* 8 + 6 - 10, not 256 MiB */
+}
+
+/* Shared mode: a waiter that cannot run beside holders who stay gets no
+ * evictions or prefetch (they would only churn memory). */
+static void test_shared_no_churn_for_blocked_waiter(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_SHARED;
+    struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
+    struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_LOW, 1, "idle"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(hi, 7 * GiB, 0, 0, 7 * GiB);
+    usage4(c, 2 * GiB, 0, 0, 2 * GiB);
+    usage4(lo, 0, 4 * GiB, 0, 4 * GiB);
+    acquire(hi);
+    acquire(lo);
+    run_until(now + 5 * SEC);
+    assert_int_equal(lo->state, CS_STATE_WAITING);
+    assert_int_equal(count(EV_EVICT, NULL), 0);
+    assert_int_equal(count(EV_PREFETCH, NULL), 0);
+    /* hi leaves: now room is made for lo, 3 GiB: the idle low-class job
+     * first (all of its 2), then 1 of the 7 hi keeps. */
+    assert_int_equal(release_lease(hi, hi->lease_id, CS_RELEASE_IDLE), SD_OK);
+    assert_int_equal(find(EV_EVICT, c)->evict, 2 * GiB);
+    assert_int_equal(find(EV_EVICT, hi)->evict, 1 * GiB);
+    assert_int_equal(lo->state, CS_STATE_WAITING); /* until they answer */
 }
 
 /* ---- quantum ------------------------------------------------------------------------------------ */
@@ -1210,6 +1869,22 @@ int main(void)
         T(test_room_times_out),
         T(test_room_failed_evict),
         T(test_room_parties_leave),
+        T(test_capacity_model),
+        T(test_room_before_grant),
+        T(test_grant_waits_for_room),
+        T(test_evict_order_and_partial),
+        T(test_prefetch_when_it_fits),
+        T(test_prefetch_limits),
+        T(test_prepare_when_oversubscribed),
+        T(test_room_cannot_fit_alone),
+        T(test_grant_when_nothing_can_move),
+        T(test_memory_bookkeeping),
+        T(test_switch_overhead_excludes_drain),
+        T(test_restart_resumed_holder_first),
+        T(test_restore_blocked_client),
+        T(test_idle_counts_after_restore),
+        T(test_room_moves_the_shortfall),
+        T(test_shared_no_churn_for_blocked_waiter),
         T(test_quantum_grows_with_switch_cost),
         T(test_gpu_idle_busy_accounting),
         T(test_priority_change_at_run_time),

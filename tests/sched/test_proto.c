@@ -26,6 +26,8 @@ static const uint16_t all_types[] = {
     CS_MSG_GRANT,      CS_MSG_REVOKE,     CS_MSG_EVICT,      CS_MSG_ROOM_REPLY,
     CS_MSG_ERROR,      CS_MSG_CTL_STATUS, CS_MSG_CTL_SET,    CS_MSG_CTL_DRAIN,
     CS_MSG_CTL_GPU,    CS_MSG_CTL_CLIENT, CS_MSG_CTL_DONE,   CS_MSG_CTL_DAEMON,
+    CS_MSG_RESTORED,   CS_MSG_PREFETCH,   CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
+    CS_MSG_CTL_CLIENT_MEM,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -156,6 +158,25 @@ static void sample(uint16_t type, struct cs_msg *m)
         strcpy(c->ns, "ns");
         break;
     }
+    case CS_MSG_RESTORED:
+        m->u.restored = (struct cs_msg_restored){7, -2, 0x1234, 3 << 20, 4567};
+        break;
+    case CS_MSG_PREFETCH:
+        m->u.prefetch = (struct cs_msg_prefetch){8, 0, 99};
+        break;
+    case CS_MSG_PREFETCHED:
+        m->u.prefetched = (struct cs_msg_prefetched){9, 2, 99, 5 << 20, 777};
+        break;
+    case CS_MSG_CTL_GPU_MEM:
+        m->u.ctl_gpu_mem = (struct cs_msg_ctl_gpu_mem){2,  0,  1ull << 30, 8 << 20, 3ull << 30,
+                                                       4,  5,  6,          7,       8,
+                                                       9,  10, 11,         12,      13,
+                                                       14, 15};
+        break;
+    case CS_MSG_CTL_CLIENT_MEM:
+        m->u.ctl_client_mem = (struct cs_msg_ctl_client_mem){1, 2, 0, 3, 4,  5,  6,
+                                                             7, 8, 9, 10, 11, 12};
+        break;
     case CS_MSG_CTL_DONE:
         m->u.ctl_done.status = -EPERM;
         strcpy(m->u.ctl_done.text, "permission denied");
@@ -214,6 +235,11 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_GRANT), 24);
     assert_int_equal(cs_msg_size(CS_MSG_REVOKE), 32);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_STATUS), 16);
+    assert_int_equal(cs_msg_size(CS_MSG_RESTORED), 40);
+    assert_int_equal(cs_msg_size(CS_MSG_PREFETCH), 24);
+    assert_int_equal(cs_msg_size(CS_MSG_PREFETCHED), 40);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_GPU_MEM), 136);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_MEM), 104);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(0), 0);
     assert_int_equal(cs_msg_size(200), 0);

@@ -1,0 +1,475 @@
+/* mem.c: the memory model of each GPU and the swap decisions it drives.
+ *
+ * Model. A GPU's capacity is what its clients' swappable and unswappable
+ * allocations may occupy: total_mem (ATTACH) minus mem_reserve_mb minus
+ * client_reserve_mb per attached client (contexts and libraries the hook
+ * cannot see) and one more (the context of the next process to start).
+ * Each member reports resident, swapped, unswappable and
+ * footprint bytes in USAGE; between two USAGEs the daemon adjusts its copy
+ * with what EVICTED, RELEASE (swapped_bytes), RESTORED and PREFETCHED say
+ * moved. The figures are estimates by nature (USAGE comes at the client's
+ * pace); ROOM, sent by a client whose cuMemCreate failed, is the safety net
+ * for anything the model gets wrong.
+ *
+ * Rules, for the waiter w that policy will grant next (sd_best_waiter):
+ *   1. Room before the grant: w is granted only when its whole footprint
+ *      fits beside what every other member keeps resident. The shortfall
+ *      is taken from the others, furthest from running first (idle before
+ *      waiting, lower class first, then larger vtime), each only for what
+ *      is still missing (partial eviction): third parties by EVICT, the
+ *      outgoing holder by REVOKE.evict_bytes (policy.c make_room). The
+ *      grant waits for those answers; it goes ahead anyway when nothing is
+ *      left to move (ROOM then decides) or after revoke_timeout_ms.
+ *   2. Overlap: while a holder still runs, third parties are evicted for w
+ *      at once (the copy engines are idle while kernels run), and w is sent
+ *      PREFETCH as soon as its missing memory, or at least PREFETCH_MIN of
+ *      it, fits in what is free: it restores with its gate closed while
+ *      the holder computes, so the switch only moves what could not move
+ *      earlier. A prefetch that stops short (the client's cuMemCreate
+ *      failed) is not repeated until some memory is freed on the GPU.
+ *   3. Preparation: on an oversubscribed GPU (sum of footprints above the
+ *      capacity), every member with resident memory not yet known to have
+ *      host backing is sent EVICT PREPARE for it, so that pinning (0.2-0.6
+ *      s/GiB) happens before the first swap-out rather than inside it:
+ *      once per member per footprint change, at most once per
+ *      PREP_INTERVAL per member.
+ *
+ * Everything here runs inside policy calls, on simulated time in the unit
+ * tests; nothing a client reports can make it loop: every EVICT, PREFETCH
+ * and PREPARE is one outstanding request per member, and a member that
+ * moved less than asked is not asked again until its memory changes.
+ */
+#include <cuda.h>
+
+#include "common/log.h"
+#include "sched/policy_int.h"
+
+#define PREFETCH_MIN (4ull << 20)
+#define PREP_INTERVAL_NS (1000ull * SD_MS)
+
+uint64_t sd_add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+static uint64_t min64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+uint64_t sd_mem_movable(const struct sd_member *m)
+{
+    return sub0(m->resident, m->unswappable);
+}
+
+/* Bytes m was asked to move out that are not yet known gone. */
+static uint64_t pending_out(const struct sd_member *m)
+{
+    return min64(sub0(m->evict_bytes, m->evict_seen), sd_mem_movable(m));
+}
+
+/* What m holds on the GPU now. A holder's whole footprint counts: its
+ * grant restores everything before its gate opens (room was made for it),
+ * even while its USAGE still shows the restore under way; likewise an
+ * outstanding prefetch counts as done. */
+static uint64_t res_now(const struct sd_member *m)
+{
+    if ((sd_is_holder(m) || m->prefetch_id) && m->footprint > m->resident)
+        return m->footprint;
+    return m->resident;
+}
+
+/* What m will keep resident once its outstanding eviction is done. */
+static uint64_t res_after(const struct sd_member *m)
+{
+    return res_now(m) - min64(pending_out(m), res_now(m));
+}
+
+/* One client_reserve more than there are clients: the next process to
+ * start needs room for its context before it can even ask for any. */
+uint64_t sd_gpu_capacity(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    uint64_t reserve = (uint64_t)p->cfg->mem_reserve_mb << 20;
+    uint64_t per = (uint64_t)p->cfg->client_reserve_mb << 20;
+    reserve = sd_add_sat(reserve, per * (g->n + 1));
+    return sub0(g->mem_total, reserve);
+}
+
+uint64_t sd_gpu_footprint(const struct sd_gpu *g)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < g->n; i++)
+        s = sd_add_sat(s, g->m[i]->footprint);
+    return s;
+}
+
+uint64_t sd_gpu_swapped(const struct sd_gpu *g)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < g->n; i++)
+        s = sd_add_sat(s, g->m[i]->swapped);
+    return s;
+}
+
+bool sd_mem_evict_before(const struct sd_member *a, const struct sd_member *b)
+{
+    if ((a->state == CS_STATE_IDLE) != (b->state == CS_STATE_IDLE))
+        return a->state == CS_STATE_IDLE;
+    if (a->client->info.priority != b->client->info.priority)
+        return a->client->info.priority > b->client->info.priority;
+    if (a->vtime != b->vtime)
+        return a->vtime > b->vtime;
+    return a->client->id > b->client->id;
+}
+
+uint64_t sd_mem_shortfall(const struct sd_policy *p, const struct sd_gpu *g,
+                          const struct sd_member *w)
+{
+    uint64_t cap = sd_gpu_capacity(p, g);
+    if (!cap || !w->footprint)
+        return 0;
+    uint64_t sum = w->footprint;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i] != w)
+            sum = sd_add_sat(sum, res_after(g->m[i]));
+    uint64_t s = sub0(sum, cap);
+    return s > SD_MEM_SLACK ? s : 0;
+}
+
+void sd_mem_send_evict(struct sd_policy *p, struct sd_member *v, uint64_t bytes,
+                       struct sd_member *asker)
+{
+    v->evict_id = ++p->next_evict_id;
+    v->evict_for = asker;
+    v->evict_bytes = bytes;
+    v->evict_seen = 0;
+    v->st.evictions++;
+    v->gpu->st.evictions++;
+    cs_debug("gpu %u: evict %llu bytes of pid %u%s", v->gpu->index, (unsigned long long)bytes,
+             v->client->info.pid, asker ? " (room)" : "");
+    p->ops.evict(p->ctx, v, v->evict_id, bytes);
+}
+
+/* A third party that may be asked to move memory out for w now. */
+static bool plannable(const struct sd_member *v, const struct sd_member *w)
+{
+    return v != w && !sd_is_holder(v) && !v->evict_id && !v->prefetch_id && !v->no_swap &&
+           !v->evict_stuck && !v->restore_blocked && sd_mem_movable(v) > 0;
+}
+
+/* Evicts from third parties, furthest from running first, until `need`
+ * bytes are on their way out or nobody is left. */
+static void evict_third_parties(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
+                                uint64_t need)
+{
+    while (need > SD_MEM_SLACK) {
+        struct sd_member *v = NULL;
+        for (size_t i = 0; i < g->n; i++)
+            if (plannable(g->m[i], w) && (!v || sd_mem_evict_before(g->m[i], v)))
+                v = g->m[i];
+        if (!v)
+            return;
+        uint64_t amount = min64(sd_mem_movable(v), need);
+        need -= amount;
+        sd_mem_send_evict(p, v, amount, NULL);
+    }
+}
+
+/* Memory on its way out: an EVICT or a REVOKE with evict_bytes unanswered. */
+static bool evictions_in_flight(const struct sd_gpu *g)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        const struct sd_member *m = g->m[i];
+        if (m->evict_id || (m->state == CS_STATE_REVOKING && m->evict_bytes))
+            return true;
+    }
+    return false;
+}
+
+bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
+                        uint64_t now)
+{
+    uint64_t cap = sd_gpu_capacity(p, g);
+    uint64_t sum = w->footprint;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i] != w)
+            sum = sd_add_sat(sum, g->m[i]->resident);
+    if (!cap || !w->footprint || sum <= sd_add_sat(cap, SD_MEM_SLACK)) {
+        g->room_wait_since = 0;
+        return true;
+    }
+    evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w));
+    if (!evictions_in_flight(g)) {
+        /* Nothing more can move: grant, and let ROOM sort out whatever the
+         * model got wrong (or the client learn it does not fit). */
+        g->room_wait_since = 0;
+        return true;
+    }
+    if (!g->room_wait_since) {
+        g->room_wait_since = now;
+        g->st.room_waits++;
+    }
+    uint64_t until = g->room_wait_since + (uint64_t)p->cfg->revoke_timeout_ms * SD_MS;
+    if (now >= until) {
+        cs_warn("gpu %u: evictions for pid %u not answered within %u ms; granting anyway",
+                g->index, w->client->info.pid, p->cfg->revoke_timeout_ms);
+        g->room_wait_since = 0;
+        return true;
+    }
+    sd_gpu_want_at(g, until);
+    return false;
+}
+
+/* ---- planning while a holder runs ------------------------------------------------ */
+
+static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
+                          uint64_t cap)
+{
+    if (!p->ops.prefetch || w->prefetch_id || w->no_swap || w->restore_blocked)
+        return; /* (a blocked one is restoring already) */
+    if (w->prefetch_stuck && w->prefetch_epoch == g->freed_epoch)
+        return;
+    uint64_t need = sub0(w->footprint, w->resident);
+    if (need <= SD_MEM_SLACK)
+        return;
+    uint64_t used = 0;
+    for (size_t i = 0; i < g->n; i++)
+        used = sd_add_sat(used, res_now(g->m[i]));
+    uint64_t free_now = sub0(cap, used);
+    if (free_now < min64(need, PREFETCH_MIN))
+        return;
+    /* Room for it is on its way: one prefetch when it is there rather than
+     * one now for crumbs and another after. (A real part of it is worth
+     * moving now: it overlaps the evictions, the other copy direction.) */
+    if (free_now < need / 4 && evictions_in_flight(g))
+        return;
+    w->prefetch_id = ++p->next_evict_id;
+    w->prefetch_base = w->resident;
+    w->prefetch_epoch = g->freed_epoch; /* memory freed after this: worth a retry */
+    w->prefetch_stuck = false;
+    w->st.prefetches++;
+    g->st.prefetches++;
+    cs_debug("gpu %u: prefetch pid %u (%llu of %llu bytes fit)", g->index, w->client->info.pid,
+             (unsigned long long)min64(need, free_now), (unsigned long long)need);
+    p->ops.prefetch(p->ctx, w, w->prefetch_id);
+}
+
+static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, uint64_t now)
+{
+    if (!p->ops.prepare || sd_gpu_footprint(g) <= cap)
+        return;
+    for (size_t i = 0; i < g->n; i++) {
+        struct sd_member *m = g->m[i];
+        if (m->prep_id || m->no_swap || m->state == CS_STATE_REVOKING)
+            continue;
+        uint64_t movable = sd_mem_movable(m);
+        if (movable <= sd_add_sat(m->prep_covered, SD_MEM_SLACK))
+            continue;
+        if (m->prep_ns && now < m->prep_ns + PREP_INTERVAL_NS) {
+            sd_gpu_want_at(g, m->prep_ns + PREP_INTERVAL_NS);
+            continue;
+        }
+        m->prep_id = ++p->next_evict_id;
+        m->prep_ns = now;
+        m->prep_asked = movable;
+        m->st.prepares++;
+        g->st.prepares++;
+        p->ops.prepare(p->ctx, m, m->prep_id, movable);
+    }
+}
+
+void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    uint64_t cap = sd_gpu_capacity(p, g);
+    if (!cap || g->restoring)
+        return;
+    plan_prepare(p, g, cap, now);
+    struct sd_member *w = g->draining ? NULL : sd_best_waiter(g);
+    if (!w)
+        return;
+    bool running = false, leaving = false;
+    for (size_t i = 0; i < g->n; i++) {
+        const struct sd_member *h = g->m[i];
+        running |= sd_is_holder(h);
+        leaving |= h->state == CS_STATE_REVOKING;
+        /* A holder still restoring (its grant's swap-in) has the critical
+         * path: nothing else is started until it runs. A client's prefetch
+         * takes whatever the driver has free, not what the model set aside
+         * for it, so the two would also race for the same bytes. */
+        if (sd_is_holder(h) && h->restoring)
+            return;
+    }
+    /* In shared mode w may wait for holders that stay (a higher class, a
+     * slice not over): moving memory for it would only churn, until it
+     * fits beside them or one of them is on its way out. In exclusive mode
+     * the holder's slice ends for w anyway. */
+    if (p->cfg->mode == CS_MODE_SHARED && !leaving && !sd_fits_beside_holders(p, g, w))
+        return;
+    if (running)
+        evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w));
+    plan_prefetch(p, g, w, cap);
+}
+
+/* ---- reports ------------------------------------------------------------------------ */
+
+void sd_mem_on_usage(struct sd_gpu *g, struct sd_member *m, const struct cs_msg_usage *u)
+{
+    if (u->resident < m->resident) {
+        g->freed_epoch++;
+        if (m->evict_bytes) /* part of the eviction under way, most likely */
+            m->evict_seen = sd_add_sat(m->evict_seen, m->resident - u->resident);
+    }
+    if (u->resident != m->resident || u->footprint != m->footprint)
+        m->evict_stuck = false;
+    if (u->footprint != m->footprint)
+        m->prep_covered = 0; /* new allocations have no host backing yet */
+    /* A holder's memory is all resident but while its grant restores it
+     * (allocations made while holding are placed at once). */
+    if (sd_add_sat(u->resident, SD_MEM_SLACK) >= u->footprint) {
+        m->restoring = false;
+        m->restore_blocked = false; /* whatever it restored is all back */
+    } else if (m->state == CS_STATE_HOLDING) {
+        m->restoring = true;
+    }
+}
+
+/* moved bytes left the GPU: what a USAGE has not shown yet comes off. */
+static void moved_out(struct sd_gpu *g, struct sd_member *m, uint64_t moved, uint64_t ns)
+{
+    uint64_t off = min64(sub0(moved, m->evict_seen), m->resident);
+    m->resident -= off;
+    m->swapped = sd_add_sat(m->swapped, off);
+    m->evict_bytes = 0;
+    m->evict_seen = 0;
+    if (!moved)
+        return;
+    g->freed_epoch++;
+    m->st.swap_out_bytes = sd_add_sat(m->st.swap_out_bytes, moved);
+    m->st.swap_ns += ns;
+    g->st.swap_out_bytes = sd_add_sat(g->st.swap_out_bytes, moved);
+    sd_hist_add(&g->st.swap_out, ns);
+}
+
+void sd_mem_on_release(struct sd_gpu *g, struct sd_member *m, const struct cs_msg_release *r,
+                       bool held)
+{
+    if (held) {
+        /* Its grant made everything resident before the gate opened (a
+         * revoke that overtakes a grant waits for its restore), so what it
+         * keeps is its footprint less what it just swapped out, whatever
+         * USAGE last said. */
+        if (m->footprint > m->resident)
+            m->resident = m->footprint;
+        m->swapped = 0;
+        m->evict_seen = 0;
+        m->restoring = false;
+    }
+    moved_out(g, m, r->swapped_bytes, r->swap_ns);
+}
+
+/* An EVICTED answering m's outstanding PREPARE. */
+static void prepared(struct sd_member *m, const struct cs_msg_evicted *e)
+{
+    m->prep_id = 0;
+    if (e->status == CUDA_ERROR_NOT_SUPPORTED)
+        m->no_swap = true;
+    /* Done, or failed for host memory: either way not asked again until
+     * its footprint changes. */
+    if (m->prep_asked > m->prep_covered)
+        m->prep_covered = m->prep_asked;
+}
+
+uint64_t sd_mem_on_evicted(struct sd_member *m, const struct cs_msg_evicted *e)
+{
+    uint64_t asked = m->evict_bytes;
+    m->evict_id = 0;
+    if (e->status == CUDA_ERROR_NOT_SUPPORTED)
+        m->no_swap = true;
+    /* A swap is all-or-nothing per allocation: what the client says it
+     * moved did move, even when it stopped early. */
+    moved_out(m->gpu, m, e->bytes, e->ns);
+    if (e->bytes < asked)
+        m->evict_stuck = true;
+    return e->bytes;
+}
+
+int sd_mem_evicted_prepare(struct sd_member *m, const struct cs_msg_evicted *e)
+{
+    if (!m->prep_id || e->request_id != m->prep_id)
+        return 0;
+    prepared(m, e);
+    return 1;
+}
+
+static void count_in(struct sd_gpu *g, struct sd_member *m, uint64_t bytes, uint64_t ns)
+{
+    m->st.swap_in_ns += ns;
+    if (!bytes)
+        return;
+    m->st.swap_in_bytes = sd_add_sat(m->st.swap_in_bytes, bytes);
+    g->st.swap_in_bytes = sd_add_sat(g->st.swap_in_bytes, bytes);
+    sd_hist_add(&g->st.swap_in, ns);
+}
+
+int sd_policy_restored(struct sd_policy *p, struct sd_client *c, const struct cs_msg_restored *r,
+                       uint64_t now, const char **why)
+{
+    struct sd_member *m = r->slot < CS_MAX_DEVICES ? c->slot[r->slot] : NULL;
+    if (!m) {
+        *why = "slot not attached";
+        return SD_EPROTO;
+    }
+    struct sd_gpu *g = m->gpu;
+    count_in(g, m, r->bytes, r->ns);
+    if (sd_is_holder(m) && r->lease_id == m->lease_id) {
+        /* The gate opened only once everything was resident. */
+        if (m->footprint > m->resident)
+            m->resident = m->footprint;
+        m->swapped = 0;
+        m->evict_stuck = false;
+        m->restoring = false;
+        m->lease_restored = true;
+    }
+    m->reports_restore = true;
+    sd_switch_restored(g, r->lease_id, r->ns);
+    sd_gpu_reschedule(p, g, now);
+    return SD_OK;
+}
+
+int sd_policy_prefetched(struct sd_policy *p, struct sd_client *c,
+                         const struct cs_msg_prefetched *r, uint64_t now, const char **why)
+{
+    struct sd_member *m = r->slot < CS_MAX_DEVICES ? c->slot[r->slot] : NULL;
+    if (!m) {
+        *why = "slot not attached";
+        return SD_EPROTO;
+    }
+    /* One that crossed a reconnect matches nothing here. */
+    if (!m->prefetch_id || r->request_id != m->prefetch_id)
+        return SD_OK;
+    struct sd_gpu *g = m->gpu;
+    m->prefetch_id = 0;
+    count_in(g, m, r->bytes, r->ns);
+    g->st.prefetch_bytes = sd_add_sat(g->st.prefetch_bytes, r->bytes);
+    if (r->status == 0) {
+        if (m->footprint > m->resident)
+            m->resident = m->footprint;
+        m->swapped = 0;
+    } else {
+        uint64_t r2 = min64(sd_add_sat(m->prefetch_base, r->bytes), m->footprint);
+        if (r2 > m->resident)
+            m->resident = r2;
+        m->swapped = sub0(m->swapped, r->bytes);
+        m->prefetch_stuck = true;
+        if (r->status == CUDA_ERROR_NOT_SUPPORTED)
+            m->no_swap = true;
+    }
+    m->evict_stuck = false;
+    sd_gpu_reschedule(p, g, now);
+    return SD_OK;
+}

@@ -1,0 +1,210 @@
+# shellcheck shell=bash
+# tests/e2e/swap_lib.sh: sourced by the swap end-to-end tests (swap_*.sh).
+#
+# A test runs a real cushared on a private socket and real cs_job processes
+# under the real libcushare.so on a simulated GPU whose memory they do not
+# fit in together, so the daemon swaps them. The simulated GPU:
+# FAKECUDA_MEM_MB=256, copies at FAKECUDA_PCIE_GBPS=4 per direction (a
+# process may ask for less), 8 MiB per context (client_reserve_mb = 8).
+# Every process a test starts is killed on exit, whatever happens.
+#
+# Environment (tests/run-suite.sh sets it): CUSHARE_BUILD, CUSHARE_SAN,
+# SAN_RUNTIME, FAKECUDA_SHM, TEST_TMP. By hand:
+#   CUSHARE_BUILD=build-mem tests/e2e/swap_jobs.sh
+set -eu
+
+B=${CUSHARE_BUILD:-build}
+SAN=${CUSHARE_SAN:-}
+TEST_NAME=$(basename "$0" .sh)
+OWN_TMP=
+if [ -z "${TEST_TMP:-}" ]; then
+    TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/cushare-swap.XXXXXX")
+    OWN_TMP=$TEST_TMP # by hand: removed after a pass, kept after a failure
+fi
+T=$TEST_TMP
+export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export FAKECUDA_SHM=${FAKECUDA_SHM:-swap-$$}
+export FAKECUDA_MEM_MB=256
+export FAKECUDA_PCIE_GBPS=4
+unset FAKECUDA_TRACE CUSHARE_PRIORITY CUSHARE_WEIGHT CUSHARE_NAME CUSHARE_MEM_LIMIT \
+      CUSHARE_DISABLE CUSHARE_REQUIRE_DAEMON CUSHARE_DAEMON_WAIT_MS CUSHARE_SWAP LD_PRELOAD
+SOCK=$T/cushared.sock
+export CUSHARE_SOCKET=$SOCK
+HOOK=$B/lib/libcushare.so
+PRELOAD="${SAN_RUNTIME:+$SAN_RUNTIME }$HOOK"
+PROBE=$B/tests/e2e/swap_probe
+CTL=$B/bin/cusharectl
+JOB=$B/bin/cs_job
+for f in "$B/bin/cushared" "$CTL" "$JOB" "$HOOK" "$PROBE"; do
+    [ -e "$f" ] || { echo "$TEST_NAME: $f is missing: build with 'make BUILD=$B check'" >&2; exit 1; }
+done
+
+DAEMON_PID=
+PIDS=()
+
+dump_logs() {
+    if [ -f "$T/cushared.log" ]; then
+        echo "------ cushared log (last 40 lines) ------"
+        tail -n 40 "$T/cushared.log"
+    fi
+    for f in "$T"/*.err "$T"/*.out; do
+        [ -s "$f" ] || continue
+        echo "------ $f ------"
+        tail -n 8 "$f"
+    done
+}
+
+fail() {
+    echo "FAIL: $TEST_NAME: $*" >&2
+    dump_logs >&2
+    exit 1
+}
+
+cleanup() {
+    local rc=$?
+    set +e
+    for p in "${PIDS[@]}" $DAEMON_PID; do
+        kill -9 "$p" 2>/dev/null
+    done
+    for p in "${PIDS[@]}" $DAEMON_PID; do
+        wait "$p" 2>/dev/null
+    done
+    rm -f "/dev/shm/fakecuda-$FAKECUDA_SHM"
+    if [ -n "$OWN_TMP" ]; then
+        if [ $rc -eq 0 ]; then rm -rf "$OWN_TMP"; else echo "kept $OWN_TMP" >&2; fi
+    fi
+    exit $rc
+}
+trap cleanup EXIT
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# The daemon's knobs for every swap test. mem_reserve_mb = 0: nothing but
+# the jobs uses the simulated GPU; client_reserve_mb = 8: the simulator's
+# context. The quantum follows the measured switch overhead (5% of a slice)
+# between 200 ms and 10 s. Debug logging: the tests wait for its lines.
+write_conf() {
+    cat >"$T/cushared.conf" <<EOF
+[cushared]
+mode = exclusive
+mem_reserve_mb = 0
+client_reserve_mb = 8
+quantum_floor_ms = 200
+quantum_cap_ms = 10000
+switch_cost_target = 0.05
+idle_release_ms = 500
+revoke_timeout_ms = 10000
+reconnect_grace_ms = 3000
+log_level = debug
+EOF
+}
+
+start_daemon() {
+    [ -f "$T/cushared.conf" ] || write_conf
+    "$B/bin/cushared" --socket "$SOCK" --config "$T/cushared.conf" \
+        --state "$T/cushared.state" 2>>"$T/cushared.log" &
+    DAEMON_PID=$!
+    local i
+    for i in $(seq 200); do
+        "$CTL" --socket "$SOCK" status >/dev/null 2>&1 && return 0
+        sleep 0.025
+    done
+    fail "cushared did not answer on $SOCK"
+}
+
+stop_daemon() {
+    [ -n "$DAEMON_PID" ] || return 0
+    kill "$DAEMON_PID" 2>/dev/null || true
+    wait "$DAEMON_PID" 2>/dev/null || true
+    DAEMON_PID=
+}
+
+# job NAME SEED [cs_job options...]: a cs_job under the hook in the
+# background, output in $T/NAME.out and .err; its pid in JOB_PID. Synced
+# every iteration (as a framework syncs every step), so a revoke waits for
+# one iteration, not for seconds of queued work.
+JOB_PID=
+job() {
+    local name=$1 seed=$2
+    shift 2
+    CUSHARE_NAME=$name LD_PRELOAD="$PRELOAD" "$JOB" --name "$name" --seed "$seed" \
+        --sync-every 1 "$@" >"$T/$name.out" 2>"$T/$name.err" &
+    JOB_PID=$!
+    PIDS+=("$JOB_PID")
+}
+
+# Diagnostics of a job that does not finish: the daemon's view and the
+# threads of every job still alive.
+dump_stuck() {
+    echo "------ status ------"
+    "$CTL" --socket "$SOCK" status 2>&1 || true
+    local p t
+    for p in "${PIDS[@]}"; do
+        [ -d "/proc/$p" ] || continue
+        echo "------ pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80) ------"
+        for t in /proc/"$p"/task/*; do
+            echo "  $(cat "$t/comm" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null) $(sed -n 's/^State:\t//p' "$t/status" 2>/dev/null)"
+        done
+        if command -v gdb >/dev/null 2>&1; then
+            timeout 20 gdb -p "$p" -batch -ex "thread apply all bt 8" 2>/dev/null | grep -E '^(Thread|#)' | head -n 60
+        fi
+    done
+}
+
+# job_ok NAME PID: waits for it (up to 90 s) and requires a right checksum.
+job_ok() {
+    local name=$1 pid=$2 i
+    for i in $(seq 9000); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.01
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        dump_stuck >&2
+        fail "job $name (pid $pid) did not finish within 90 s"
+    fi
+    wait "$pid" || fail "job $name exited with $?: $(cat "$T/$name.out" "$T/$name.err" | tail -n 3)"
+    grep -q "^cs_job: ok name=$name " "$T/$name.out" || fail "job $name: $(cat "$T/$name.out")"
+}
+
+# The simulated GPU's free memory as a process without the hook sees it
+# (its own context included: compare values measured the same way).
+free_mem() {
+    "$PROBE" free | sed -n 's/^free=\([0-9]*\) .*/\1/p'
+}
+
+# Waits (up to 10 s) until no process but the probe holds simulated device
+# memory, then requires the free memory to equal $1.
+expect_free() {
+    local want=$1 got i
+    for i in $(seq 100); do
+        got=$(free_mem)
+        [ "$got" = "$want" ] && return 0
+        sleep 0.1
+    done
+    fail "device memory leaked: free $got bytes, $want at the start"
+}
+
+# wait_log PATTERN [SINCE_LINE]: waits (up to 20 s) for a daemon log line
+# matching the extended regex after line SINCE_LINE; prints its number.
+wait_log() {
+    local pat=$1 since=${2:-0} i n
+    for i in $(seq 2000); do
+        n=$(awk -v s="$since" -v p="$pat" 'NR > s && $0 ~ p { print NR; exit }' "$T/cushared.log")
+        if [ -n "$n" ]; then
+            echo "$n"
+            return 0
+        fi
+        sleep 0.01
+    done
+    fail "no daemon log line matching '$pat' within 20 s"
+}
+
+log_lines() { wc -l <"$T/cushared.log"; }
+
+status_json() { "$CTL" --socket "$SOCK" status --json; }
+
+# json_num FILE KEY: the first number after "KEY": in FILE (GPU-level keys
+# come before the clients' in the status JSON).
+json_num() {
+    grep -o "\"$2\": [0-9.]*" "$1" | head -n 1 | sed 's/.*: //'
+}
