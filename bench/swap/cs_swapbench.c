@@ -133,7 +133,7 @@ int main(int argc, char **argv)
         /* Out, prefetch while the gate is closed, then the same kernel. */
         mock_revoke(mock, 0, mock_lease(mock, 0), CS_ALL_BYTES);
         need(mock_wait(mock, CS_MSG_RELEASE, 600000, &m, NULL), "no RELEASE");
-        mock_prefetch(mock, 0, 1000 + r);
+        mock_prefetch(mock, 0, 1000 + r, CS_ALL_BYTES >> 2);
         need(mock_wait(mock, CS_MSG_PREFETCHED, 600000, &m, NULL), "no PREFETCHED");
         double pf_gbps = (double)m.u.prefetched.bytes / (double)m.u.prefetched.ns;
         t0 = now_ns();

@@ -105,7 +105,7 @@ static const struct field f_evicted[] = {
 };
 static const struct field f_room[] = {
     SLOT(cs_msg_room),
-    U32(cs_msg_room, flags, 0, 0),
+    U32(cs_msg_room, flags, 0, CS_ROOM_CONTEXT),
     U64(cs_msg_room, request_id, ANY64),
     U64(cs_msg_room, bytes, 1, 1ull << 62),
 };
@@ -120,6 +120,7 @@ static const struct field f_prefetch[] = {
     SLOT(cs_msg_prefetch),
     U32(cs_msg_prefetch, flags, 0, 0),
     U64(cs_msg_prefetch, request_id, ANY64),
+    U64(cs_msg_prefetch, bytes, 1, 1ull << 62),
 };
 static const struct field f_prefetched[] = {
     SLOT(cs_msg_prefetched),

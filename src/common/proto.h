@@ -84,6 +84,9 @@ enum cs_msg_type {
 /* EVICT.flags */
 #define CS_EVICT_PREPARE 0x1u /* only pin host backing for `bytes`; move nothing */
 
+/* ROOM.flags */
+#define CS_ROOM_CONTEXT 0x1u /* for a new context: asked by any client, holder or not */
+
 /* USAGE.flags */
 #define CS_USAGE_IDLE 0x1u /* nothing submitted for the idle period */
 
@@ -203,6 +206,7 @@ struct cs_msg_prefetch {
     uint32_t slot;
     uint32_t flags;         /* reserved, 0 */
     uint64_t request_id;
+    uint64_t bytes;         /* restore at most this much (what fits now) */
 };
 
 struct cs_msg_prefetched {

@@ -179,6 +179,11 @@ static void room_answer(uint64_t id, int32_t status)
 
 int cs_client_request_room(int slot, uint64_t bytes)
 {
+    return cs_client_request_room_flags(slot, bytes, 0);
+}
+
+int cs_client_request_room_flags(int slot, uint64_t bytes, uint32_t flags)
+{
     pthread_mutex_lock(&room_mu);
     int i = 0;
     while (i < ROOM_MAX && room[i].id)
@@ -194,6 +199,7 @@ int cs_client_request_room(int slot, uint64_t bytes)
 
     struct cs_msg m = {.type = CS_MSG_ROOM};
     m.u.room.slot = (uint32_t)slot;
+    m.u.room.flags = flags;
     m.u.room.request_id = id;
     m.u.room.bytes = bytes;
     int rc = cs_client_send(&m);

@@ -35,6 +35,8 @@ uint32_t cs_client_idle_ms(void);
  * (other jobs' memory is swapped out) and waits for the answer. 0 when room
  * was made; -1 without a scheduler, on refusal, or after 60 s. */
 int cs_client_request_room(int slot, uint64_t bytes);
+/* The same with ROOM flags (CS_ROOM_CONTEXT). */
+int cs_client_request_room_flags(int slot, uint64_t bytes, uint32_t flags);
 
 void cs_client_reset_after_fork(void);
 

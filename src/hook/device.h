@@ -32,6 +32,7 @@ enum cs_job_kind {
     CS_JOB_GRANT = 2,  /* restore memory, then open the gate */
     CS_JOB_EVICT = 3,  /* swap out (or pin ahead) while not holding */
     CS_JOB_PREFETCH = 4, /* restore memory ahead of the grant, gate closed */
+    CS_JOB_IDLE_PROBE = 5, /* no submissions for a while: is the GPU done too? */
 };
 struct cs_job {
     uint8_t kind;
@@ -78,6 +79,8 @@ struct cs_dev {
     uint32_t idle_last_entries;
     uint64_t idle_last_activity_ns;
     bool idle_reported;
+    bool idle_probe_pending;  /* a CS_JOB_IDLE_PROBE is queued or running (mu) */
+    bool idle_gpu_done;       /* the probe found no work left in flight (mu) */
     uint64_t usage_sent[3];   /* resident, swapped, footprint last reported */
 
     /* memory accounting: atomics, see mem.c */

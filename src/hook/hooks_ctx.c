@@ -8,7 +8,10 @@
 #include "hook/hook.h"
 #include "hook/device.h"
 #include "hook/gate.h"
+#include "hook/client.h"
+#include "hook/config.h"
 #include "hook/mem.h"
+#include "common/log.h"
 
 #include <pthread.h>
 
@@ -50,11 +53,30 @@ CS_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
     return ctx_destroy(cs_real.cuCtxDestroy, ctx);
 }
 
+/* A context costs device memory (about 500 MiB on an H100) the hook cannot
+ * see in advance. When the driver cannot create one because other jobs'
+ * memory fills the GPU, ask the scheduler to move idle jobs' memory out
+ * (ROOM, CS_ROOM_CONTEXT) and try again, instead of failing the start. */
+#define CS_CONTEXT_ROOM (1ull << 30)
+
+static bool room_for_context(CUdevice dev)
+{
+    if (cs_cfg.disabled || dev < 0 || dev >= CS_MAX_DEVICES)
+        return false;
+    struct cs_dev *d = cs_dev_get((int)dev); /* attaches: no context needed */
+    if (!d || !cs_client_is_connected())
+        return false;
+    cs_info("GPU %d is full: asking the scheduler for room for a new context", (int)dev);
+    return cs_client_request_room_flags((int)dev, CS_CONTEXT_ROOM, CS_ROOM_CONTEXT) == 0;
+}
+
 CS_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     if (cs_real_init() < 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = cs_real.cuDevicePrimaryCtxRetain(pctx, dev);
+    for (int i = 0; r == CUDA_ERROR_OUT_OF_MEMORY && i < 3 && room_for_context(dev); i++)
+        r = cs_real.cuDevicePrimaryCtxRetain(pctx, dev);
     if (r == CUDA_SUCCESS && pctx && dev >= 0 && dev < CS_MAX_DEVICES) {
         pthread_mutex_lock(&primary_mu);
         primary[dev] = *pctx;
@@ -72,6 +94,8 @@ CS_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice de
         if (cs_real_init() < 0)                                                \
             return CUDA_ERROR_NOT_INITIALIZED;                                 \
         CUresult r = cs_real.sym args;                                         \
+        for (int i_ = 0; r == CUDA_ERROR_OUT_OF_MEMORY && i_ < 3 && room_for_context(dev); i_++) \
+            r = cs_real.sym args;                                              \
         if (r == CUDA_SUCCESS && (pctx))                                       \
             cs_ctx_note(*(pctx), (int)(dev));                                  \
         return r;                                                              \

@@ -43,6 +43,7 @@ static void hold_locked(struct cs_dev *d, uint64_t lease_id)
     d->idle_last_entries = (uint32_t)(atomic_load(&d->subm) >> 32);
     d->idle_last_activity_ns = cs_now_ns();
     d->idle_reported = false;
+    d->idle_gpu_done = false;
     open_gate_locked(d);
 }
 
@@ -254,7 +255,7 @@ void cs_lease_on_prefetch(struct cs_dev *d, const struct cs_msg_prefetch *pf)
     pthread_mutex_lock(&d->mu);
     bool queued = d->state != CS_LEASE_DETACHED &&
                   enqueue_locked(d, (struct cs_job){.kind = CS_JOB_PREFETCH,
-                                                    .id = pf->request_id});
+                                                    .id = pf->request_id, .bytes = pf->bytes});
     pthread_mutex_unlock(&d->mu);
     if (!queued) {
         struct cs_msg r = {.type = CS_MSG_PREFETCHED};
@@ -317,7 +318,11 @@ static void tick_lost_daemon_locked(struct cs_dev *d, uint64_t now)
 }
 
 /* Idle tracking while held: a holder that has submitted nothing for the
- * daemon's idle period says so, and says so again when work resumes. */
+ * daemon's idle period *and* has no work left on the GPU says so, and says
+ * so again when work resumes. Submissions are counted by the gate; whether
+ * work is still in flight is asked by the worker (an idle probe: it waits
+ * for the contexts, then restarts the idle clock from when the GPU finished,
+ * so a job blocked on a long kernel is not mistaken for an idle one). */
 static bool idle_changed_locked(struct cs_dev *d, uint64_t now, bool *idle_now)
 {
     uint32_t idle_ms = cs_client_idle_ms();
@@ -328,8 +333,13 @@ static bool idle_changed_locked(struct cs_dev *d, uint64_t now, bool *idle_now)
     if (entries != d->idle_last_entries) {
         d->idle_last_entries = entries;
         d->idle_last_activity_ns = now;
-    } else {
-        *idle_now = now - d->idle_last_activity_ns >= (uint64_t)idle_ms * 1000000ull;
+        d->idle_gpu_done = false;
+    } else if (now - d->idle_last_activity_ns >= (uint64_t)idle_ms * 1000000ull) {
+        if (d->idle_gpu_done)
+            *idle_now = true;
+        else if (!d->idle_probe_pending &&
+                 enqueue_locked(d, (struct cs_job){.kind = CS_JOB_IDLE_PROBE, .id = entries}))
+            d->idle_probe_pending = true;
     }
     return *idle_now != d->idle_reported;
 }
@@ -349,7 +359,8 @@ static void tick_report(struct cs_dev *d, uint64_t now)
                            d->usage_sent[1] != m.u.usage.swapped ||
                            d->usage_sent[2] != m.u.usage.footprint;
         if (idle_flip || mem_changed) {
-            m.u.usage.flags = (idle_flip ? idle_now : d->idle_reported) ? CS_USAGE_IDLE : 0;
+            bool idle = d->state == CS_LEASE_HELD && (idle_flip ? idle_now : d->idle_reported);
+            m.u.usage.flags = idle ? CS_USAGE_IDLE : 0;
             if (cs_client_send(&m) == 0) {
                 d->idle_reported = m.u.usage.flags & CS_USAGE_IDLE;
                 d->usage_sent[0] = m.u.usage.resident;
@@ -473,11 +484,51 @@ static void job_revoke(struct cs_dev *d, const struct cs_job *job)
         cs_client_send(&m);
     }
     d->state = CS_LEASE_IDLE;
+    d->idle_reported = false; /* idleness belongs to the lease just ended */
     if (d->waiters > 0) {
         d->state = CS_LEASE_WAITING;
         send_acquire_locked(d);
     }
     pthread_mutex_unlock(&d->mu);
+}
+
+/* A grant still being restored is abandoned when the connection it came on
+ * is gone (a new daemon knows nothing of it: the device re-attached as
+ * WAITING) or when the daemon has already revoked it (the queued REVOKE then
+ * answers with RELEASE). */
+static bool grant_stale(struct cs_dev *d, const struct cs_job *job)
+{
+    pthread_mutex_lock(&d->mu);
+    bool stale = job->conn != cs_client_generation();
+    for (unsigned i = 0; i < d->job_count && !stale; i++) {
+        const struct cs_job *j = &d->jobs[(d->job_head + i) % CS_JOBQ];
+        stale = j->kind == CS_JOB_REVOKE && j->id == job->id;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return stale;
+}
+
+static void job_evict(struct cs_dev *d, const struct cs_job *job);
+
+/* While a restore waits for room, EVICT requests still get answered (the
+ * daemon may be moving this very job's memory to make room elsewhere). */
+static void serve_queued_evicts(struct cs_dev *d)
+{
+    struct cs_job ev[CS_JOBQ];
+    unsigned n = 0;
+    pthread_mutex_lock(&d->mu);
+    unsigned kept = 0;
+    for (unsigned i = 0; i < d->job_count; i++) {
+        struct cs_job j = d->jobs[(d->job_head + i) % CS_JOBQ];
+        if (j.kind == CS_JOB_EVICT)
+            ev[n++] = j;
+        else
+            d->jobs[(d->job_head + kept++) % CS_JOBQ] = j;
+    }
+    d->job_count = kept;
+    pthread_mutex_unlock(&d->mu);
+    for (unsigned i = 0; i < n; i++)
+        job_evict(d, &ev[i]);
 }
 
 /* Restores the job's memory and opens the gate, holding the segment lock
@@ -492,7 +543,7 @@ static void job_grant(struct cs_dev *d, const struct cs_job *job)
         pthread_mutex_lock(&s->mu);
         struct cs_swap_result sw = {CUDA_SUCCESS, 0, 0};
         if (cs_cfg.swap)
-            sw = cs_swap_in_locked(d);
+            sw = cs_swap_in_locked(d, UINT64_MAX, false);
         if (sw.status == CUDA_SUCCESS)
             restored += sw.bytes;
         if (sw.status == CUDA_SUCCESS) {
@@ -516,6 +567,9 @@ static void job_grant(struct cs_dev *d, const struct cs_job *job)
         }
         restored += sw.bytes;
         pthread_mutex_unlock(&s->mu);
+        if (grant_stale(d, job))
+            return;
+        serve_queued_evicts(d);
         uint64_t now = cs_now_ns();
         if (!first_fail)
             first_fail = now;
@@ -559,7 +613,7 @@ static void job_prefetch(struct cs_dev *d, const struct cs_job *job)
     struct cs_swap_result sw = {CUDA_ERROR_NOT_SUPPORTED, 0, 0};
     if (cs_cfg.swap) {
         pthread_mutex_lock(&cs_segs[d->ordinal].mu);
-        sw = cs_swap_in_locked(d);
+        sw = cs_swap_in_locked(d, job->bytes, true);
         pthread_mutex_unlock(&cs_segs[d->ordinal].mu);
     }
     struct cs_msg r = {.type = CS_MSG_PREFETCHED};
@@ -569,6 +623,31 @@ static void job_prefetch(struct cs_dev *d, const struct cs_job *job)
     r.u.prefetched.bytes = sw.bytes;
     r.u.prefetched.ns = sw.ns;
     cs_client_send(&r);
+}
+
+/* Waits for the device's work; if nothing was submitted meanwhile, either
+ * the GPU was already idle (the wait was short: confirm at once) or it just
+ * finished (restart the idle clock from now). "Short" is 10 ms: a
+ * synchronize with nothing to wait for takes microseconds, but up to a few
+ * milliseconds on a loaded machine or under a sanitizer, and confirming up
+ * to 10 ms before the GPU's last work ends costs nothing that matters (the
+ * revoke drains it anyway). */
+#define IDLE_PROBE_INSTANT_NS 10000000ull
+static void job_idle_probe(struct cs_dev *d, const struct cs_job *job)
+{
+    uint64_t t0 = cs_now_ns();
+    drain_contexts(d);
+    uint64_t t1 = cs_now_ns();
+    pthread_mutex_lock(&d->mu);
+    d->idle_probe_pending = false;
+    uint32_t entries = (uint32_t)(atomic_load_explicit(&d->subm, memory_order_relaxed) >> 32);
+    if (d->state == CS_LEASE_HELD && entries == (uint32_t)job->id) {
+        if (t1 - t0 < IDLE_PROBE_INSTANT_NS)
+            d->idle_gpu_done = true;
+        else
+            d->idle_last_activity_ns = t1;
+    }
+    pthread_mutex_unlock(&d->mu);
 }
 
 static void *worker_main(void *arg)
@@ -602,6 +681,9 @@ static void *worker_main(void *arg)
             break;
         case CS_JOB_PREFETCH:
             job_prefetch(d, &job);
+            break;
+        case CS_JOB_IDLE_PROBE:
+            job_idle_probe(d, &job);
             break;
         }
     }

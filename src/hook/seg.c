@@ -2,6 +2,7 @@
 #include "hook/seg.h"
 #include "hook/client.h"
 #include "hook/config.h"
+#include "hook/mem.h"
 #include "hook/swap.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -220,6 +221,24 @@ static bool may_materialize(struct cs_dev *d)
     return ok;
 }
 
+/* An allocation that is only reserved (the job does not hold the GPU) is
+ * still refused if the job's memory could never be resident at once on
+ * this device: on a bare GPU it would fail with OUT_OF_MEMORY right away,
+ * and a grant could never restore it. */
+static bool fits_device_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size)
+{
+    uint64_t total = d->total_mem;
+    uint64_t mine = atomic_load(&s->resident) + atomic_load(&s->swapped) +
+                    atomic_load(&s->reserved) + cs_mem_unswappable(d->ordinal);
+    if (!total || mine + size <= total)
+        return true;
+    char a[32], t[32], m[32];
+    cs_error("out of memory on GPU %d: %s more would make this job's memory (%s) larger than "
+             "the GPU (%s)", d->ordinal, cs_format_size(size, a, sizeof a),
+             cs_format_size(mine, m, sizeof m), cs_format_size(total, t, sizeof t));
+    return false;
+}
+
 static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size, bool chunk,
                                struct cs_seg **out)
 {
@@ -236,7 +255,13 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
         free(g);
         return r;
     }
-    if (may_materialize(d)) {
+    bool place = may_materialize(d);
+    if (!place && !fits_device_locked(d, s, size)) {
+        cs_real.cuMemAddressFree(g->va, size);
+        free(g);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (place) {
         r = cs_swap_map_new_locked(d, s, g);
         if (r != CUDA_SUCCESS) {
             cs_real.cuMemAddressFree(g->va, size);

@@ -255,7 +255,7 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
 
 /* ---- swap-in ---------------------------------------------------------------- */
 
-struct cs_swap_result cs_swap_in_locked(struct cs_dev *d)
+struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool prefetch)
 {
     struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
     struct cs_segs *s = &cs_segs[d->ordinal];
@@ -267,14 +267,18 @@ struct cs_swap_result cs_swap_in_locked(struct cs_dev *d)
         return res;
     }
     cs_real.cuCtxPushCurrent_v2(s->pctx);
+    uint64_t placed = 0;
     for (struct cs_seg *g = s->head; g; g = g->next) {
         if (g->state == CS_SEG_RESIDENT)
             continue;
-        CUresult r = map_with_room_locked(d, g);
+        if (placed + g->size > budget)
+            continue; /* a smaller one may still fit */
+        CUresult r = prefetch ? cs_seg_map_locked(g) : map_with_room_locked(d, g);
         if (r != CUDA_SUCCESS) {
             res.status = r;
             break;
         }
+        placed += g->size;
         if (g->state == CS_SEG_SWAPPED) {
             r = cs_real.cuMemcpyAsync(g->va, g->backing.va, g->size, s->stream);
             if (r != CUDA_SUCCESS) {
@@ -297,9 +301,12 @@ struct cs_swap_result cs_swap_in_locked(struct cs_dev *d)
         s->swap_in_ns += res.ns;
         s->swap_ins++;
     }
-    if (res.status != CUDA_SUCCESS)
+    if (res.status != CUDA_SUCCESS && !prefetch)
         cs_warn("GPU %d: restoring device memory stopped (error %d) after %llu bytes",
                 d->ordinal, (int)res.status, (unsigned long long)res.bytes);
+    else if (res.status != CUDA_SUCCESS)
+        cs_debug("GPU %d: prefetch stopped (error %d) after %llu bytes", d->ordinal,
+                 (int)res.status, (unsigned long long)res.bytes);
     return res;
 }
 

@@ -32,8 +32,11 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes);
  * it asks the scheduler for room and retries; it returns an error only if
  * that fails, leaving what it restored resident and the rest swapped.
  * Caller holds cs_segs[d].mu (and keeps it until the gate is open, so no
- * allocation can slip in unmapped). */
-struct cs_swap_result cs_swap_in_locked(struct cs_dev *d);
+ * allocation can slip in unmapped).
+ * A prefetch (the gate stays closed) moves at most `budget` bytes, never
+ * asks for room, and stops quietly at the first segment that does not fit:
+ * the scheduler offered what is free, not more. */
+struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool prefetch);
 
 /* Pins host backing for up to `bytes` of resident memory ahead of need, so
  * that a later swap-out does not pay for pinning. Takes cs_segs[d].mu only

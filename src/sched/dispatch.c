@@ -62,12 +62,13 @@ static void on_prepare(void *ctx, struct sd_member *m, uint64_t request_id, uint
     sd_conn_send(s, m->client->owner, &e, false);
 }
 
-static void on_prefetch(void *ctx, struct sd_member *m, uint64_t request_id)
+static void on_prefetch(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes)
 {
     struct sd_server *s = ctx;
     struct cs_msg f = {.type = CS_MSG_PREFETCH};
     f.u.prefetch.slot = m->slot;
     f.u.prefetch.request_id = request_id;
+    f.u.prefetch.bytes = bytes;
     sd_conn_send(s, m->client->owner, &f, false);
 }
 

@@ -256,7 +256,7 @@ static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_membe
     g->st.prefetches++;
     cs_debug("gpu %u: prefetch pid %u (%llu of %llu bytes fit)", g->index, w->client->info.pid,
              (unsigned long long)min64(need, free_now), (unsigned long long)need);
-    p->ops.prefetch(p->ctx, w, w->prefetch_id);
+    p->ops.prefetch(p->ctx, w, w->prefetch_id, min64(need, free_now));
 }
 
 static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, uint64_t now)

@@ -232,7 +232,7 @@ struct sd_policy_ops {
     void (*prepare)(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes);
     /* m, the next holder, should restore its memory now with its gate
      * closed: send PREFETCH. May be NULL (then nothing is prefetched). */
-    void (*prefetch)(void *ctx, struct sd_member *m, uint64_t request_id);
+    void (*prefetch)(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes);
 };
 
 /* What the previous daemon recorded (see state.h). */

@@ -15,7 +15,9 @@
  * Room is normally made before a grant (mem.c); ROOM is the safety net for
  * what the model does not see (contexts, libraries, stale reports). A ROOM
  * from a member that does not hold the GPU comes from a prefetch, which is
- * speculative: it is declined at once (the prefetch keeps what fit).
+ * speculative: it is declined at once (the prefetch keeps what fit) — except
+ * a ROOM flagged CS_ROOM_CONTEXT, which any client may send when the driver
+ * cannot create its context: idle jobs' memory is moved for it.
  *
  * The memory figures come from USAGE and are stale by design; EVICTED
  * adjusts the victim's until its next USAGE. */
@@ -95,7 +97,8 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
         return SD_EPROTO;
     }
     struct sd_gpu *g = m->gpu;
-    if (!sd_is_holder(m)) {
+    bool for_context = r->flags & CS_ROOM_CONTEXT;
+    if (!sd_is_holder(m) && !for_context) {
         /* A prefetch ran out of room: it is speculative, nobody is
          * evicted for it (the planner already freed what it should). With
          * no prefetch outstanding, it is a restore for a grant that is no
@@ -122,9 +125,11 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
         return SD_OK; /* cannot fit even alone */
     }
     /* At least what the model says it misses: one round trip, not one per
-     * allocation (a restore asks for one segment at a time). */
+     * allocation (a restore asks for one segment at a time). A new context
+     * needs just its own bytes, whoever asks: a process that cannot create
+     * its context on a GPU full of idle jobs' memory could never start. */
     uint64_t need = r->bytes;
-    uint64_t model = sd_mem_shortfall(p, g, m);
+    uint64_t model = for_context ? 0 : sd_mem_shortfall(p, g, m);
     if (model > need)
         need = model;
     struct sd_member *v;

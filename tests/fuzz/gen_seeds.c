@@ -51,6 +51,10 @@ static void minimal(uint16_t type, struct cs_msg *m)
         memset(&m->u, 0, sizeof m->u);
         m->u.room.bytes = 4096;
         break;
+    case CS_MSG_PREFETCH:
+        memset(&m->u, 0, sizeof m->u);
+        m->u.prefetch.bytes = 4096;
+        break;
     case CS_MSG_CTL_CLIENT:
         memset(&m->u, 0, sizeof m->u);
         m->u.ctl_client.weight = 1;

@@ -158,7 +158,7 @@ static void prefetch_restores_with_gate_closed(void **state)
     revoke(CS_ALL_BYTES);
     assert_true(ht_stats(0).mem_swapped >= A_BYTES + B_BYTES);
     struct cs_msg m;
-    assert_true(mock_prefetch(mock, 0, 91));
+    assert_true(mock_prefetch(mock, 0, 91, CS_ALL_BYTES >> 2));
     assert_true(mock_wait(mock, CS_MSG_PREFETCHED, 10000, &m, NULL));
     assert_int_equal(m.u.prefetched.request_id, 91);
     assert_int_equal(m.u.prefetched.status, 0);
@@ -203,9 +203,30 @@ static void capture_needs_no_lease(void **state)
     CK(cuStreamDestroy(s));
 }
 
+/* Not holding the GPU, an allocation is only reserved, but one that could
+ * never be resident together with the job's other memory is refused at
+ * once, as a bare GPU would refuse it. */
+static void reservation_beyond_the_device_fails(void **state)
+{
+    (void)state;
+    revoke(0);
+    size_t total;
+    CK(cuDeviceTotalMem(&total, 0));
+    int rooms = mock_count(mock, CS_MSG_ROOM);
+    CUdeviceptr p;
+    CKR(cuMemAlloc(&p, total), CUDA_ERROR_OUT_OF_MEMORY); /* plus A and B: too much */
+    assert_int_equal(mock_count(mock, CS_MSG_ROOM), rooms);
+    CK(cuMemAlloc(&p, total / 4)); /* this fits beside them */
+    assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_IDLE);
+    CK(cuMemFree(p));
+}
+
 static void no_room_means_out_of_memory(void **state)
 {
     (void)state;
+    CK(fck_add32(0, a, 1, 0)); /* holding the GPU again: allocations are placed */
+    CK(cuCtxSynchronize());
+    assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_HELD);
     mock_set_room_status(mock, CUDA_ERROR_OUT_OF_MEMORY);
     int rooms = mock_count(mock, CS_MSG_ROOM);
     CUdeviceptr huge;
@@ -238,6 +259,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(evict_while_idle_and_prepare),
         cmocka_unit_test(prefetch_restores_with_gate_closed),
         cmocka_unit_test(capture_needs_no_lease),
+        cmocka_unit_test(reservation_beyond_the_device_fails),
         cmocka_unit_test(no_room_means_out_of_memory),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);

@@ -28,6 +28,8 @@ struct mock_sched {
     uint32_t idle_ms;
     int32_t room_status;   /* guarded by mu */
     bool auto_grant;       /* guarded by mu */
+    void (*room_hook)(const struct cs_msg_room *, void *); /* set before use */
+    void *room_arg;
     uint64_t next_lease;   /* guarded by mu */
     uint64_t lease[CS_MAX_DEVICES]; /* guarded by mu */
     pthread_t thread;
@@ -78,6 +80,8 @@ static void handle(struct mock_sched *m, int fd, const struct cs_msg *msg)
             cs_send(fd, &r);
         }
     } else if (msg->type == CS_MSG_ROOM) {
+        if (m->room_hook)
+            m->room_hook(&msg->u.room, m->room_arg);
         r.type = CS_MSG_ROOM_REPLY;
         r.u.room_reply.slot = msg->u.room.slot;
         r.u.room_reply.request_id = msg->u.room.request_id;
@@ -202,11 +206,12 @@ bool mock_evict(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64
     return mock_send(m, &e);
 }
 
-bool mock_prefetch(struct mock_sched *m, uint32_t slot, uint64_t request_id)
+bool mock_prefetch(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64_t bytes)
 {
     struct cs_msg p = {.type = CS_MSG_PREFETCH};
     p.u.prefetch.slot = slot;
     p.u.prefetch.request_id = request_id;
+    p.u.prefetch.bytes = bytes;
     return mock_send(m, &p);
 }
 
@@ -273,4 +278,11 @@ uint64_t mock_lease(struct mock_sched *m, uint32_t slot)
     uint64_t id = m->lease[slot];
     pthread_mutex_unlock(&m->mu);
     return id;
+}
+
+void mock_set_room_hook(struct mock_sched *m, void (*fn)(const struct cs_msg_room *, void *),
+                        void *arg)
+{
+    m->room_hook = fn;
+    m->room_arg = arg;
 }

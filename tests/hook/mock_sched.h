@@ -28,7 +28,7 @@ bool mock_revoke(struct mock_sched *m, uint32_t slot, uint64_t lease_id, uint64_
 bool mock_evict(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64_t bytes,
                 uint32_t flags);
 
-bool mock_prefetch(struct mock_sched *m, uint32_t slot, uint64_t request_id);
+bool mock_prefetch(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64_t bytes);
 
 /* Waits up to timeout_ms for the next message of `type` (earlier messages
  * of other types are skipped and kept in the log). True if one came; *out
@@ -41,6 +41,10 @@ int mock_count(struct mock_sched *m, uint16_t type);
 
 /* Answer ROOM requests automatically with this status (default 0). */
 void mock_set_room_status(struct mock_sched *m, int32_t status);
+
+/* Called on each ROOM before it is answered (then with room status). */
+void mock_set_room_hook(struct mock_sched *m, void (*fn)(const struct cs_msg_room *, void *),
+                        void *arg);
 
 /* Grant every ACQUIRE at once (lease ids 1, 2, ...). */
 void mock_set_auto_grant(struct mock_sched *m, bool on);

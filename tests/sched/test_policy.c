@@ -76,10 +76,10 @@ static void on_prepare(void *ctx, struct sd_member *m, uint64_t id, uint64_t byt
     evs[nev++ % 65536] = (struct ev){EV_PREPARE, m, 0, id, bytes, 0};
 }
 
-static void on_prefetch(void *ctx, struct sd_member *m, uint64_t id)
+static void on_prefetch(void *ctx, struct sd_member *m, uint64_t id, uint64_t bytes)
 {
     (void)ctx;
-    evs[nev++ % 65536] = (struct ev){EV_PREFETCH, m, 0, id, 0, 0};
+    evs[nev++ % 65536] = (struct ev){EV_PREFETCH, m, 0, id, bytes, 0};
 }
 
 static const struct sd_policy_ops ops = {on_grant,  on_revoke,  on_changed, on_evict,
@@ -1306,6 +1306,7 @@ static void test_prefetch_when_it_fits(void **state)
     acquire(b);
     const struct ev *e = find(EV_PREFETCH, b);
     assert_non_null(e);
+    assert_int_equal(e->evict, 4 * GiB); /* the byte budget: all of it fits */
     assert_int_equal(b->st.prefetches, 1);
     acquire(b); /* one outstanding at a time */
     usage4(a, 4 * GiB, 0, 0, 4 * GiB);

@@ -162,7 +162,7 @@ static void sample(uint16_t type, struct cs_msg *m)
         m->u.restored = (struct cs_msg_restored){7, -2, 0x1234, 3 << 20, 4567};
         break;
     case CS_MSG_PREFETCH:
-        m->u.prefetch = (struct cs_msg_prefetch){8, 0, 99};
+        m->u.prefetch = (struct cs_msg_prefetch){8, 0, 99, 1 << 20};
         break;
     case CS_MSG_PREFETCHED:
         m->u.prefetched = (struct cs_msg_prefetched){9, 2, 99, 5 << 20, 777};
@@ -236,7 +236,7 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_REVOKE), 32);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_STATUS), 16);
     assert_int_equal(cs_msg_size(CS_MSG_RESTORED), 40);
-    assert_int_equal(cs_msg_size(CS_MSG_PREFETCH), 24);
+    assert_int_equal(cs_msg_size(CS_MSG_PREFETCH), 32);
     assert_int_equal(cs_msg_size(CS_MSG_PREFETCHED), 40);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_GPU_MEM), 136);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_MEM), 104);
@@ -359,7 +359,7 @@ static void test_reject_out_of_range(void **state)
     reject_u32(CS_MSG_ATTACH, 12, 0x4, RANGE);
     reject_u32(CS_MSG_ACQUIRE, 12, 1, RANGE);
     reject_u32(CS_MSG_USAGE, 12, 2, RANGE);
-    reject_u32(CS_MSG_ROOM, 12, 1, RANGE);
+    reject_u32(CS_MSG_ROOM, 12, 2, RANGE); /* flags: only CS_ROOM_CONTEXT */
     reject_u32(CS_MSG_CTL_STATUS, 8, 1, RANGE);
     reject_u32(CS_MSG_CTL_SET, 8, 2, RANGE);
     reject_u32(CS_MSG_CTL_DRAIN, 8, 2, RANGE);
