@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- host backing --------------------------------------------------------
  * Measured on an H100 (bench/results/oversubscription.md): cuMemCreate with a
@@ -20,19 +21,22 @@
  * worst race is one more refused attempt). */
 static _Atomic bool vmm_backing_ok = true;
 
-static bool backing_alloc_vmm(struct cs_backing *b, uint64_t bytes, int dev)
+/* Returns the driver's answer to the cuMemCreate; the other steps failing
+ * count as CUDA_ERROR_UNKNOWN. */
+static CUresult backing_alloc_vmm(struct cs_backing *b, uint64_t bytes, int dev)
 {
     CUmemAllocationProp p;
     memset(&p, 0, sizeof p);
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.location.type = CU_MEM_LOCATION_TYPE_HOST;
     CUmemGenericAllocationHandle h;
-    if (cs_real.cuMemCreate(&h, bytes, &p, 0) != CUDA_SUCCESS)
-        return false;
+    CUresult r = cs_real.cuMemCreate(&h, bytes, &p, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
     CUdeviceptr va;
     if (cs_real.cuMemAddressReserve(&va, bytes, CS_CHUNK_SIZE, 0, 0) != CUDA_SUCCESS) {
         cs_real.cuMemRelease(h);
-        return false;
+        return CUDA_ERROR_UNKNOWN;
     }
     CUmemAccessDesc acc;
     memset(&acc, 0, sizeof acc);
@@ -44,22 +48,26 @@ static bool backing_alloc_vmm(struct cs_backing *b, uint64_t bytes, int dev)
         cs_real.cuMemUnmap(va, bytes);
         cs_real.cuMemAddressFree(va, bytes);
         cs_real.cuMemRelease(h);
-        return false;
+        return CUDA_ERROR_UNKNOWN;
     }
     b->va = va;
     b->h = h;
     b->size = bytes;
-    return true;
+    return CUDA_SUCCESS;
 }
 
 static bool backing_alloc(struct cs_backing *b, uint64_t bytes, int dev)
 {
     if (cs_cfg.host_backing_vmm && atomic_load_explicit(&vmm_backing_ok, memory_order_relaxed)) {
-        if (backing_alloc_vmm(b, bytes, dev))
+        CUresult r = backing_alloc_vmm(b, bytes, dev);
+        if (r == CUDA_SUCCESS)
             return true;
-        if (atomic_exchange(&vmm_backing_ok, false))
-            cs_info("the driver refuses host-located cuMemCreate: using cuMemHostAlloc for "
-                    "swap backing");
+        /* Only a driver that does not do host-located VMM turns it off for
+         * good; running out of host memory is tried again next time. */
+        if ((r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE) &&
+            atomic_exchange(&vmm_backing_ok, false))
+            cs_info("the driver refuses host-located cuMemCreate (error %d): using "
+                    "cuMemHostAlloc for swap backing", (int)r);
     }
     void *p = NULL;
     if (cs_real.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
@@ -128,13 +136,35 @@ bool cs_segs_ensure_ready_locked(struct cs_segs *s, int dev)
 
 /* cuMemCreate for a segment, asking the scheduler to make room when the
  * GPU is full of other jobs' memory. */
+/* Room can be short for a moment that no eviction helps with: a job that
+ * is exiting holds its memory until the driver tears its context down, and
+ * cannot swap it out meanwhile. So a refused ROOM is asked again, with a
+ * growing pause, for up to 5 s before the allocation fails. */
+#define ROOM_PATIENCE_NS 5000000000ull
+
 static CUresult map_with_room_locked(struct cs_dev *d, struct cs_seg *g)
 {
     CUresult r = cs_seg_map_locked(g);
-    for (int attempt = 0; r == CUDA_ERROR_OUT_OF_MEMORY && attempt < 3; attempt++) {
-        if (cs_client_request_room(d->ordinal, g->size) != 0)
+    bool asked = false;
+    uint64_t t0 = cs_now_ns();
+    for (uint32_t pause_ms = 0; r == CUDA_ERROR_OUT_OF_MEMORY;) {
+        if (asked && cs_now_ns() - t0 > ROOM_PATIENCE_NS)
             break;
+        if (cs_client_request_room(d->ordinal, g->size) != 0) {
+            if (!cs_client_is_connected())
+                break;
+            pause_ms = pause_ms ? (pause_ms < 400 ? pause_ms * 2 : 400) : 25;
+            struct timespec ts = {0, (long)pause_ms * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        asked = true;
         r = cs_seg_map_locked(g);
+    }
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        char b[32];
+        cs_warn("GPU %d is full: %s could not be placed%s", d->ordinal,
+                cs_format_size(g->size, b, sizeof b),
+                asked ? " (the scheduler could not make room)" : " (no scheduler to make room)");
     }
     return r;
 }
@@ -334,6 +364,14 @@ struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes)
     struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
     struct cs_segs *s = &cs_segs[d->ordinal];
     uint64_t t0 = cs_now_ns();
+    /* Pinning calls need a current context on this (worker) thread. */
+    pthread_mutex_lock(&s->mu);
+    bool ready = cs_segs_ensure_ready_locked(s, d->ordinal);
+    pthread_mutex_unlock(&s->mu);
+    if (!ready || cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS) {
+        res.status = CUDA_ERROR_NOT_INITIALIZED;
+        return res;
+    }
     while (res.bytes < bytes) {
         pthread_mutex_lock(&s->mu);
         struct cs_seg *g = unbacked_locked(s);
@@ -357,6 +395,8 @@ struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes)
         backing_free(&b);
         res.bytes += size;
     }
+    CUcontext popped;
+    cs_real.cuCtxPopCurrent_v2(&popped);
     res.ns = cs_now_ns() - t0;
     return res;
 }
