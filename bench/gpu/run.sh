@@ -7,8 +7,9 @@
 #   info      the machine: GPU, driver, PyTorch
 #   tests     the driver-API and hook tests against the real driver
 #   overhead  per-call cost natively and under the hook (bench/overhead)
-#   torch     PyTorch under the hook: smoke (quota, OOM, graphs, training),
-#             ResNet-50 training step time hooked vs native, side by side
+#   torch     PyTorch under the hook: smoke (quota, OOM, graphs, training), CuPy
+#   workloads every workload natively and under the hook, side by side:
+#             medians, ratios, every result checked
 #   sched     jobs sharing the GPU through cushared: makespan vs one after
 #             another, switch latency
 #   swap      pinned-memory kinds, swap throughput and start-of-slice stall
@@ -23,7 +24,7 @@ B=${CUSHARE_BUILD:-build}
 OUT=${OUT:-$PWD/gpu-out}
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
-SECTIONS=${*:-info tests overhead torch sched swap oversub}
+SECTIONS=${*:-info tests overhead torch workloads sched swap oversub}
 mkdir -p "$OUT"
 SUM=$OUT/summary.md
 : >"$SUM"
@@ -118,6 +119,52 @@ section_torch() {
         >"$OUT/torch-gpt.log" 2>&1
     then say "PASS GPT-2-small training hooked ($(jget tokens_per_s <"$OUT/torch-gpt.log") tokens/s)"
     else fail "GPT-2 training hooked"; fi
+}
+
+# Every workload natively and under the hook, alternating so that drift hits
+# both sides alike; the median of each side's per-run metric and the ratio.
+# WORKLOADS lines: NAME|JSON key|unit scale|unit|CMD (a time: lower is better).
+WORKLOADS='pytorch-add 4 GB x 1000|elapsed_s|1000|ms|python3 bench/gpu/workloads/pytorch_add.py --gb 4 --iters 1000
+ResNet-50 train bf16 b64 step|median_s|1000|ms|python3 bench/gpu/workloads/train_resnet.py --steps 60 --warmup 10
+GPT-2-small train step|median_s|1000|ms|python3 bench/gpu/workloads/train_gpt.py --steps 20 --warmup 5
+ResNet-50 b1 inference p50|median_s|1000|ms|python3 bench/gpu/workloads/infer_resnet.py --requests 400
+ResNet-50 b1 inference p99|p99_s|1000|ms|python3 bench/gpu/workloads/infer_resnet.py --requests 400
+CUDA graph replay x20|median_s|1000|ms|python3 bench/gpu/workloads/graph_replay.py
+cuBLAS bf16 GEMM 8192 x10|median_s|1000|ms|python3 bench/gpu/workloads/matmul.py
+4 streams GEMM (priorities)|median_s|1000|ms|python3 bench/gpu/workloads/matmul.py --streams 4 --n 4096 --per-step 20
+CuPy alloc + RawKernel x200|elapsed_s|1000|ms|python3 bench/gpu/workloads/cupy_alloc.py
+driver-API cs_job 20 x 50 ms|elapsed_ms|1|ms|CSJOB'
+
+section_workloads() {
+    say "## workloads, native vs under cushare (no daemon: the hook alone)"
+    local reps=5 sock=/tmp/cushare-none.sock
+    [ $QUICK = 1 ] && reps=3
+    say "| workload | native | cushare | cushare/native | runs | results |"
+    say "|---|---|---|---|---|---|"
+    local line name key scale unit cmd r side log v okn
+    while IFS='|' read -r name key scale unit cmd; do
+        [ -n "${WL_ONLY:-}" ] && ! grep -qE "$WL_ONLY" <<<"$name" && continue
+        [ "$cmd" = CSJOB ] && cmd="$B/bin/cs_job --mem-mb 1024 --iters 20 --kernel-ns 50000000 --sync-every 1 --json"
+        local tag
+        tag=$(echo "$name" | tr -c 'A-Za-z0-9\n' '_')
+        : >"$OUT/wl-$tag.txt"
+        okn=0
+        for r in $(seq $reps); do
+            for side in native cushare; do
+                log="$OUT/wl-$tag-$side-$r.log"
+                if [ $side = native ]; then ours $cmd >"$log" 2>&1
+                else CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK ours $cmd >"$log" 2>&1; fi
+                if grep -Eq '"ok": true|"status":"ok"' "$log"; then okn=$((okn + 1)); fi
+                v=$(jget "$key" <"$log" 2>/dev/null) && echo "$side $v" >>"$OUT/wl-$tag.txt"
+            done
+        done
+        local n h
+        n=$(awk '$1=="native" {print $2}' "$OUT/wl-$tag.txt" | median)
+        h=$(awk '$1=="cushare" {print $2}' "$OUT/wl-$tag.txt" | median)
+        [ "$okn" -eq $((2 * reps)) ] || fail "$name: $okn of $((2 * reps)) runs correct"
+        say "$(awk -v n="$n" -v h="$h" -v s="$scale" -v u="$unit" -v nm="$name" -v r="$reps" -v ok="$okn" \
+            'BEGIN {printf "| %s | %.3f %s | %.3f %s | %.4f | %d+%d | %d/%d ok |", nm, n*s, u, h*s, u, h/n, r, r, ok, 2*r}')"
+    done <<<"$WORKLOADS"
 }
 
 # Jobs of fixed GPU work; makespan of N at once under cushared vs N x solo.

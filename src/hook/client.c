@@ -197,6 +197,9 @@ int cs_client_request_room_flags(int slot, uint64_t bytes, uint32_t flags)
     room[i].done = false;
     pthread_mutex_unlock(&room_mu);
 
+    /* A holder blocked here is busy, not idle (the idle report would make
+     * the daemon revoke the very lease the room is being made for). */
+    atomic_fetch_add(&cs_devs[slot].room_waits, 1);
     struct cs_msg m = {.type = CS_MSG_ROOM};
     m.u.room.slot = (uint32_t)slot;
     m.u.room.flags = flags;
@@ -214,6 +217,7 @@ int cs_client_request_room_flags(int slot, uint64_t bytes, uint32_t flags)
     int32_t status = room[i].done ? room[i].status : -1;
     room[i].id = 0;
     pthread_mutex_unlock(&room_mu);
+    atomic_fetch_sub(&cs_devs[slot].room_waits, 1);
     return rc == 0 && status == 0 ? 0 : -1;
 }
 

@@ -80,6 +80,8 @@ struct cs_dev {
     uint64_t idle_last_activity_ns;
     bool idle_reported;
     bool idle_probe_pending;  /* a CS_JOB_IDLE_PROBE is queued or running (mu) */
+    _Atomic uint32_t room_waits; /* threads waiting for the scheduler to make room:
+                                    busy, not idle (client.c counts them) */
     bool idle_gpu_done;       /* the probe found no work left in flight (mu) */
     uint64_t usage_sent[3];   /* resident, swapped, footprint last reported */
 

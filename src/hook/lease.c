@@ -330,7 +330,7 @@ static bool idle_changed_locked(struct cs_dev *d, uint64_t now, bool *idle_now)
     if (d->state != CS_LEASE_HELD || idle_ms == 0)
         return false;
     uint32_t entries = (uint32_t)(atomic_load_explicit(&d->subm, memory_order_relaxed) >> 32);
-    if (entries != d->idle_last_entries) {
+    if (entries != d->idle_last_entries || atomic_load(&d->room_waits) > 0) {
         d->idle_last_entries = entries;
         d->idle_last_activity_ns = now;
         d->idle_gpu_done = false;
@@ -550,6 +550,9 @@ static void job_grant(struct cs_dev *d, const struct cs_job *job)
             pthread_mutex_lock(&d->mu);
             if (d->state != CS_LEASE_DETACHED)
                 hold_locked(d, job->id);
+            cs_debug("GPU %d: lease %llu open after restoring %llu bytes in %.1f ms",
+                     d->ordinal, (unsigned long long)job->id, (unsigned long long)restored,
+                     (double)(cs_now_ns() - job->t0) / 1e6);
             if (job->conn == cs_client_generation()) {
                 struct cs_msg m = {.type = CS_MSG_RESTORED};
                 m.u.restored.slot = (uint32_t)d->ordinal;
@@ -599,6 +602,9 @@ static void job_evict(struct cs_dev *d, const struct cs_job *job)
         sw = cs_swap_out_locked(d, job->bytes);
         pthread_mutex_unlock(&cs_segs[d->ordinal].mu);
     }
+    cs_debug("GPU %d: %s %llu bytes in %.1f ms (status %d)", d->ordinal,
+             job->flags & CS_EVICT_PREPARE ? "pinned ahead" : "evicted",
+             (unsigned long long)sw.bytes, (double)sw.ns / 1e6, (int)sw.status);
     struct cs_msg r = {.type = CS_MSG_EVICTED};
     r.u.evicted.slot = (uint32_t)d->ordinal;
     r.u.evicted.request_id = job->id;
@@ -616,6 +622,8 @@ static void job_prefetch(struct cs_dev *d, const struct cs_job *job)
         sw = cs_swap_in_locked(d, job->bytes, true);
         pthread_mutex_unlock(&cs_segs[d->ordinal].mu);
     }
+    cs_debug("GPU %d: prefetched %llu bytes in %.1f ms (status %d)", d->ordinal,
+             (unsigned long long)sw.bytes, (double)sw.ns / 1e6, (int)sw.status);
     struct cs_msg r = {.type = CS_MSG_PREFETCHED};
     r.u.prefetched.slot = (uint32_t)d->ordinal;
     r.u.prefetched.request_id = job->id;

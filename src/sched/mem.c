@@ -279,6 +279,8 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
         m->prep_asked = movable;
         m->st.prepares++;
         g->st.prepares++;
+        cs_debug("gpu %u: prepare pid %u: pin %llu bytes ahead", g->index, m->client->info.pid,
+                 (unsigned long long)movable);
         p->ops.prepare(p->ctx, m, m->prep_id, movable);
     }
 }

@@ -21,14 +21,21 @@ static struct mock_sched *mock;
 static _Atomic pid_t filler; /* written by the mock thread, read by the test */
 static _Atomic int context_rooms;
 
-/* The child: take nearly all free memory, say so, wait to be killed. */
+/* The child: take all the memory it can get, say so, wait to be killed.
+ * It allocates in shrinking steps until even 2 MiB fails: a real driver
+ * reports more free memory than one allocation can take (its own reserve,
+ * fragmentation), so "free minus a little" in one piece is not enough. */
 static int fill_gpu(void)
 {
     CUcontext c;
-    size_t f, t;
     CUdeviceptr p;
-    if (cuInit(0) || cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c) ||
-        cuMemGetInfo(&f, &t) || cuMemAlloc(&p, f - (2 << 20)))
+    if (cuInit(0) || cuDevicePrimaryCtxRetain(&c, 0) || cuCtxSetCurrent(c))
+        return 1;
+    size_t got = 0;
+    for (size_t step = (size_t)1 << 30; step >= (2u << 20); step /= 4)
+        while (cuMemAlloc(&p, step) == CUDA_SUCCESS)
+            got += step;
+    if (got == 0)
         return 1;
     if (write(3, "k", 1) != 1)
         return 1;
