@@ -127,8 +127,7 @@ section_torch() {
 WORKLOADS='pytorch-add 4 GB x 1000|elapsed_s|1000|ms|python3 bench/gpu/workloads/pytorch_add.py --gb 4 --iters 1000
 ResNet-50 train bf16 b64 step|median_s|1000|ms|python3 bench/gpu/workloads/train_resnet.py --steps 60 --warmup 10
 GPT-2-small train step|median_s|1000|ms|python3 bench/gpu/workloads/train_gpt.py --steps 20 --warmup 5
-ResNet-50 b1 inference p50|median_s|1000|ms|python3 bench/gpu/workloads/infer_resnet.py --requests 400
-ResNet-50 b1 inference p99|p99_s|1000|ms|python3 bench/gpu/workloads/infer_resnet.py --requests 400
+ResNet-50 b1 inference p50,p99|median_s,p99_s|1000|ms|python3 bench/gpu/workloads/infer_resnet.py --requests 400
 CUDA graph replay x20|median_s|1000|ms|python3 bench/gpu/workloads/graph_replay.py
 cuBLAS bf16 GEMM 8192 x10|median_s|1000|ms|python3 bench/gpu/workloads/matmul.py
 4 streams GEMM (priorities)|median_s|1000|ms|python3 bench/gpu/workloads/matmul.py --streams 4 --n 4096 --per-step 20
@@ -141,13 +140,11 @@ section_workloads() {
     [ $QUICK = 1 ] && reps=3
     say "| workload | native | cushare | cushare/native | runs | results |"
     say "|---|---|---|---|---|---|"
-    local line name key scale unit cmd r side log v okn
+    local name key scale unit cmd r side log okn tag
     while IFS='|' read -r name key scale unit cmd; do
         [ -n "${WL_ONLY:-}" ] && ! grep -qE "$WL_ONLY" <<<"$name" && continue
         [ "$cmd" = CSJOB ] && cmd="$B/bin/cs_job --mem-mb 1024 --iters 20 --kernel-ns 50000000 --sync-every 1 --json"
-        local tag
         tag=$(echo "$name" | tr -c 'A-Za-z0-9\n' '_')
-        : >"$OUT/wl-$tag.txt"
         okn=0
         for r in $(seq $reps); do
             for side in native cushare; do
@@ -155,15 +152,20 @@ section_workloads() {
                 if [ $side = native ]; then ours $cmd >"$log" 2>&1
                 else CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK ours $cmd >"$log" 2>&1; fi
                 if grep -Eq '"ok": true|"status":"ok"' "$log"; then okn=$((okn + 1)); fi
-                v=$(jget "$key" <"$log" 2>/dev/null) && echo "$side $v" >>"$OUT/wl-$tag.txt"
             done
         done
-        local n h
-        n=$(awk '$1=="native" {print $2}' "$OUT/wl-$tag.txt" | median)
-        h=$(awk '$1=="cushare" {print $2}' "$OUT/wl-$tag.txt" | median)
         [ "$okn" -eq $((2 * reps)) ] || fail "$name: $okn of $((2 * reps)) runs correct"
-        say "$(awk -v n="$n" -v h="$h" -v s="$scale" -v u="$unit" -v nm="$name" -v r="$reps" -v ok="$okn" \
-            'BEGIN {printf "| %s | %.3f %s | %.3f %s | %.4f | %d+%d | %d/%d ok |", nm, n*s, u, h*s, u, h/n, r, r, ok, 2*r}')"
+        # One run may yield several rows (p50 and p99 of one latency loop).
+        local k i=0 label n h
+        for k in ${key//,/ }; do
+            i=$((i + 1))
+            label=$name
+            [[ $name == *,* ]] && label="${name% *} $(cut -d, -f$i <<<"${name##* }")"
+            n=$(for f in "$OUT"/wl-$tag-native-*.log; do jget "$k" <"$f" 2>/dev/null; done | median)
+            h=$(for f in "$OUT"/wl-$tag-cushare-*.log; do jget "$k" <"$f" 2>/dev/null; done | median)
+            say "$(awk -v n="$n" -v h="$h" -v s="$scale" -v u="$unit" -v nm="$label" -v r="$reps" -v ok="$okn" \
+                'BEGIN {printf "| %s | %.3f %s | %.3f %s | %.4f | %d+%d | %d/%d ok |", nm, n*s, u, h*s, u, h/n, r, r, ok, 2*r}')"
+        done
     done <<<"$WORKLOADS"
 }
 
@@ -261,8 +263,11 @@ for s in $SECTIONS; do
 done
 # Only a few files come back from a GPU machine: everything but the
 # summary and the tables goes into one archive.
-(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude='*.md' . 2>/dev/null &&
-    find . -maxdepth 1 -type f ! -name logs.tgz ! -name '*.md' -delete)
+# (The archive is written outside $OUT first: tar stops at a file that
+# changes while it reads, and the archive itself would be one.)
+tmp_tgz=$(mktemp /tmp/cushare-logs.XXXXXX)
+(cd "$OUT" && tar czf "$tmp_tgz" --exclude=logs.tgz --exclude='*.md' . &&
+    find . -maxdepth 1 -type f ! -name '*.md' -delete && mv "$tmp_tgz" logs.tgz)
 echo
 echo "================ summary ================"
 cat "$SUM"

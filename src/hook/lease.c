@@ -12,6 +12,7 @@
 #include <time.h>
 
 static void *worker_main(void *arg);
+static void *pinner_main(void *arg);
 
 static void open_gate_locked(struct cs_dev *d)
 {
@@ -92,16 +93,20 @@ static void send_acquire_locked(struct cs_dev *d)
 
 static void start_worker_locked(struct cs_dev *d)
 {
-    if (d->worker_started)
-        return;
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&d->worker, &a, worker_main, d) == 0)
-        d->worker_started = true;
-    else
-        cs_error("cannot start the drain thread for GPU %d: revokes cannot be honoured",
-                 d->ordinal);
+    if (!d->worker_started) {
+        if (pthread_create(&d->worker, &a, worker_main, d) == 0)
+            d->worker_started = true;
+        else
+            cs_error("cannot start the drain thread for GPU %d: revokes cannot be honoured",
+                     d->ordinal);
+    }
+    /* Without a pinner, PREPARE requests run on the worker (slower revokes,
+     * nothing lost). */
+    if (!d->pinner_started && pthread_create(&d->pinner, &a, pinner_main, d) == 0)
+        d->pinner_started = true;
     pthread_attr_destroy(&a);
 }
 
@@ -234,12 +239,27 @@ void cs_lease_on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv)
     pthread_mutex_unlock(&d->mu);
 }
 
+/* Queues a PREPARE for the pinner; d->mu held. False if it is full. */
+static bool enqueue_pin_locked(struct cs_dev *d, struct cs_job job)
+{
+    if (d->pjob_count == CS_JOBQ)
+        return false;
+    job.conn = cs_client_generation();
+    job.t0 = cs_now_ns();
+    d->pjobs[(d->pjob_head + d->pjob_count) % CS_JOBQ] = job;
+    d->pjob_count++;
+    pthread_cond_signal(&d->pin_cv);
+    return true;
+}
+
 void cs_lease_on_evict(struct cs_dev *d, const struct cs_msg_evict *ev)
 {
+    struct cs_job job = {.kind = CS_JOB_EVICT, .id = ev->request_id, .bytes = ev->bytes,
+                         .flags = ev->flags};
     pthread_mutex_lock(&d->mu);
     bool queued = d->state != CS_LEASE_DETACHED &&
-                  enqueue_locked(d, (struct cs_job){.kind = CS_JOB_EVICT, .id = ev->request_id,
-                                                    .bytes = ev->bytes, .flags = ev->flags});
+                  (ev->flags & CS_EVICT_PREPARE && d->pinner_started ? enqueue_pin_locked(d, job)
+                                                                     : enqueue_locked(d, job));
     pthread_mutex_unlock(&d->mu);
     if (!queued) {
         struct cs_msg r = {.type = CS_MSG_EVICTED};
@@ -698,12 +718,30 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static void *pinner_main(void *arg)
+{
+    struct cs_dev *d = arg;
+    pthread_setname_np(pthread_self(), "cushare-pin");
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        while (d->pjob_count == 0)
+            pthread_cond_wait(&d->pin_cv, &d->mu);
+        struct cs_job job = d->pjobs[d->pjob_head];
+        d->pjob_head = (d->pjob_head + 1) % CS_JOBQ;
+        d->pjob_count--;
+        pthread_mutex_unlock(&d->mu);
+        job_evict(d, &job);
+    }
+    return NULL;
+}
+
 void cs_lease_reset_after_fork(struct cs_dev *d, int ordinal)
 {
     memset(d, 0, sizeof *d);
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->gate_cv, NULL);
     pthread_cond_init(&d->work_cv, NULL);
+    pthread_cond_init(&d->pin_cv, NULL);
     d->ordinal = ordinal;
     d->state = CS_LEASE_DETACHED;
 }

@@ -177,11 +177,15 @@ CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_s
 
 /* ---- swap-out -------------------------------------------------------------- */
 
-/* Eviction order: whole large segments before shared chunks, larger before
- * smaller (fewest operations per byte moved). */
+/* Eviction order: segments whose host backing is already pinned first
+ * (pinning costs ~0.2 s/GiB, copying ~0.02), then whole large segments
+ * before shared chunks, larger before smaller (fewest operations per byte
+ * moved). */
 static int victim_cmp(const void *a, const void *b)
 {
     const struct cs_seg *x = *(struct cs_seg *const *)a, *y = *(struct cs_seg *const *)b;
+    if (!x->backing.size != !y->backing.size)
+        return x->backing.size ? -1 : 1;
     if (x->chunk != y->chunk)
         return x->chunk ? 1 : -1;
     return x->size < y->size ? 1 : (x->size > y->size ? -1 : 0);
