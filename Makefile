@@ -27,6 +27,7 @@ include mk/fakecuda.mk
 include mk/hook.mk
 include mk/sched.mk
 include mk/tools.mk
+include mk/k8s.mk
 include mk/bench.mk
 include mk/e2e_swap.mk
 include mk/e2e.mk

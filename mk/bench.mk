@@ -20,3 +20,21 @@ $(CS_SWAPBENCH): $(OBJ)/bench/swap/cs_swapbench.o $(OBJ)/tests/hook/mock_sched.o
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
 
 ALL_TARGETS += $(CS_PINBENCH) $(CS_SWAPBENCH)
+
+# bench/lc: the LC/BE latency benchmark (bench/lc/run.sh on a GPU; smoked on
+# the simulated driver by bench/lc/smoke.sh) and nvtrace, the recorder of
+# the RM ioctls libcuda makes (what tests/hook/hook_tsg_580.trace came from).
+CS_LCBENCH  := $(BUILD)/bin/cs_lcbench
+NVTRACE_LIB := $(BUILD)/lib/libnvtrace.so
+NVTRACE_MAP := bench/lc/nvtrace-$(shell uname -m).map
+
+$(CS_LCBENCH): $(OBJ)/bench/lc/cs_lcbench.o $(FCK_OBJS) | $(FC_LINK)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -lm
+
+$(NVTRACE_LIB): bench/lc/nvtrace.c $(NVTRACE_MAP)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -shared -o $@ $< $(LDFLAGS) -Wl,--version-script=$(NVTRACE_MAP) -ldl
+
+ALL_TARGETS += $(CS_LCBENCH) $(NVTRACE_LIB)
+TESTS       += bench/lc/smoke.sh

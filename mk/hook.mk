@@ -32,7 +32,8 @@ ALL_TARGETS += $(HOOK_LIB)
 # in-process mock (mock_sched.c) or a real cushared.
 HOOK_TDIR   := $(BUILD)/tests/hook
 HOOK_TUTIL  := $(OBJ)/tests/hook/hooktest.o $(OBJ)/tests/hook/mock_sched.o $(FCK_OBJS)
-HOOK_TESTS  := hook_routes hook_quota hook_swap hook_gate_stress hook_fork hook_pinkeep hook_idle hook_ctxroom
+HOOK_TESTS  := hook_routes hook_quota hook_swap hook_gate_stress hook_fork hook_pinkeep hook_idle hook_ctxroom \
+               hook_tsg_preload
 HOOK_TBINS  := $(HOOK_TESTS:%=$(HOOK_TDIR)/%)
 
 $(HOOK_TBINS): $(HOOK_TDIR)/%: $(OBJ)/tests/hook/%.o $(HOOK_TUTIL) $(COMMON_LIB) | $(FC_LINK) $(HOOK_LIB)
@@ -47,8 +48,16 @@ $(HOOK_TDIR)/hook_rtld_next: $(OBJ)/tests/hook/hook_rtld_next.o $(HOOK_TUTIL) $(
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(HOOK_TDIR) -Wl,-rpath,'$$ORIGIN' -Wl,--no-as-needed \
 	  -lrtldA -lrtldB $(LDFLAGS) $(FC_PROG_LIBS) -lcmocka -ldl
 
-TEST_BINS  += $(HOOK_TBINS) $(HOOK_TDIR)/hook_rtld_next
+# Channel-group control (tsg.c) against a model of the RM replaying a
+# recorded ioctl sequence: linked directly, with the model standing in for
+# the real ioctl (hooks_ioctl.c is not linked), no preload. Threaded.
+$(HOOK_TDIR)/hook_tsg: $(OBJ)/tests/hook/hook_tsg.o $(OBJ)/hook/src/hook/tsg.o \
+                       $(OBJ)/hook/src/hook/config.o $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lcmocka
+
+TEST_BINS  += $(HOOK_TBINS) $(HOOK_TDIR)/hook_rtld_next $(HOOK_TDIR)/hook_tsg
 TESTS      += tests/hook/coverage_check.sh tests/hook/exports_check.sh $(HOOK_TBINS) \
-              $(HOOK_TDIR)/hook_rtld_next tests/hook/standalone.sh
+              $(HOOK_TDIR)/hook_rtld_next tests/hook/standalone.sh $(HOOK_TDIR)/hook_tsg
 # hook_fork is not here: ThreadSanitizer cannot follow a multi-threaded fork.
-TSAN_TESTS += $(HOOK_TDIR)/hook_gate_stress $(HOOK_TDIR)/hook_swap
+TSAN_TESTS += $(HOOK_TDIR)/hook_gate_stress $(HOOK_TDIR)/hook_swap $(HOOK_TDIR)/hook_tsg

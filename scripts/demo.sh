@@ -26,6 +26,7 @@ if [ -e /dev/nvidiactl ] && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi 
     echo "Using the real GPU: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), ${gpu_mb} MiB"
     mem=$((gpu_mb * 55 / 100))
     kernel_ns=20000000
+    reserve="client_reserve_mb = 512"   # what a real context costs
 else
     export LD_LIBRARY_PATH=$PWD/$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export FAKECUDA_SHM=demo-$$ FAKECUDA_MEM_MB=512 FAKECUDA_PCIE_GBPS=2
@@ -35,6 +36,10 @@ else
          "${FAKECUDA_MEM_MB} MiB, ${FAKECUDA_PCIE_GBPS} GB/s copies, kernels run on the CPU)"
     mem=$((gpu_mb * 55 / 100))
     kernel_ns=20000000
+    # The simulated GPU is small: the default 512 MiB reserve would be all
+    # of it and turn the daemon's memory planning off. Its contexts cost 8 MiB.
+    reserve="mem_reserve_mb = 16
+client_reserve_mb = 8"
 fi
 echo "Two jobs of ${mem} MiB each on a ${gpu_mb} MiB GPU: they do not fit together, so"
 echo "cushared gives the GPU to one at a time and the loser's memory is swapped to host memory."
@@ -44,6 +49,7 @@ cat >"$dir/cushared.conf" <<EOF
 [cushared]
 quantum_floor_ms = 200
 quantum_cap_ms = 1000
+$reserve
 EOF
 "$B/bin/cushared" --socket "$dir/cushared.sock" --config "$dir/cushared.conf" \
     --log-level info 2>"$dir/cushared.log" &

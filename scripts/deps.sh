@@ -10,6 +10,10 @@ check() { [ -e "$1" ] || need="$need $2"; }
 check /usr/include/cmocka.h      libcmocka-dev      # unit-test framework
 check /usr/include/microhttpd.h  libmicrohttpd-dev  # Prometheus metrics endpoint
 check /usr/include/ini.h         libinih-dev        # cushared --config parser
+check /usr/include/grpc/grpc.h   libgrpc-dev        # device plugin: kubelet gRPC API
+check /usr/include/protobuf-c/protobuf-c.h libprotobuf-c-dev # device plugin: messages
+command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
+python3 -c 'import yaml' 2>/dev/null || need="$need python3-yaml" # manifests check
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 
 [ -z "$need" ] && exit 0

@@ -52,7 +52,7 @@ struct msgdesc {
 #define SLOT(s) U32(s, slot, 0, CS_MAX_DEVICES - 1)
 
 static const struct field f_hello[] = {
-    U32(cs_msg_hello, flags, 0, CS_HELLO_RECONNECT | CS_HELLO_CONTROL),
+    U32(cs_msg_hello, flags, 0, CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG),
     U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
@@ -128,6 +128,20 @@ static const struct field f_prefetched[] = {
     U64(cs_msg_prefetched, request_id, ANY64),
     U64(cs_msg_prefetched, bytes, BYTES62),
     U64(cs_msg_prefetched, ns, ANY64),
+};
+static const struct field f_timeslice[] = {
+    SLOT(cs_msg_timeslice),
+    U32(cs_msg_timeslice, flags, 0, 0),
+    U64(cs_msg_timeslice, timeslice_us, 0, CS_TIMESLICE_MAX_US),
+};
+static const struct field f_tsg_state[] = {
+    U32(cs_msg_tsg_state, state, 0, CS_TSG_MECH_MAX),
+    I32(cs_msg_tsg_state, status),
+    U64(cs_msg_tsg_state, requested_us, 0, CS_TIMESLICE_MAX_US),
+    U64(cs_msg_tsg_state, applied_us, 0, CS_TIMESLICE_MAX_US),
+    U32(cs_msg_tsg_state, groups, ANY32),
+    PAD(cs_msg_tsg_state, pad),
+    STR(cs_msg_tsg_state, reason),
 };
 static const struct field f_grant[] = {
     SLOT(cs_msg_grant),
@@ -274,6 +288,19 @@ static const struct field f_ctl_client_mem[] = {
     U64(cs_msg_ctl_client_mem, rooms_refused, ANY64),
     U64(cs_msg_ctl_client_mem, drain_ns, ANY64),
 };
+static const struct field f_ctl_client_tsg[] = {
+    U64(cs_msg_ctl_client_tsg, client_id, ANY64),
+    U32(cs_msg_ctl_client_tsg, gpu_index, ANY32),
+    U32(cs_msg_ctl_client_tsg, reported, 0, 1),
+    U32(cs_msg_ctl_client_tsg, state, 0, CS_TSG_MECH_MAX),
+    I32(cs_msg_ctl_client_tsg, status),
+    U64(cs_msg_ctl_client_tsg, asked_us, 0, CS_TIMESLICE_MAX_US),
+    U64(cs_msg_ctl_client_tsg, requested_us, 0, CS_TIMESLICE_MAX_US),
+    U64(cs_msg_ctl_client_tsg, applied_us, 0, CS_TIMESLICE_MAX_US),
+    U32(cs_msg_ctl_client_tsg, groups, ANY32),
+    PAD(cs_msg_ctl_client_tsg, pad),
+    STR(cs_msg_ctl_client_tsg, reason),
+};
 static const struct field f_ctl_done[] = {
     I32(cs_msg_ctl_done, status),
     PAD(cs_msg_ctl_done, pad),
@@ -297,6 +324,8 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_RESTORED, "RESTORED", f_restored),
     DESC(CS_MSG_PREFETCH, "PREFETCH", f_prefetch),
     DESC(CS_MSG_PREFETCHED, "PREFETCHED", f_prefetched),
+    DESC(CS_MSG_TSG_STATE, "TSG_STATE", f_tsg_state),
+    DESC(CS_MSG_TIMESLICE, "TIMESLICE", f_timeslice),
     DESC(CS_MSG_ERROR, "ERROR", f_error),
     DESC(CS_MSG_CTL_STATUS, "CTL_STATUS", f_ctl_status),
     DESC(CS_MSG_CTL_SET, "CTL_SET", f_ctl_set),
@@ -307,6 +336,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_DAEMON, "CTL_DAEMON", f_ctl_daemon),
     DESC(CS_MSG_CTL_GPU_MEM, "CTL_GPU_MEM", f_ctl_gpu_mem),
     DESC(CS_MSG_CTL_CLIENT_MEM, "CTL_CLIENT_MEM", f_ctl_client_mem),
+    DESC(CS_MSG_CTL_CLIENT_TSG, "CTL_CLIENT_TSG", f_ctl_client_tsg),
 };
 
 static const struct msgdesc *desc_of(uint16_t type)

@@ -52,6 +52,7 @@ enum cs_msg_type {
     CS_MSG_ROOM = 7,     /* the holder needs room for an allocation */
     CS_MSG_RESTORED = 8, /* the gate opened after a grant: restore cost */
     CS_MSG_PREFETCHED = 9, /* reply to PREFETCH */
+    CS_MSG_TSG_STATE = 10, /* channel-group timeslice mechanism report (CS_HELLO_TSG) */
     /* daemon -> client */
     CS_MSG_WELCOME = 32, /* reply to HELLO */
     CS_MSG_GRANT = 33,   /* you hold the lease: open the gate */
@@ -60,6 +61,7 @@ enum cs_msg_type {
     CS_MSG_ROOM_REPLY = 36,
     CS_MSG_ERROR = 37,   /* fatal for the connection: reason text */
     CS_MSG_PREFETCH = 38, /* restore your memory now, the gate stays closed */
+    CS_MSG_TIMESLICE = 39, /* set your compute channel groups' timeslice (CS_HELLO_TSG) */
     /* cusharectl -> daemon */
     CS_MSG_CTL_STATUS = 64,
     CS_MSG_CTL_SET = 65,
@@ -71,11 +73,19 @@ enum cs_msg_type {
     CS_MSG_CTL_DAEMON = 99, /* first record of a status reply */
     CS_MSG_CTL_GPU_MEM = 100,    /* memory and swap of a GPU, after its CTL_GPU */
     CS_MSG_CTL_CLIENT_MEM = 101, /* swap of a client, after its CTL_CLIENT */
+    CS_MSG_CTL_CLIENT_TSG = 102, /* timeslice of a client, after its CTL_CLIENT (CS_HELLO_TSG) */
 };
 
 /* HELLO.flags */
 #define CS_HELLO_RECONNECT 0x1u /* this process was registered before */
 #define CS_HELLO_CONTROL 0x2u   /* a cusharectl connection, not a GPU client */
+/* Capability: the peer understands the timeslice records (a GPU client:
+ * TIMESLICE, and it sends TSG_STATE; a control connection: CTL_CLIENT_TSG).
+ * Every decoder rejects a type it does not know, so the daemon sends those
+ * only to peers that set this bit, and a peer whose HELLO with it is refused
+ * (an older daemon) says HELLO again without it. See docs/protocol.md,
+ * Versioning. */
+#define CS_HELLO_TSG 0x4u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect */
 #define CS_ATTACH_HOLDING 0x1u /* my gate is open under lease_id */
@@ -89,6 +99,20 @@ enum cs_msg_type {
 
 /* USAGE.flags */
 #define CS_USAGE_IDLE 0x1u /* nothing submitted for the idle period */
+
+/* TIMESLICE.timeslice_us, TSG_STATE.*_us: longest timeslice, 1 s */
+#define CS_TIMESLICE_MAX_US 1000000u
+
+/* TSG_STATE.state: the client's channel-group timeslice mechanism (the
+ * values of the hook's enum cs_tsg_state, docs/tsg.md) */
+enum cs_tsg_mech {
+    CS_TSG_MECH_OFF = 0,         /* CUSHARE_TSG=off or CUSHARE_DISABLE */
+    CS_TSG_MECH_UNPROBED = 1,    /* on; no compute channel group seen yet */
+    CS_TSG_MECH_READY = 2,       /* probed; groups at their default timeslice */
+    CS_TSG_MECH_ACTIVE = 3,      /* a cushare timeslice is in force */
+    CS_TSG_MECH_UNAVAILABLE = 4, /* turned off after something unexpected: reason */
+    CS_TSG_MECH_MAX = 4,
+};
 
 /* CTL_SET.flags */
 #define CS_CTL_SET_MORE 0x1u /* stage this pair; more follow, applied together */
@@ -215,6 +239,29 @@ struct cs_msg_prefetched {
     uint64_t request_id;
     uint64_t bytes;         /* copied back */
     uint64_t ns;
+};
+
+/* Daemon -> client (CS_HELLO_TSG only): give your compute channel groups
+ * this timeslice while you run beside a latency-critical holder of this
+ * GPU; 0 = back to the driver's defaults. Sent on change only. */
+struct cs_msg_timeslice {
+    uint32_t slot;
+    uint32_t flags;         /* reserved, 0 */
+    uint64_t timeslice_us;  /* 0 .. CS_TIMESLICE_MAX_US */
+};
+
+/* Client -> daemon (CS_HELLO_TSG only): the state of the process's
+ * channel-group timeslice mechanism, sent after the handshake and whenever
+ * it changes. One per process: the mechanism is process-wide. */
+struct cs_msg_tsg_state {
+    uint32_t state;         /* enum cs_tsg_mech */
+    int32_t status;         /* last change's result: 0 or -errno */
+    uint64_t requested_us;  /* what the process was asked for (TIMESLICE over
+                               its GPUs, or CUSHARE_TSG_TIMESLICE_US); 0 = defaults */
+    uint64_t applied_us;    /* what the mechanism keeps in force; 0 = defaults */
+    uint32_t groups;        /* compute channel groups known */
+    uint32_t pad;
+    char reason[CS_TEXT_LEN]; /* why it is off or unavailable, "" otherwise */
 };
 
 struct cs_msg_grant {
@@ -382,6 +429,22 @@ struct cs_msg_ctl_client_mem {
     uint64_t drain_ns;      /* RELEASE.drain_ns */
 };
 
+/* Timeslice of one client on one GPU: follows its CTL_CLIENT (and
+ * CTL_CLIENT_MEM) in a status reply to a CS_HELLO_TSG control connection. */
+struct cs_msg_ctl_client_tsg {
+    uint64_t client_id;
+    uint32_t gpu_index;
+    uint32_t reported;      /* 1: the client sent TSG_STATE (0: an older client) */
+    uint32_t state;         /* enum cs_tsg_mech, from its TSG_STATE */
+    int32_t status;
+    uint64_t asked_us;      /* last TIMESLICE sent for this GPU (0 = defaults) */
+    uint64_t requested_us;  /* from its TSG_STATE */
+    uint64_t applied_us;
+    uint32_t groups;
+    uint32_t pad;
+    char reason[CS_TEXT_LEN];
+};
+
 struct cs_msg_ctl_done {
     int32_t status;         /* 0 ok, else -errno */
     uint32_t pad;
@@ -402,6 +465,8 @@ struct cs_msg {
         struct cs_msg_restored restored;
         struct cs_msg_prefetch prefetch;
         struct cs_msg_prefetched prefetched;
+        struct cs_msg_timeslice timeslice;
+        struct cs_msg_tsg_state tsg_state;
         struct cs_msg_grant grant;
         struct cs_msg_revoke revoke;
         struct cs_msg_evict evict;
@@ -415,6 +480,7 @@ struct cs_msg {
         struct cs_msg_ctl_client ctl_client;
         struct cs_msg_ctl_gpu_mem ctl_gpu_mem;
         struct cs_msg_ctl_client_mem ctl_client_mem;
+        struct cs_msg_ctl_client_tsg ctl_client_tsg;
         struct cs_msg_ctl_done ctl_done;
     } u;
 };

@@ -10,6 +10,7 @@
 #include "hook/config.h"
 #include "hook/device.h"
 #include "hook/lease.h"
+#include "hook/tsg.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -29,6 +30,9 @@ static struct {
     uint64_t client_id;   /* I/O thread only */
     _Atomic uint32_t idle_ms;
     bool ever_connected;  /* I/O thread only */
+    bool tsg;             /* I/O thread only: the daemon took CS_HELLO_TSG */
+    bool tsg_sent;        /* I/O thread only: tsg_last went out on this connection */
+    struct cs_msg_tsg_state tsg_last;
 } cl = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .fd = -1,
@@ -105,11 +109,15 @@ static int recv_timeout(int fd, struct cs_msg *m, int timeout_ms)
     return r == 1 ? 1 : -1;
 }
 
-static int hello(int fd)
+#define HELLO_REFUSED (-2)
+
+/* 0, -1 (no answer), or HELLO_REFUSED (ERROR or closed: with caps, maybe
+ * an older daemon that does not know them; quiet then). */
+static int hello(int fd, uint32_t caps)
 {
     struct cs_msg m = {.type = CS_MSG_HELLO};
     struct cs_msg_hello *h = &m.u.hello;
-    h->flags = cl.ever_connected ? CS_HELLO_RECONNECT : 0;
+    h->flags = (cl.ever_connected ? CS_HELLO_RECONNECT : 0) | caps;
     h->priority = (uint32_t)cs_cfg.priority;
     h->weight = cs_cfg.weight;
     h->proto_min = CS_PROTO_VERSION;
@@ -121,11 +129,18 @@ static int hello(int fd)
     if (cs_send(fd, &m) < 0)
         return -1;
     struct cs_msg r;
-    if (recv_timeout(fd, &r, 2000) != 1)
+    int got = recv_timeout(fd, &r, 2000);
+    if (got == 0)
         return -1;
+    if (got < 0)
+        return HELLO_REFUSED;
     if (r.type == CS_MSG_ERROR) {
-        cs_error("the scheduler refused this process: %s", r.u.error.text);
-        return -1;
+        if (caps)
+            cs_debug("the scheduler refused HELLO with capabilities 0x%x: %s", caps,
+                     r.u.error.text);
+        else
+            cs_error("the scheduler refused this process: %s", r.u.error.text);
+        return HELLO_REFUSED;
     }
     if (r.type != CS_MSG_WELCOME)
         return -1;
@@ -136,15 +151,31 @@ static int hello(int fd)
 
 /* One connection attempt with the full handshake. I/O thread (or the
  * starting thread before the I/O thread exists). */
-static bool try_connect(void)
+static int connect_hello(uint32_t caps)
 {
     int fd = cs_connect(cs_cfg.socket);
     if (fd < 0)
-        return false;
-    if (hello(fd) < 0) {
+        return -1;
+    int r = hello(fd, caps);
+    if (r < 0) {
         close(fd);
-        return false;
+        return r;
     }
+    return fd;
+}
+
+static bool try_connect(void)
+{
+    /* Every decoder rejects what it does not know, an older daemon the
+     * CS_HELLO_TSG bit too (docs/protocol.md, Versioning): on a refusal, say
+     * HELLO once more without it, as the client it then is. */
+    int fd = connect_hello(CS_HELLO_TSG);
+    cl.tsg = fd >= 0;
+    if (fd == HELLO_REFUSED)
+        fd = connect_hello(0);
+    if (fd < 0)
+        return false;
+    cl.tsg_sent = false;
     for (int i = 0; i < CS_MAX_DEVICES; i++)
         cs_lease_handshake(&cs_devs[i], fd);
     pthread_mutex_lock(&cl.mu);
@@ -260,6 +291,10 @@ static void dispatch(const struct cs_msg *m)
         if ((d = dev_of_slot(m->u.prefetch.slot)))
             cs_lease_on_prefetch(d, &m->u.prefetch);
         break;
+    case CS_MSG_TIMESLICE:
+        if ((d = dev_of_slot(m->u.timeslice.slot)))
+            cs_lease_on_timeslice(d, m->u.timeslice.timeslice_us);
+        break;
     case CS_MSG_ROOM_REPLY:
         room_answer(m->u.room_reply.request_id, m->u.room_reply.status);
         break;
@@ -279,6 +314,58 @@ static void tick_devices(void)
     uint64_t now = cs_now_ns();
     for (int i = 0; i < CS_MAX_DEVICES; i++)
         cs_lease_tick(&cs_devs[i], now);
+}
+
+_Static_assert((int)CS_TSG_OFF == (int)CS_TSG_MECH_OFF &&
+                   (int)CS_TSG_UNPROBED == (int)CS_TSG_MECH_UNPROBED &&
+                   (int)CS_TSG_READY == (int)CS_TSG_MECH_READY &&
+                   (int)CS_TSG_ACTIVE == (int)CS_TSG_MECH_ACTIVE &&
+                   (int)CS_TSG_UNAVAILABLE == (int)CS_TSG_MECH_UNAVAILABLE,
+               "TSG_STATE.state carries enum cs_tsg_state as it is");
+
+/* The wire takes printable ASCII only, and the reason quotes the driver. */
+static void copy_printable(char *dst, size_t cap, const char *src)
+{
+    size_t n = 0;
+    for (; src[n] && n + 1 < cap; n++)
+        dst[n] = src[n] >= 0x20 && src[n] <= 0x7e ? src[n] : '?';
+    dst[n] = '\0';
+}
+
+static void tsg_snapshot(struct cs_msg_tsg_state *t)
+{
+    struct cs_tsg_info info;
+    cs_tsg_get_info(&info);
+    uint64_t requested;
+    int status;
+    cs_lease_timeslice_result(&requested, &status);
+    memset(t, 0, sizeof *t);
+    t->state = (uint32_t)info.state;
+    t->status = status;
+    t->requested_us = requested <= CS_TIMESLICE_MAX_US ? requested : CS_TIMESLICE_MAX_US;
+    bool on = info.state != CS_TSG_OFF && info.state != CS_TSG_UNAVAILABLE;
+    t->applied_us = on && info.target_us <= CS_TIMESLICE_MAX_US ? info.target_us : 0;
+    t->groups = info.gr_groups;
+    copy_printable(t->reason, sizeof t->reason, cs_tsg_reason());
+}
+
+/* TSG_STATE after the handshake and whenever the mechanism's state, the
+ * request or its result changes; only to a daemon that took CS_HELLO_TSG
+ * (an older one would close the connection on the unknown type). A few
+ * loads per tick: the state changes inside libcuda's ioctls and on the
+ * workers, neither of which may send. */
+static void report_tsg(void)
+{
+    if (!cl.tsg || cl.fd < 0)
+        return;
+    struct cs_msg m = {.type = CS_MSG_TSG_STATE};
+    tsg_snapshot(&m.u.tsg_state);
+    if (cl.tsg_sent && memcmp(&m.u.tsg_state, &cl.tsg_last, sizeof cl.tsg_last) == 0)
+        return;
+    if (cs_client_send(&m) == 0) {
+        cl.tsg_last = m.u.tsg_state;
+        cl.tsg_sent = true;
+    }
 }
 
 static void sleep_ms(uint32_t ms)
@@ -310,6 +397,7 @@ static void *io_main(void *arg)
             sleep_ms(tick < backoff ? tick : backoff);
             continue;
         }
+        report_tsg();
         struct cs_msg m;
         int r = recv_timeout(cl.fd, &m, (int)tick);
         if (r == 1)
@@ -362,6 +450,8 @@ void cs_client_reset_after_fork(void)
     cl.lost_ns = 0;
     cl.client_id = 0;
     cl.ever_connected = false;
+    cl.tsg = false;
+    cl.tsg_sent = false;
     atomic_store(&cl.idle_ms, 0);
     start_once = PTHREAD_ONCE_INIT;
     pthread_mutex_init(&room_mu, NULL);

@@ -145,6 +145,28 @@ void cs_config_load(void)
     else if (v && strcasecmp(v, "vmm"))
         cs_warn("CUSHARE_HOST_BACKING=%s is not vmm|hostalloc; using vmm", v);
 
+    v = env("CUSHARE_TSG");
+    cs_cfg.tsg_mode = CS_TSG_MODE_ON;
+    if (v && !strcasecmp(v, "force"))
+        cs_cfg.tsg_mode = CS_TSG_MODE_FORCE;
+    else if (v && (!strcmp(v, "0") || !strcasecmp(v, "off") || !strcasecmp(v, "false") ||
+                   !strcasecmp(v, "no")))
+        cs_cfg.tsg_mode = CS_TSG_MODE_OFF;
+    else if (v && !env_flag("CUSHARE_TSG"))
+        cs_warn("CUSHARE_TSG=%s is not on|off|force; using on", v);
+    if (cs_cfg.disabled)
+        cs_cfg.tsg_mode = CS_TSG_MODE_OFF;
+
+    /* Up to 1 s (CS_TSG_MAX_US); 0 = the driver's default. The RM rounds
+     * down to what the hardware supports and refuses less than its minimum. */
+    v = env("CUSHARE_TSG_TIMESLICE_US");
+    cs_cfg.tsg_timeslice_us = 0;
+    if (v && cs_parse_u64(v, 0, 1000000, &cs_cfg.tsg_timeslice_us) < 0) {
+        cs_warn("CUSHARE_TSG_TIMESLICE_US=%s is not a number of microseconds in 0..1000000; "
+                "leaving the driver's timeslice", v);
+        cs_cfg.tsg_timeslice_us = 0;
+    }
+
     uint64_t ms = 30000;
     v = env("CUSHARE_DAEMON_WAIT_MS");
     if (v && cs_parse_u64(v, 0, 86400000, &ms) < 0) {

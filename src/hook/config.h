@@ -28,6 +28,19 @@ struct cs_config {
                                     resident memory, bytes (UINT64_MAX: all) */
     bool host_backing_vmm;       /* CUSHARE_HOST_BACKING=vmm (default) |
                                     hostalloc: how swap backing is pinned */
+    int tsg_mode;                /* CUSHARE_TSG: enum cs_tsg_mode (tsg.c) */
+    uint64_t tsg_timeslice_us;   /* CUSHARE_TSG_TIMESLICE_US: timeslice of this
+                                    process's compute channel groups, µs;
+                                    0 = the driver's default */
+};
+
+/* CUSHARE_TSG: off (the ioctl wrapper is a pure pass-through), on (the
+ * default: used when the driver is one whose layouts are known) or force
+ * (also on an unknown driver version; the probe still checks the rest). */
+enum cs_tsg_mode {
+    CS_TSG_MODE_OFF = 0,
+    CS_TSG_MODE_ON = 1,
+    CS_TSG_MODE_FORCE = 2,
 };
 
 extern struct cs_config cs_cfg;

@@ -33,6 +33,7 @@ enum cs_job_kind {
     CS_JOB_EVICT = 3,  /* swap out (or pin ahead) while not holding */
     CS_JOB_PREFETCH = 4, /* restore memory ahead of the grant, gate closed */
     CS_JOB_IDLE_PROBE = 5, /* no submissions for a while: is the GPU done too? */
+    CS_JOB_TIMESLICE = 6, /* give the process's compute channel groups their timeslice */
 };
 struct cs_job {
     uint8_t kind;
@@ -90,6 +91,8 @@ struct cs_dev {
     _Atomic uint32_t room_waits; /* threads waiting for the scheduler to make room:
                                     busy, not idle (client.c counts them) */
     bool idle_gpu_done;       /* the probe found no work left in flight (mu) */
+    uint64_t ts_want;         /* the daemon's last TIMESLICE for this GPU, µs;
+                                 0 = the defaults (mu) */
     uint64_t usage_sent[3];   /* resident, swapped, footprint last reported */
 
     /* memory accounting: atomics, see mem.c */
@@ -170,6 +173,14 @@ struct cs_dev *cs_dev_of_ctx(CUcontext ctx);
 
 /* The device with this ordinal, attached if it was not yet. */
 struct cs_dev *cs_dev_get(int ordinal);
+
+/* TIMESLICE for this device (client I/O thread): remembered and a
+ * CS_JOB_TIMESLICE queued for the device's worker (lease.c). */
+void cs_lease_on_timeslice(struct cs_dev *d, uint64_t us);
+/* What the timeslice jobs last gave tsg.c (the smallest non-zero value the
+ * daemon asked over this process's GPUs, or CUSHARE_TSG_TIMESLICE_US), and
+ * its answer (0 or -errno). Before any job: the library's own setting, 0. */
+void cs_lease_timeslice_result(uint64_t *requested_us, int *status);
 
 /* Register a context the application created or retained (ordinal known). */
 void cs_ctx_note(CUcontext ctx, int ordinal);

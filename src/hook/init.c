@@ -10,6 +10,7 @@
 #include "hook/lease.h"
 #include "hook/mem.h"
 #include "hook/seg.h"
+#include "hook/tsg.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -63,6 +64,7 @@ static void exit_summary(void)
 __attribute__((constructor)) static void cs_hook_ctor(void)
 {
     cs_config_load();
+    cs_tsg_init();
     for (int i = 0; i < CS_MAX_DEVICES; i++)
         cs_lease_reset_after_fork(&cs_devs[i], i);
     cs_seg_reset_after_fork();

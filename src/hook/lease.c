@@ -4,9 +4,11 @@
 #include "hook/config.h"
 #include "hook/mem.h"
 #include "hook/swap.h"
+#include "hook/tsg.h"
 #include "common/log.h"
 #include "common/util.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <string.h>
 #include <time.h>
@@ -286,11 +288,39 @@ void cs_lease_on_prefetch(struct cs_dev *d, const struct cs_msg_prefetch *pf)
     }
 }
 
+/* The daemon that asked for a shorter timeslice is gone, and the next one
+ * starts from the defaults (it sends TIMESLICE only on change): put them
+ * back, so that both sides agree and a BE job left alone does not keep a
+ * 1 µs slice for nothing. */
 void cs_lease_on_disconnect(struct cs_dev *d)
 {
     pthread_mutex_lock(&d->mu);
     d->attach_sent = false;
     d->acquire_sent = false;
+    if (d->ts_want) {
+        d->ts_want = 0;
+        if (!enqueue_locked(d, (struct cs_job){.kind = CS_JOB_TIMESLICE}))
+            cs_error("GPU %d: too much queued scheduler work; timeslice restore dropped",
+                     d->ordinal);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* The worker runs the timeslice change. It blocks for one RM round trip
+ * per compute group (0.16-0.3 ms on an H100, one group per context), so a
+ * REVOKE queued behind it waits well under the 1 ms a drain budget allows;
+ * the pinner would be the wrong place (a PREPARE pins for ~0.2 s/GiB and
+ * the LC job would wait that long for its protection). The I/O thread, which
+ * answers the daemon, never blocks on it. */
+void cs_lease_on_timeslice(struct cs_dev *d, uint64_t us)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->state != CS_LEASE_DETACHED) {
+        d->ts_want = us;
+        if (!enqueue_locked(d, (struct cs_job){.kind = CS_JOB_TIMESLICE, .id = us}))
+            cs_error("GPU %d: too much queued scheduler work; timeslice %llu us dropped",
+                     d->ordinal, (unsigned long long)us);
+    }
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -678,6 +708,63 @@ static void job_idle_probe(struct cs_dev *d, const struct cs_job *job)
     pthread_mutex_unlock(&d->mu);
 }
 
+/* ---- channel-group timeslice ------------------------------------------------ */
+
+/* The mechanism is process-wide (tsg.c cannot tell which GPU a channel
+ * group belongs to), the daemon's requests are per GPU: the process gets the
+ * shortest one asked of any of its GPUs (a BE job that must not delay an LC
+ * job on one GPU must be short there; on its other GPUs a short slice costs
+ * it nothing measurable, docs/tsg.md), or its own CUSHARE_TSG_TIMESLICE_US.
+ * ts_mu serializes the jobs of the devices' workers, so the last one to run
+ * applies the latest requests. Lock order: ts_mu, then a device's mu. */
+static pthread_mutex_t ts_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    bool done;          /* a job gave tsg.c a value */
+    uint64_t requested; /* that value */
+    int status;         /* and its answer */
+} ts;
+
+static uint64_t ts_effective(void)
+{
+    uint64_t eff = cs_cfg.tsg_timeslice_us;
+    for (int i = 0; i < CS_MAX_DEVICES; i++) {
+        struct cs_dev *d = &cs_devs[i];
+        pthread_mutex_lock(&d->mu);
+        uint64_t w = d->ts_want;
+        pthread_mutex_unlock(&d->mu);
+        if (w && (!eff || w < eff))
+            eff = w;
+    }
+    return eff;
+}
+
+static void job_timeslice(void)
+{
+    pthread_mutex_lock(&ts_mu);
+    uint64_t us = ts_effective();
+    if (!ts.done || us != ts.requested) {
+        int r = cs_tsg_set_timeslice_us(us);
+        if (r < 0 && r != -ENOTSUP)
+            cs_warn("channel groups: timeslice %llu us not applied: %s",
+                    (unsigned long long)us, strerror(-r));
+        else
+            cs_debug("channel groups: timeslice %llu us (%s)", (unsigned long long)us,
+                     r == 0 ? "applied" : "mechanism off or unavailable");
+        ts.done = true;
+        ts.requested = us;
+        ts.status = r;
+    }
+    pthread_mutex_unlock(&ts_mu);
+}
+
+void cs_lease_timeslice_result(uint64_t *requested_us, int *status)
+{
+    pthread_mutex_lock(&ts_mu);
+    *requested_us = ts.done ? ts.requested : cs_cfg.tsg_timeslice_us;
+    *status = ts.done ? ts.status : 0;
+    pthread_mutex_unlock(&ts_mu);
+}
+
 static void *worker_main(void *arg)
 {
     struct cs_dev *d = arg;
@@ -713,6 +800,9 @@ static void *worker_main(void *arg)
         case CS_JOB_IDLE_PROBE:
             job_idle_probe(d, &job);
             break;
+        case CS_JOB_TIMESLICE:
+            job_timeslice();
+            break;
         }
     }
     return NULL;
@@ -737,6 +827,13 @@ static void *pinner_main(void *arg)
 
 void cs_lease_reset_after_fork(struct cs_dev *d, int ordinal)
 {
+    /* Once per fork (every device is reset, 0 first): a worker may have
+     * held ts_mu at the fork, and the child's groups start at tsg.c's own
+     * setting (its fork handler resets it). */
+    if (ordinal == 0) {
+        pthread_mutex_init(&ts_mu, NULL);
+        memset(&ts, 0, sizeof ts);
+    }
     memset(d, 0, sizeof *d);
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->gate_cv, NULL);

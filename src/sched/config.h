@@ -37,6 +37,7 @@ struct sd_config {
     double switch_cost_target;
     uint32_t log_level;          /* enum cs_log_level */
     uint32_t max_clients;
+    uint32_t be_timeslice_us;    /* lower-class holders beside a high one; 0 = off */
     char metrics[SD_ADDR_LEN];   /* HOST:PORT, "" = off */
     char state_file[SD_PATH_LEN];/* "" = next to the socket, "none" = off */
 };

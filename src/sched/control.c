@@ -116,6 +116,28 @@ static void status_gpu(struct sd_server *s, struct sd_conn *c, const struct sd_g
     sd_conn_send(s, c, &mm, true);
 }
 
+/* Only to a control connection that announced CS_HELLO_TSG: an older
+ * cusharectl would reject the unknown type and lose the whole reply. */
+static void status_member_tsg(struct sd_server *s, struct sd_conn *c, const struct sd_member *mb)
+{
+    const struct sd_client *cl = mb->client;
+    struct cs_msg m = {.type = CS_MSG_CTL_CLIENT_TSG};
+    struct cs_msg_ctl_client_tsg *t = &m.u.ctl_client_tsg;
+    t->client_id = cl->id;
+    t->gpu_index = mb->gpu->index;
+    t->reported = cl->tsg_reported;
+    t->asked_us = mb->ts_sent;
+    if (cl->tsg_reported) {
+        t->state = cl->tsg.state;
+        t->status = cl->tsg.status;
+        t->requested_us = cl->tsg.requested_us;
+        t->applied_us = cl->tsg.applied_us;
+        t->groups = cl->tsg.groups;
+        memcpy(t->reason, cl->tsg.reason, sizeof t->reason);
+    }
+    sd_conn_send(s, c, &m, true);
+}
+
 static void status_member(struct sd_server *s, struct sd_conn *c, const struct sd_member *mb,
                           uint64_t now)
 {
@@ -164,6 +186,8 @@ static void status_member(struct sd_server *s, struct sd_conn *c, const struct s
     x->rooms_refused = mb->st.rooms_refused;
     x->drain_ns = mb->st.drain_ns;
     sd_conn_send(s, c, &mm, true);
+    if (c->caps & CS_HELLO_TSG)
+        status_member_tsg(s, c, mb);
 }
 
 static void ctl_status(struct sd_server *s, struct sd_conn *c)

@@ -82,6 +82,16 @@ static void on_room_reply(void *ctx, struct sd_member *m, uint64_t request_id, i
     sd_conn_send(s, m->client->owner, &r, false);
 }
 
+/* Only to clients with CS_HELLO_TSG (tslice.c checks it). */
+static void on_timeslice(void *ctx, struct sd_member *m, uint32_t us)
+{
+    struct sd_server *s = ctx;
+    struct cs_msg t = {.type = CS_MSG_TIMESLICE};
+    t.u.timeslice.slot = m->slot;
+    t.u.timeslice.timeslice_us = us;
+    sd_conn_send(s, m->client->owner, &t, false);
+}
+
 static void on_holders_changed(void *ctx)
 {
     struct sd_server *s = ctx;
@@ -96,6 +106,7 @@ const struct sd_policy_ops sd_dispatch_ops = {
     .room_reply = on_room_reply,
     .prepare = on_prepare,
     .prefetch = on_prefetch,
+    .timeslice = on_timeslice,
 };
 
 /* ---- HELLO ------------------------------------------------------------------------- */
@@ -133,6 +144,7 @@ static void refuse(struct sd_server *s, struct sd_conn *c, const char *why)
 
 static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg_hello *h)
 {
+    c->caps = h->flags & CS_HELLO_TSG;
     if (h->flags & CS_HELLO_CONTROL) {
         c->kind = SD_CONN_CONTROL;
         send_welcome(s, c, c->id);
@@ -149,6 +161,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
         .weight = h->weight,
         .mem_limit = h->mem_limit,
         .reconnect = (h->flags & CS_HELLO_RECONNECT) != 0,
+        .tsg = (h->flags & CS_HELLO_TSG) != 0,
         .prev_id = h->prev_client_id,
     };
     memcpy(info.name, h->name, sizeof info.name);
@@ -202,6 +215,9 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
         break;
     case CS_MSG_PREFETCHED:
         rc = sd_policy_prefetched(&s->policy, cl, &m->u.prefetched, now, &why);
+        break;
+    case CS_MSG_TSG_STATE:
+        rc = sd_policy_tsg_state(&s->policy, cl, &m->u.tsg_state, &why);
         break;
     default:
         rc = SD_EPROTO;

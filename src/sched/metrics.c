@@ -124,6 +124,15 @@ static uint64_t m_inns(const struct sd_member *m, uint64_t now) { (void)now; ret
 static uint64_t m_evict(const struct sd_member *m, uint64_t now) { (void)now; return m->st.evictions; }
 static uint64_t m_pref(const struct sd_member *m, uint64_t now) { (void)now; return m->st.prefetches; }
 static uint64_t m_weight(const struct sd_member *m, uint64_t now) { (void)now; return m->client->info.weight; }
+static uint64_t m_ts(const struct sd_member *m, uint64_t now) { (void)now; return m->ts_sent; }
+static uint64_t m_ts_in(const struct sd_member *m, uint64_t now) { (void)now; return m->client->tsg.applied_us; }
+/* enum cs_tsg_mech, or one past it for a client that never reported (an
+ * older client, or one that did not announce CS_HELLO_TSG). */
+static uint64_t m_tsg(const struct sd_member *m, uint64_t now)
+{
+    (void)now;
+    return m->client->tsg_reported ? m->client->tsg.state : CS_TSG_MECH_MAX + 1u;
+}
 
 static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t now)
 {
@@ -165,6 +174,15 @@ static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t
                   "Lease state: 0 idle, 1 waiting, 2 holding, 3 revoking.", m_state, V_U64);
     client_series(b, p, now, "cushare_client_weight", "gauge",
                   "The client's weight within its priority class.", m_weight, V_U64);
+    client_series(b, p, now, "cushare_client_timeslice_us", "gauge",
+                  "Channel-group timeslice the daemon last asked of the client on this GPU, "
+                  "in microseconds (0: the driver's defaults).", m_ts, V_U64);
+    client_series(b, p, now, "cushare_client_timeslice_applied_us", "gauge",
+                  "Timeslice the client reports in force for its compute channel groups "
+                  "(0: the driver's defaults).", m_ts_in, V_U64);
+    client_series(b, p, now, "cushare_client_tsg_mechanism", "gauge",
+                  "Channel-group timeslice mechanism of the client: 0 off, 1 unprobed, "
+                  "2 ready, 3 active, 4 unavailable, 5 not reported.", m_tsg, V_U64);
     help(b, "cushare_client_lease_latency_seconds", "histogram",
          "Time from ACQUIRE to GRANT.");
     for (size_t i = 0; i < p->ngpu; i++)

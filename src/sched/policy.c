@@ -257,6 +257,7 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
     cs_debug("gpu %u: grant lease %llu to %s (pid %u) after %.3f ms", g->index,
              (unsigned long long)m->lease_id, client_name(m), m->client->info.pid,
              (double)waited / 1e6);
+    sd_ts_update(p, m);
     p->ops.grant(p->ctx, m, (uint32_t)(q / MS));
     holders_changed(p);
 }
@@ -361,7 +362,9 @@ static uint32_t revoke_reason_for(const struct sd_policy *p, const struct sd_gpu
         return CS_REVOKE_IDLE;
     if (h->client->info.priority > w->client->info.priority)
         return CS_REVOKE_PREEMPT;
-    if (h->client->info.priority == w->client->info.priority &&
+    /* Not while it waits for room being made for it (room.c gives it the
+     * waiting time back when the room is there). */
+    if (h->client->info.priority == w->client->info.priority && !h->room_active &&
         now >= h->slice_ns + sd_gpu_quantum_ns(p, g) && eff_vtime(h, now) >= w->vtime)
         return CS_REVOKE_QUANTUM;
     return 0;
@@ -408,7 +411,7 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
         holding++;
         if (revoke_reason_for(p, g, h, w, now)) {
             v[nv++] = h;
-        } else if (h->client->info.priority == w->client->info.priority) {
+        } else if (h->client->info.priority == w->client->info.priority && !h->room_active) {
             if (now >= h->slice_ns + q) { /* still owed time: a new slice */
                 settle_vtime(h, now);
                 h->slice_ns = now;
@@ -567,6 +570,7 @@ static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     g->deadline = 0;
     gpu_decide(p, g, now);
     sd_mem_plan(p, g, now);
+    sd_ts_plan(p, g);
 }
 
 void sd_gpu_reschedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)

@@ -36,6 +36,13 @@
  * runs, the outgoing holder through REVOKE.evict_bytes, and the next holder
  * prefetches what fits before its slice starts. See mem.c.
  *
+ * Channel-group timeslices (tslice.c, issue 7): in shared mode, a holder of
+ * a lower class than a high-class (latency-critical) holder of the same GPU
+ * is told to shorten its compute channel groups' timeslice to
+ * be_timeslice_us (TIMESLICE), and told 0 (the driver's defaults) once no
+ * high-class holder remains, when it becomes high itself, or when the knob
+ * or the mode turns it off. Evaluated after every decision, sent on change.
+ *
  * Ownership: the policy owns every sd_gpu, sd_client and sd_member; the
  * server owns connections and keeps a pointer to its client. The structs are
  * public for read access (status, metrics); only policy.c mutates them.
@@ -68,6 +75,7 @@ struct sd_client_info {
     uint32_t weight;   /* 1 .. CS_WEIGHT_MAX, after overrides */
     uint64_t mem_limit;
     bool reconnect;    /* HELLO carried CS_HELLO_RECONNECT */
+    bool tsg;          /* HELLO carried CS_HELLO_TSG: it may be sent TIMESLICE */
     uint64_t prev_id;  /* its client id under the previous daemon */
     char name[CS_NAME_LEN];
     char pod[CS_NAME_LEN];
@@ -150,6 +158,14 @@ struct sd_member {
     uint64_t room_id;         /* the client's request id */
     uint64_t room_freed;      /* bytes the victims reported moved */
     uint64_t room_deadline;
+    uint64_t room_since;      /* when it asked: a holder's slice is paused meanwhile */
+    uint64_t room_bytes;      /* asked for by its last ROOM: counted as resident from the
+                                 ask until its next USAGE, so that the room made is not
+                                 handed to someone else's prefetch before the allocation
+                                 that needed it is placed */
+    /* channel-group timeslice (tslice.c) */
+    uint32_t ts_sent;         /* last TIMESLICE sent, µs; 0 = defaults (or none sent) */
+    uint64_t ts_msgs;         /* TIMESLICEs sent */
     /* an EVICT sent to this member */
     uint64_t evict_id;        /* 0 = none outstanding */
     struct sd_member *evict_for; /* whose ROOM it serves, NULL once answered */
@@ -160,6 +176,9 @@ struct sd_client {
     uint64_t id;
     struct sd_client_info info;
     struct sd_member *slot[CS_MAX_DEVICES];
+    /* its last TSG_STATE (the mechanism is process-wide, not per GPU) */
+    bool tsg_reported;
+    struct cs_msg_tsg_state tsg;
     void *owner;          /* the server's connection; opaque to the policy */
     struct sd_client *next, *prev;
 };
@@ -233,6 +252,10 @@ struct sd_policy_ops {
     /* m, the next holder, should restore its memory now with its gate
      * closed: send PREFETCH. May be NULL (then nothing is prefetched). */
     void (*prefetch)(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes);
+    /* m (a client with CS_HELLO_TSG) should give its compute channel groups
+     * a timeslice of `us` µs, 0 = the defaults: send TIMESLICE. May be NULL
+     * (then nothing is sent and m->ts_sent stays 0). */
+    void (*timeslice)(void *ctx, struct sd_member *m, uint32_t us);
 };
 
 /* What the previous daemon recorded (see state.h). */
@@ -308,6 +331,11 @@ int sd_policy_restored(struct sd_policy *p, struct sd_client *c, const struct cs
                        uint64_t now, const char **why);
 int sd_policy_prefetched(struct sd_policy *p, struct sd_client *c,
                          const struct cs_msg_prefetched *r, uint64_t now, const char **why);
+
+/* TSG_STATE (tslice.c): kept for status and metrics. SD_EPROTO from a
+ * client that did not announce CS_HELLO_TSG. */
+int sd_policy_tsg_state(struct sd_policy *p, struct sd_client *c,
+                        const struct cs_msg_tsg_state *t, const char **why);
 
 void sd_policy_drain(struct sd_policy *p, struct sd_gpu *g, bool on, uint64_t now);
 /* Knobs changed: re-evaluate every GPU. */

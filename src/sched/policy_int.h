@@ -66,6 +66,14 @@ uint64_t sd_mem_on_evicted(struct sd_member *m, const struct cs_msg_evicted *e);
 void sd_mem_send_evict(struct sd_policy *p, struct sd_member *v, uint64_t bytes,
                        struct sd_member *asker);
 
+/* tslice.c, called by policy.c */
+/* After every decision on g: TIMESLICE to each member whose desired
+ * timeslice changed. */
+void sd_ts_plan(struct sd_policy *p, struct sd_gpu *g);
+/* The same for one member (m about to be granted: its TIMESLICE goes out
+ * before the GRANT, so its first kernel runs with the short slice). */
+void sd_ts_update(struct sd_policy *p, struct sd_member *m);
+
 /* policy.c, called by mem.c: the new holder's RESTORED completes the
  * switch overhead sample of its grant (drain excluded, restore added). */
 void sd_switch_restored(struct sd_gpu *g, uint64_t lease_id, uint64_t ns);

@@ -54,10 +54,21 @@ static void reply(struct sd_policy *p, struct sd_member *m, uint64_t id, int32_t
     p->ops.room_reply(p->ctx, m, id, status);
 }
 
-static void answer(struct sd_policy *p, struct sd_member *m, int32_t status)
+/* A holder that waited for room could not use its slice meanwhile (it was
+ * blocked in an allocation, and the wait is the evictions' doing): it gets
+ * that time back, or its quantum would end while the room it asked for is
+ * still being made, and the evictions would have been for nothing. now = 0
+ * when the answer has no time (a victim left): no credit then. */
+static void answer(struct sd_policy *p, struct sd_member *m, int32_t status, uint64_t now)
 {
+    if (now && sd_is_holder(m) && now > m->room_since) {
+        uint64_t paused = now - m->room_since;
+        m->slice_ns = m->slice_ns + paused < now ? m->slice_ns + paused : now;
+    }
     m->room_active = false;
     m->room_wait = 0;
+    if (status != 0)
+        m->room_bytes = 0; /* nothing will be placed */
     cs_debug("gpu %u: room for pid %u: %s (%llu bytes moved)", m->gpu->index,
              m->client->info.pid, status ? "none" : "made", (unsigned long long)m->room_freed);
     reply(p, m, m->room_id, status);
@@ -145,6 +156,8 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
         return SD_OK;
     }
     m->room_active = true;
+    m->room_since = now;
+    m->room_bytes = r->bytes;
     m->room_deadline = now + (uint64_t)p->cfg->revoke_timeout_ms * 1000000ull;
     sd_gpu_want_at(g, m->room_deadline);
     return SD_OK;
@@ -172,7 +185,7 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
     if (asker) {
         asker->room_freed += moved;
         if (--asker->room_wait == 0)
-            answer(p, asker, outcome(asker));
+            answer(p, asker, outcome(asker), now);
     }
     sd_gpu_reschedule(p, v->gpu, now);
     return SD_OK;
@@ -195,7 +208,7 @@ void sd_room_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
                 g->m[j]->evict_for = NULL;
         cs_warn("gpu %u: room for pid %u not made within %u ms", g->index,
                 m->client->info.pid, p->cfg->revoke_timeout_ms);
-        answer(p, m, outcome(m));
+        answer(p, m, outcome(m), now);
     }
 }
 
@@ -208,5 +221,5 @@ void sd_room_forget(struct sd_policy *p, struct sd_member *m)
     struct sd_member *asker = m->evict_for;
     m->evict_for = NULL;
     if (asker && --asker->room_wait == 0)
-        answer(p, asker, outcome(asker));
+        answer(p, asker, outcome(asker), 0);
 }

@@ -38,7 +38,7 @@ static int recv_one(int fd, struct cs_msg *m, char *err, size_t errlen)
     return -1;
 }
 
-int ctl_open(const char *path, char *err, size_t errlen)
+static int open_caps(const char *path, uint32_t caps, char *err, size_t errlen)
 {
     int fd = cs_connect(path);
     if (fd < 0) {
@@ -46,7 +46,7 @@ int ctl_open(const char *path, char *err, size_t errlen)
         return fd;
     }
     struct cs_msg h = {.type = CS_MSG_HELLO};
-    h.u.hello.flags = CS_HELLO_CONTROL;
+    h.u.hello.flags = CS_HELLO_CONTROL | caps;
     h.u.hello.priority = CS_PRIO_NORMAL;
     h.u.hello.weight = 1;
     h.u.hello.proto_min = CS_PROTO_VERSION;
@@ -62,6 +62,14 @@ int ctl_open(const char *path, char *err, size_t errlen)
     }
     close(fd);
     return -EPROTO;
+}
+
+/* With CS_HELLO_TSG (status then carries CTL_CLIENT_TSG); an older daemon
+ * refuses the unknown bit, and is asked again without it. */
+int ctl_open(const char *path, char *err, size_t errlen)
+{
+    int fd = open_caps(path, CS_HELLO_TSG, err, errlen);
+    return fd == -EPROTO ? open_caps(path, 0, err, errlen) : fd;
 }
 
 int ctl_request(int fd, const struct cs_msg *req, struct cs_msg_ctl_done *done, char *err,
@@ -108,7 +116,7 @@ int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
         snprintf(err, errlen, "sending to the daemon: %s", strerror(-rc));
         return -1;
     }
-    size_t gcap = 0, ccap = 0, gmcap = 0, cmcap = 0, ngm = 0, ncm = 0;
+    size_t gcap = 0, ccap = 0, gmcap = 0, cmcap = 0, ngm = 0, ncm = 0, ctcap = 0, nct = 0;
     for (;;) {
         struct cs_msg m;
         if (recv_one(fd, &m, err, errlen) < 0)
@@ -130,11 +138,21 @@ int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
                                                  .gpu_index = m.u.ctl_client.gpu_index};
             ok = push((void **)&st->client, &st->nclient, &ccap, sizeof *st->client,
                       &m.u.ctl_client);
+            struct cs_msg_ctl_client_tsg tzero = {.client_id = zero.client_id,
+                                                  .gpu_index = zero.gpu_index};
             if (ok == 0)
                 ok = push((void **)&st->client_mem, &ncm, &cmcap, sizeof *st->client_mem,
                           &zero);
+            if (ok == 0)
+                ok = push((void **)&st->client_tsg, &nct, &ctcap, sizeof *st->client_tsg,
+                          &tzero);
             break;
         }
+        case CS_MSG_CTL_CLIENT_TSG: /* belongs to the CTL_CLIENT before it */
+            if (nct && st->client_tsg[nct - 1].client_id == m.u.ctl_client_tsg.client_id &&
+                st->client_tsg[nct - 1].gpu_index == m.u.ctl_client_tsg.gpu_index)
+                st->client_tsg[nct - 1] = m.u.ctl_client_tsg;
+            break;
         case CS_MSG_CTL_GPU_MEM: /* belongs to the CTL_GPU just before it */
             if (ngm && st->gpu_mem[ngm - 1].index == m.u.ctl_gpu_mem.index)
                 st->gpu_mem[ngm - 1] = m.u.ctl_gpu_mem;
@@ -168,6 +186,8 @@ void ctl_status_free(struct ctl_status *st)
     free(st->client);
     free(st->gpu_mem);
     free(st->client_mem);
+    free(st->client_tsg);
+    st->client_tsg = NULL;
     st->gpu = NULL;
     st->client = NULL;
     st->gpu_mem = NULL;

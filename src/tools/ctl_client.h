@@ -12,8 +12,9 @@
 
 #define CTL_TIMEOUT_MS 10000
 
-/* A status reply, as received. gpu_mem[i] and client_mem[i] belong to
- * gpu[i] and client[i] (all zero from a daemon that does not send them). */
+/* A status reply, as received. gpu_mem[i], client_mem[i] and client_tsg[i]
+ * belong to gpu[i] and client[i] (all zero from a daemon that does not send
+ * them: client_tsg[i].reported is then 0 too). */
 struct ctl_status {
     struct cs_msg_ctl_daemon daemon;
     size_t ngpu, nclient;
@@ -21,6 +22,7 @@ struct ctl_status {
     struct cs_msg_ctl_client *client;
     struct cs_msg_ctl_gpu_mem *gpu_mem;
     struct cs_msg_ctl_client_mem *client_mem;
+    struct cs_msg_ctl_client_tsg *client_tsg;
 };
 
 /* Connects to the daemon and completes the handshake. Returns the fd, or

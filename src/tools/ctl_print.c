@@ -84,6 +84,31 @@ static void print_client(FILE *f, const struct cs_msg_ctl_client *c,
             fmt_ms(x->swap_in_ns, si, sizeof si), lim);
 }
 
+static const char *tsg_mech_name(const struct cs_msg_ctl_client_tsg *t)
+{
+    static const char *const names[] = {"off", "unprobed", "ready", "active", "unavailable"};
+    if (!t->reported)
+        return "unknown";
+    return t->state <= CS_TSG_MECH_MAX ? names[t->state] : "?";
+}
+
+/* Under a client: its channel-group timeslice, when it reports one or the
+ * daemon asked for one (an older client or daemon: no line). */
+static void print_client_tsg(FILE *f, const struct cs_msg_ctl_client_tsg *t)
+{
+    if (!t->reported && !t->asked_us)
+        return;
+    fprintf(f, "  %-8s timeslice: asked %" PRIu64 " us%s; mechanism %s", "",
+            t->asked_us, t->asked_us ? "" : " (defaults)", tsg_mech_name(t));
+    if (t->reported && t->state == CS_TSG_MECH_UNAVAILABLE)
+        fprintf(f, ": %s", t->reason);
+    else if (t->reported && t->state != CS_TSG_MECH_OFF)
+        fprintf(f, ", %" PRIu64 " us in force, %u compute group(s)", t->applied_us, t->groups);
+    if (t->reported && t->status)
+        fprintf(f, " (last change: %s)", strerror(-t->status));
+    fprintf(f, "\n");
+}
+
 /* One line: the memory model and what swapping did on this GPU. */
 static void print_gpu_mem(FILE *f, const struct cs_msg_ctl_gpu *g,
                           const struct cs_msg_ctl_gpu_mem *x)
@@ -137,7 +162,10 @@ void ctl_print_table(FILE *f, const struct ctl_status *st, const struct ctl_stat
                 "PREEMPT", "RESIDENT", "SWAPPED", "SWAP-OUT", "SWAP-IN", "LIMIT");
         for (size_t j = 0; j < st->nclient; j++)
             if (st->client[j].gpu_index == g->index)
+            {
                 print_client(f, &st->client[j], &st->client_mem[j], st, prev);
+                print_client_tsg(f, &st->client_tsg[j]);
+            }
     }
 }
 
@@ -195,8 +223,20 @@ static void json_daemon(FILE *f, const struct cs_msg_ctl_daemon *d)
     fprintf(f, "\"switch_cost_target\": %.6f},\n", d->switch_cost_ppm / 1e6);
 }
 
+static void json_client_tsg(FILE *f, const struct cs_msg_ctl_client_tsg *t)
+{
+    json_u64(f, "timeslice_us", t->asked_us, ", ");
+    json_str(f, "tsg_mechanism", tsg_mech_name(t), ", ");
+    json_str(f, "tsg_reason", t->reason, ", ");
+    json_u64(f, "tsg_requested_us", t->requested_us, ", ");
+    json_u64(f, "tsg_applied_us", t->applied_us, ", ");
+    fprintf(f, "\"tsg_status\": %d, ", t->status);
+    json_u64(f, "tsg_groups", t->groups, ", ");
+}
+
 static void json_client(FILE *f, const struct cs_msg_ctl_client *c,
-                        const struct cs_msg_ctl_client_mem *x, const char *sep)
+                        const struct cs_msg_ctl_client_mem *x,
+                        const struct cs_msg_ctl_client_tsg *t, const char *sep)
 {
     fprintf(f, "        {");
     json_u64(f, "id", c->client_id, ", ");
@@ -231,6 +271,7 @@ static void json_client(FILE *f, const struct cs_msg_ctl_client *c,
     json_u64(f, "prepares", x->prepares, ", ");
     json_u64(f, "rooms", x->rooms, ", ");
     json_u64(f, "rooms_refused", x->rooms_refused, ", ");
+    json_client_tsg(f, t);
     json_sec(f, "drain_s", x->drain_ns, "");
     fprintf(f, "}%s\n", sep);
 }
@@ -279,7 +320,8 @@ static void json_gpu(FILE *f, const struct ctl_status *st, const struct cs_msg_c
         total += st->client[j].gpu_index == g->index;
     for (size_t j = 0; j < st->nclient; j++)
         if (st->client[j].gpu_index == g->index)
-            json_client(f, &st->client[j], &st->client_mem[j], ++n < total ? "," : "");
+            json_client(f, &st->client[j], &st->client_mem[j], &st->client_tsg[j],
+                        ++n < total ? "," : "");
     fprintf(f, "      ]}%s\n", sep);
 }
 

@@ -91,7 +91,7 @@ static void drain_peer(struct rig *r, int k)
 static const uint16_t types[] = {
     CS_MSG_HELLO, CS_MSG_ATTACH,     CS_MSG_ACQUIRE, CS_MSG_RELEASE,  CS_MSG_USAGE,
     CS_MSG_EVICTED, CS_MSG_ROOM,     CS_MSG_CTL_STATUS, CS_MSG_CTL_SET, CS_MSG_CTL_DRAIN,
-    CS_MSG_GRANT, CS_MSG_RESTORED,   CS_MSG_PREFETCHED,
+    CS_MSG_GRANT, CS_MSG_RESTORED,   CS_MSG_PREFETCHED, CS_MSG_TSG_STATE,
 };
 
 /* A record of a chosen type with a valid header and length; the body comes

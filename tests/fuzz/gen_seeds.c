@@ -17,7 +17,7 @@ static const uint16_t all[] = {
     CS_MSG_EVICT,      CS_MSG_ROOM_REPLY, CS_MSG_ERROR, CS_MSG_CTL_STATUS, CS_MSG_CTL_SET,
     CS_MSG_CTL_DRAIN,  CS_MSG_CTL_GPU, CS_MSG_CTL_CLIENT, CS_MSG_CTL_DONE, CS_MSG_CTL_DAEMON,
     CS_MSG_RESTORED,   CS_MSG_PREFETCH, CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
-    CS_MSG_CTL_CLIENT_MEM,
+    CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
 };
 
 /* The smallest valid message of a type (fields with a lower bound at it). */
@@ -95,7 +95,7 @@ static uint8_t sel(uint16_t type)
     static const uint16_t types[] = {
         CS_MSG_HELLO,   CS_MSG_ATTACH, CS_MSG_ACQUIRE,    CS_MSG_RELEASE, CS_MSG_USAGE,
         CS_MSG_EVICTED, CS_MSG_ROOM,   CS_MSG_CTL_STATUS, CS_MSG_CTL_SET, CS_MSG_CTL_DRAIN,
-        CS_MSG_GRANT,   CS_MSG_RESTORED, CS_MSG_PREFETCHED,
+        CS_MSG_GRANT,   CS_MSG_RESTORED, CS_MSG_PREFETCHED, CS_MSG_TSG_STATE,
     };
     for (uint8_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (types[i] == type)
@@ -246,6 +246,31 @@ static void gen_dispatch(const char *dir)
     op(&s, 4, 0, 30);
     simple(&s, 0, CS_MSG_RELEASE, 77);
     write_file(dir, "restart", s.b, s.n);
+
+    /* shared mode, a latency-critical holder beside a best-effort one that
+     * speaks the timeslice records: TIMESLICE out, TSG_STATE back, a
+     * status with CTL_CLIENT_TSG, then the LC job leaves */
+    s.n = 0;
+    put(&s, &start, 1);
+    op(&s, 7, 0, 0);
+    hello(&s, 0, CS_PRIO_HIGH, CS_HELLO_TSG);
+    hello(&s, 1, CS_PRIO_LOW, CS_HELLO_TSG);
+    for (uint8_t k = 0; k < 2; k++) {
+        attach(&s, k, 0, 0);
+        simple(&s, k, CS_MSG_ACQUIRE, 0);
+    }
+    struct cs_msg t = {.type = CS_MSG_TSG_STATE};
+    t.u.tsg_state.state = CS_TSG_MECH_UNAVAILABLE;
+    t.u.tsg_state.status = -95;
+    t.u.tsg_state.requested_us = 1;
+    strcpy(t.u.tsg_state.reason, "seed");
+    msg(&s, 1, &t);
+    hello(&s, 2, CS_PRIO_NORMAL, CS_HELLO_CONTROL | CS_HELLO_TSG);
+    simple(&s, 2, CS_MSG_CTL_STATUS, 0);
+    op(&s, 6, 0, 0);
+    op(&s, 3, 0, 0);
+    op(&s, 5, 1, 0);
+    write_file(dir, "timeslice", s.b, s.n);
 }
 
 int main(int argc, char **argv)

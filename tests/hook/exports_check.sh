@@ -1,17 +1,20 @@
 #!/bin/sh
 # libcushare.so exports only the driver entry points it wraps, the client
-# API and dlsym, depends on libc alone (plus the sanitizer runtime in
+# API, dlsym and ioctl (under glibc's base version, the one libcuda binds to), depends on libc alone (plus the sanitizer runtime in
 # sanitizer builds), and every wrapper listed in hook_symbols.h is there.
 set -eu
 cd "$(dirname "$0")/../.."
 lib=${CUSHARE_BUILD:-build}/lib/libcushare.so
 fail=0
 bad=$(nm -D --defined-only "$lib" | awk '{print $3}' | sed 's/@.*//' |
-      grep -vE '^(cu[A-Z][A-Za-z0-9_]*|cushare_[a-z_]+|dlsym|GLIBC_[0-9.]+|CUSHARE_[0-9.]+)$' || true)
+      grep -vE '^(cu[A-Z][A-Za-z0-9_]*|cushare_[a-z_]+|dlsym|ioctl|GLIBC_[0-9.]+|CUSHARE_[0-9.]+)$' || true)
 if [ -n "$bad" ]; then echo "unexpected exports: $bad"; fail=1; fi
-for v in GLIBC_2.34 GLIBC_2.2.5; do
+case $(uname -m) in aarch64) base=GLIBC_2.17 ;; *) base=GLIBC_2.2.5 ;; esac
+for v in GLIBC_2.34 $base; do
     nm -D --defined-only "$lib" | grep -q "dlsym@.*$v" || { echo "dlsym@$v is not exported"; fail=1; }
 done
+# libcuda's reference is ioctl@$base: only that version (the default one) binds it.
+nm -D --defined-only "$lib" | grep -q " ioctl@@$base\$" || { echo "ioctl@@$base is not exported"; fail=1; }
 missing=$(sed -n 's/^CS_HOOK(\(.*\))$/\1/p' src/hook/hook_symbols.h | while read -r s; do
     nm -D --defined-only "$lib" | awk '{print $3}' | grep -qx "$s@@CUSHARE_1.0" || echo "$s"; done)
 if [ -n "$missing" ]; then echo "wrappers not exported: $missing"; fail=1; fi

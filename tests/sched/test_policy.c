@@ -83,7 +83,7 @@ static void on_prefetch(void *ctx, struct sd_member *m, uint64_t id, uint64_t by
 }
 
 static const struct sd_policy_ops ops = {on_grant,  on_revoke,  on_changed, on_evict,
-                                         on_room,   on_prepare, on_prefetch};
+                                         on_room,   on_prepare, on_prefetch, NULL};
 
 static void start(void)
 {
@@ -1007,6 +1007,70 @@ static void test_room_evicts_furthest_from_running(void **state)
     assert_int_equal(evicted(no, 12345, 0, 1), SD_OK);
 }
 
+/* A holder waiting for room it asked for keeps the GPU past its quantum
+ * (the evictions are for it), and gets the waiting time back afterwards. */
+static void test_room_pauses_the_quantum(void **state)
+{
+    (void)state;
+    cfg.revoke_timeout_ms = 10000;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *v = attach(client(CS_PRIO_NORMAL, 1, "v"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage_full(v, 4 * GiB, 0);
+    acquire(h);
+    run_until(now + 500 * MS); /* half of the 1 s quantum */
+    assert_int_equal(room(h, 1, 2 * GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, v);
+    assert_non_null(e);
+    uint64_t id = e->lease;
+    acquire(v);
+    run_until(now + 2000 * MS); /* quantum long past: the room is still being made */
+    assert_null(find(EV_REVOKE, h));
+    assert_int_equal(evicted(v, id, 0, 2 * GiB), SD_OK);
+    const struct ev *made = find(EV_ROOM, h);
+    assert_non_null(made);
+    assert_int_equal(made->reason, 0);
+    /* 500 ms of its slice were used before the wait: 500 remain. */
+    run_until(now + 499 * MS);
+    assert_null(find(EV_REVOKE, h));
+    run_until(now + 2 * MS);
+    const struct ev *r = find(EV_REVOKE, h);
+    assert_non_null(r);
+    assert_int_equal(r->reason, CS_REVOKE_QUANTUM);
+}
+
+static void usage4(struct sd_member *m, uint64_t resident, uint64_t swapped, uint64_t unswappable,
+                   uint64_t footprint);
+
+/* Room made for a holder's allocation is not handed to a waiter's prefetch
+ * before that allocation is placed (the room/prefetch ping-pong seen on the
+ * H100: 16 GB evicted, prefetched back, evicted again). */
+static void test_room_made_is_not_prefetched_away(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *v = attach(client(CS_PRIO_NORMAL, 1, "v"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage4(h, 8 * GiB, 0, 0, 8 * GiB);
+    usage4(v, 8 * GiB, 0, 0, 8 * GiB);
+    acquire(h);
+    acquire(v); /* waits: it will be the one to prefetch */
+    assert_int_equal(room(h, 1, 4 * GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, v);
+    assert_non_null(e);
+    size_t before = count(EV_PREFETCH, v);
+    assert_int_equal(evicted(v, e->lease, 0, 4 * GiB), SD_OK);
+    assert_int_equal(find(EV_ROOM, h)->reason, 0);
+    /* v's 4 GiB are out and 4 GiB look free, but they are h's. */
+    assert_int_equal(count(EV_PREFETCH, v), before);
+    usage4(v, 4 * GiB, 4 * GiB, 0, 8 * GiB);
+    assert_int_equal(count(EV_PREFETCH, v), before);
+    /* Placed: h's USAGE shows it; nothing is free for v now either. */
+    usage4(h, 12 * GiB, 0, 0, 12 * GiB);
+    assert_int_equal(count(EV_PREFETCH, v), before);
+    assert_int_equal(h->room_bytes, 0);
+}
+
 static void test_room_times_out(void **state)
 {
     (void)state;
@@ -1381,8 +1445,9 @@ static void test_prepare_when_oversubscribed(void **state)
     const struct ev *ea = find(EV_PREPARE, a), *eb = find(EV_PREPARE, b);
     assert_non_null(ea);
     assert_non_null(eb);
-    assert_int_equal(ea->evict, 4 * GiB);
-    assert_int_equal(eb->evict, 2 * GiB); /* only what is resident can be pinned */
+    /* 1 GiB over capacity: that and a quarter more, not a's whole 4 GiB. */
+    assert_int_equal(ea->evict, GiB + GiB / 4);
+    assert_int_equal(eb->evict, GiB + GiB / 4);
     assert_int_equal(g->st.prepares, 2);
     /* Answered: not again while nothing changes. */
     assert_int_equal(evicted(a, ea->lease, 0, 4 * GiB), SD_OK);
@@ -1397,13 +1462,17 @@ static void test_prepare_when_oversubscribed(void **state)
     advance(10 * MS);
     usage4(a, 5 * GiB, 0, 0, 5 * GiB);
     assert_int_equal(count(EV_PREPARE, a), 2);
-    assert_int_equal(last()->evict, 5 * GiB);
+    assert_int_equal(find(EV_PREPARE, a)->evict, 2 * GiB + GiB / 2); /* 2 GiB over now */
+    /* b's target grew too (2.5 GiB), but it has only 2 GiB resident to pin. */
+    assert_int_equal(count(EV_PREPARE, b), 2);
+    assert_int_equal(find(EV_PREPARE, b)->evict, 2 * GiB);
     usage4(a, 6 * GiB, 0, 0, 6 * GiB);
     assert_int_equal(count(EV_PREPARE, a), 2); /* the first is unanswered */
     assert_int_equal(evicted(a, find(EV_PREPARE, a)->lease, 0, GiB), SD_OK);
     assert_int_equal(count(EV_PREPARE, a), 2); /* rate limit: 1 s */
     run_until(find(EV_PREPARE, a) ? now + 1 * SEC : now);
     assert_int_equal(count(EV_PREPARE, a), 3);
+    assert_int_equal(find(EV_PREPARE, a)->evict, 3 * GiB + 3 * GiB / 4);
     /* A client whose swapping is off says so once. */
     assert_int_equal(evicted(a, last()->lease, 801, 0), SD_OK);
     assert_true(a->no_swap);
@@ -1867,6 +1936,8 @@ int main(void)
         T(test_revoke_asks_for_room),
         T(test_room_cannot_fit_or_nobody_to_move),
         T(test_room_evicts_furthest_from_running),
+        T(test_room_pauses_the_quantum),
+        T(test_room_made_is_not_prefetched_away),
         T(test_room_times_out),
         T(test_room_failed_evict),
         T(test_room_parties_leave),

@@ -27,7 +27,7 @@ static const uint16_t all_types[] = {
     CS_MSG_ERROR,      CS_MSG_CTL_STATUS, CS_MSG_CTL_SET,    CS_MSG_CTL_DRAIN,
     CS_MSG_CTL_GPU,    CS_MSG_CTL_CLIENT, CS_MSG_CTL_DONE,   CS_MSG_CTL_DAEMON,
     CS_MSG_RESTORED,   CS_MSG_PREFETCH,   CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
-    CS_MSG_CTL_CLIENT_MEM,
+    CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -177,6 +177,18 @@ static void sample(uint16_t type, struct cs_msg *m)
         m->u.ctl_client_mem = (struct cs_msg_ctl_client_mem){1, 2, 0, 3, 4,  5,  6,
                                                              7, 8, 9, 10, 11, 12};
         break;
+    case CS_MSG_TIMESLICE:
+        m->u.timeslice = (struct cs_msg_timeslice){3, 0, 200};
+        break;
+    case CS_MSG_TSG_STATE:
+        m->u.tsg_state = (struct cs_msg_tsg_state){CS_TSG_MECH_ACTIVE, -ERANGE, 1, 200, 2, 0, ""};
+        strcpy(m->u.tsg_state.reason, "why not");
+        break;
+    case CS_MSG_CTL_CLIENT_TSG:
+        m->u.ctl_client_tsg = (struct cs_msg_ctl_client_tsg){
+            5, 1, 1, CS_TSG_MECH_UNAVAILABLE, -EIO, 1, 2, 3, 4, 0, ""};
+        strcpy(m->u.ctl_client_tsg.reason, "driver 999");
+        break;
     case CS_MSG_CTL_DONE:
         m->u.ctl_done.status = -EPERM;
         strcpy(m->u.ctl_done.text, "permission denied");
@@ -240,6 +252,9 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_PREFETCHED), 40);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_GPU_MEM), 136);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_MEM), 104);
+    assert_int_equal(cs_msg_size(CS_MSG_TIMESLICE), 24);
+    assert_int_equal(cs_msg_size(CS_MSG_TSG_STATE), 40 + CS_TEXT_LEN);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_TSG), 64 + CS_TEXT_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(0), 0);
     assert_int_equal(cs_msg_size(200), 0);
@@ -339,7 +354,14 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x4, RANGE);
+    reject_u32(CS_MSG_HELLO, 8, 0x8, RANGE);
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
+    /* TIMESLICE: flags 12, timeslice_us 16; TSG_STATE: state 8, requested_us 16 */
+    reject_u32(CS_MSG_TIMESLICE, 12, 1, RANGE);
+    reject_u64(CS_MSG_TIMESLICE, 16, CS_TIMESLICE_MAX_US + 1, RANGE);
+    accept_u32(CS_MSG_TIMESLICE, 16, CS_TIMESLICE_MAX_US);
+    reject_u32(CS_MSG_TSG_STATE, 8, CS_TSG_MECH_MAX + 1, RANGE);
+    reject_u64(CS_MSG_TSG_STATE, 16, CS_TIMESLICE_MAX_US + 1, RANGE);
     reject_u32(CS_MSG_HELLO, 12, CS_PRIO_COUNT, RANGE);
     accept_u32(CS_MSG_HELLO, 12, CS_PRIO_COUNT - 1);
     reject_u32(CS_MSG_HELLO, 16, 0, RANGE);

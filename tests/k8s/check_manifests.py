@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""check_manifests.py: structural validation of deploy/kubernetes and the
+Helm chart deploy/helm/cushare without a cluster.
+
+Plain manifests (and any rendered YAML given with --rendered): every document
+parses, has apiVersion/kind/metadata.name; pod templates have named, imaged,
+uniquely named containers whose volumeMounts name declared volumes, requests
+not above limits, absolute hostPaths; a DaemonSet's selector matches its
+template's labels; a Service selects the DaemonSet; the cushare.io/*
+resources the examples request are advertised by the device plugin's flags.
+The chart: Chart.yaml fields, values.yaml against values.schema.json (a
+draft-07 subset: type, properties, required, additionalProperties, items,
+minItems, enum, minimum, maximum, minLength, pattern), templates with
+balanced actions and blocks, every .Values path they use defined in
+values.yaml, every include'd template defined.
+
+Prints one line per finding; exits 1 if there is any. With --dp-flags FILE
+and --daemon-conf FILE it writes the device plugin's arguments and the
+cushared.conf of the DaemonSet for the shell wrapper to check with the real
+programs.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+
+import yaml
+
+errors = []
+
+
+def err(where, msg):
+    errors.append(f"{where}: {msg}")
+
+
+# ---- quantities ------------------------------------------------------------------
+
+_SUFFIX = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(q):
+    m = re.fullmatch(r"([0-9.]+)(m|k|M|G|T|Ki|Mi|Gi|Ti)?", str(q))
+    if not m:
+        return None
+    return float(m.group(1)) * _SUFFIX[m.group(2) or ""]
+
+
+# ---- Kubernetes objects ----------------------------------------------------------------
+
+def pod_spec(obj):
+    kind = obj.get("kind")
+    spec = obj.get("spec") or {}
+    if kind == "Pod":
+        return spec
+    if kind in ("DaemonSet", "Deployment", "StatefulSet", "Job"):
+        return (spec.get("template") or {}).get("spec")
+    return None
+
+
+def check_container(where, c, volumes):
+    if not c.get("name") or not c.get("image"):
+        err(where, "a container without name or image")
+    for vm in c.get("volumeMounts") or []:
+        if vm.get("name") not in volumes:
+            err(where, f"container {c.get('name')}: volumeMount {vm.get('name')} names no volume")
+        if not str(vm.get("mountPath", "")).startswith("/"):
+            err(where, f"container {c.get('name')}: mountPath {vm.get('mountPath')} not absolute")
+    res = c.get("resources") or {}
+    for r, lim in (res.get("limits") or {}).items():
+        req = (res.get("requests") or {}).get(r)
+        if req is not None and r in ("cpu", "memory"):
+            a, b = quantity(req), quantity(lim)
+            if a is None or b is None:
+                err(where, f"container {c.get('name')}: bad quantity {req!r}/{lim!r}")
+            elif a > b:
+                err(where, f"container {c.get('name')}: {r} request {req} above limit {lim}")
+    for e in c.get("env") or []:
+        if "name" not in e or ("value" in e) == ("valueFrom" in e):
+            err(where, f"container {c.get('name')}: env entry {e} needs name and value or valueFrom")
+        if "value" in e and not isinstance(e["value"], str):
+            err(where, f"container {c.get('name')}: env {e['name']} value must be a string")
+
+
+def check_pod(where, spec, daemon):
+    containers = spec.get("containers") or []
+    if not containers:
+        err(where, "no containers")
+    names = [c.get("name") for c in containers]
+    if len(set(names)) != len(names):
+        err(where, f"duplicate container names {names}")
+    volumes = {}
+    for v in spec.get("volumes") or []:
+        volumes[v.get("name")] = v
+        hp = v.get("hostPath")
+        if hp and not str(hp.get("path", "")).startswith("/"):
+            err(where, f"volume {v.get('name')}: hostPath not absolute")
+    for c in containers:
+        check_container(where, c, volumes)
+        sc = c.get("securityContext") or {}
+        if daemon and (sc.get("privileged") or sc.get("allowPrivilegeEscalation", True)):
+            err(where, f"container {c.get('name')}: must not be privileged or escalate")
+
+
+def check_object(where, obj):
+    for k in ("apiVersion", "kind"):
+        if not obj.get(k):
+            err(where, f"no {k}")
+    if not (obj.get("metadata") or {}).get("name"):
+        err(where, "no metadata.name")
+    spec = pod_spec(obj)
+    if obj.get("kind") in ("Pod", "DaemonSet", "Deployment", "StatefulSet", "Job"):
+        if not spec:
+            err(where, "no pod spec")
+            return
+        check_pod(where, spec, obj["kind"] == "DaemonSet")
+    if obj.get("kind") == "DaemonSet":
+        sel = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        labels = (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if not sel or any(labels.get(k) != v for k, v in sel.items()):
+            err(where, "selector.matchLabels do not match the template's labels")
+    if obj.get("kind") == "ConfigMap":
+        for k, v in (obj.get("data") or {}).items():
+            if not isinstance(v, str):
+                err(where, f"data.{k} is not a string")
+    if obj.get("kind") == "Service":
+        for p in (obj.get("spec") or {}).get("ports") or []:
+            if not isinstance(p.get("port"), int):
+                err(where, f"port {p} has no integer port")
+
+
+def plugin_container(objs):
+    for o in objs:
+        if o.get("kind") == "DaemonSet":
+            for c in pod_spec(o).get("containers") or []:
+                if "cushare-device-plugin" in " ".join(c.get("command") or []):
+                    return o, c
+    return None, None
+
+
+def advertised(cmd):
+    names = []
+    for a in cmd:
+        m = re.match(r"--resource=([^:]+)", a)
+        if m:
+            n = m.group(1)
+            names.append(n if "/" in n else "cushare.io/" + n)
+    return names or ["cushare.io/gpu"]
+
+
+def check_set(label, objs, examples=()):
+    """Cross-object checks of one deployable set."""
+    ds, plugin = plugin_container(objs)
+    if not ds:
+        err(label, "no DaemonSet running cushare-device-plugin")
+        return None, None
+    labels = ds["spec"]["template"]["metadata"].get("labels") or {}
+    for o in objs:
+        if o.get("kind") == "Service":
+            sel = (o.get("spec") or {}).get("selector") or {}
+            if any(labels.get(k) != v for k, v in sel.items()):
+                err(label, f"Service {o['metadata']['name']} does not select the DaemonSet")
+    names = advertised(plugin.get("command") or [])
+    for where, o in examples:
+        spec = pod_spec(o) or {}
+        for c in spec.get("containers") or []:
+            for r in ((c.get("resources") or {}).get("limits") or {}):
+                if r.startswith("cushare.io/") and r not in names:
+                    err(where, f"requests {r}, which the device plugin does not advertise ({names})")
+    conf = None
+    for o in objs:
+        if o.get("kind") == "ConfigMap" and "cushared.conf" in (o.get("data") or {}):
+            conf = o["data"]["cushared.conf"]
+    return plugin.get("command"), conf
+
+
+def load_docs(path, text=None):
+    try:
+        docs = list(yaml.safe_load_all(text if text is not None else open(path)))
+    except yaml.YAMLError as e:
+        err(path, f"YAML: {e}")
+        return []
+    return [d for d in docs if d is not None]
+
+
+# ---- JSON schema subset ------------------------------------------------------------------
+
+_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+
+def type_ok(v, t):
+    if t == "integer":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t == "number":
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, _TYPES[t])
+
+
+def validate(v, s, path):
+    t = s.get("type")
+    if t and not any(type_ok(v, x) for x in ([t] if isinstance(t, str) else t)):
+        err(path, f"{v!r} is not of type {t}")
+        return
+    if "enum" in s and v not in s["enum"]:
+        err(path, f"{v!r} not one of {s['enum']}")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if "minimum" in s and v < s["minimum"]:
+            err(path, f"{v} below {s['minimum']}")
+        if "maximum" in s and v > s["maximum"]:
+            err(path, f"{v} above {s['maximum']}")
+    if isinstance(v, str):
+        if len(v) < s.get("minLength", 0):
+            err(path, "too short")
+        if "pattern" in s and not re.search(s["pattern"], v):
+            err(path, f"{v!r} does not match {s['pattern']}")
+    if isinstance(v, list):
+        if len(v) < s.get("minItems", 0):
+            err(path, f"fewer than {s['minItems']} items")
+        for i, x in enumerate(v):
+            if "items" in s:
+                validate(x, s["items"], f"{path}[{i}]")
+    if isinstance(v, dict):
+        for r in s.get("required", []):
+            if r not in v:
+                err(path, f"missing {r}")
+        props = s.get("properties", {})
+        extra = s.get("additionalProperties", True)
+        for k, x in v.items():
+            if k in props:
+                validate(x, props[k], f"{path}.{k}")
+            elif extra is False:
+                err(path, f"unknown key {k}")
+            elif isinstance(extra, dict):
+                validate(x, extra, f"{path}.{k}")
+
+
+# ---- the chart ------------------------------------------------------------------------------
+
+_BLOCK_OPEN = re.compile(r"^-?\s*(if|range|with|define|block)\b")
+_BLOCK_END = re.compile(r"^-?\s*end\s*-?$")
+
+
+def values_has(values, path):
+    cur = values
+    for p in path:
+        if not isinstance(cur, dict) or p not in cur:
+            return False
+        cur = cur[p]
+    return True
+
+
+def check_template(path, text, values, defined, included):
+    actions = re.findall(r"\{\{(.*?)\}\}", text, re.S)
+    if text.count("{{") != len(actions) or text.count("}}") != len(actions):
+        err(path, "unbalanced {{ }}")
+    depth = 0
+    for a in actions:
+        a = a.strip()
+        if a.startswith("/*") or a.startswith("- /*"):
+            continue
+        if _BLOCK_OPEN.match(a):
+            depth += 1
+        elif _BLOCK_END.match(a):
+            depth -= 1
+            if depth < 0:
+                err(path, "{{ end }} without a block")
+        m = re.match(r"^-?\s*define\s+\"([^\"]+)\"", a)
+        if m:
+            defined.add(m.group(1))
+        included.update((path, n) for n in re.findall(r"include\s+\"([^\"]+)\"", a))
+        for ref in re.findall(r"\$?\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)", a):
+            if not values_has(values, ref.strip(".").split(".")):
+                err(path, f".Values{ref} is not in values.yaml")
+    if depth:
+        err(path, f"{depth} block(s) without {{{{ end }}}}")
+
+
+def check_chart(chart):
+    meta = load_docs(os.path.join(chart, "Chart.yaml"))
+    meta = meta[0] if meta else {}
+    for k in ("apiVersion", "name", "version", "appVersion"):
+        if not meta.get(k):
+            err("Chart.yaml", f"no {k}")
+    if meta.get("apiVersion") != "v2":
+        err("Chart.yaml", "apiVersion must be v2")
+    if not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", str(meta.get("version", ""))):
+        err("Chart.yaml", "version is not SemVer")
+    values = (load_docs(os.path.join(chart, "values.yaml")) or [{}])[0]
+    schema = json.load(open(os.path.join(chart, "values.schema.json")))
+    validate(values, schema, "values.yaml")
+    defined, included = set(), set()
+    for t in sorted(glob.glob(os.path.join(chart, "templates", "*"))):
+        check_template(os.path.relpath(t, chart), open(t).read(), values, defined, included)
+    for where, n in included:
+        if n not in defined:
+            err(where, f"include of undefined template {n}")
+    return values
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", default=".")
+    ap.add_argument("--rendered", action="append", default=[], help="rendered YAML to check too")
+    ap.add_argument("--dp-flags", help="write the device plugin's arguments here, one a line")
+    ap.add_argument("--daemon-conf", help="write the DaemonSet's cushared.conf here")
+    a = ap.parse_args()
+    kdir = os.path.join(a.root, "deploy/kubernetes")
+    objs, examples = [], []
+    for f in sorted(glob.glob(os.path.join(kdir, "*.yaml"))):
+        if os.path.basename(f) == "kustomization.yaml":
+            k = load_docs(f)[0]
+            for r in k.get("resources", []):
+                if not os.path.exists(os.path.join(kdir, r)):
+                    err(f, f"resource {r} does not exist")
+            continue
+        for i, d in enumerate(load_docs(f)):
+            check_object(f"{f}#{i}", d)
+            objs.append(d)
+    for f in sorted(glob.glob(os.path.join(kdir, "examples", "*.yaml"))):
+        for i, d in enumerate(load_docs(f)):
+            check_object(f"{f}#{i}", d)
+            examples.append((f"{f}#{i}", d))
+    cmd, conf = check_set(kdir, objs, examples)
+    if a.dp_flags and cmd:
+        open(a.dp_flags, "w").write("\n".join(cmd[1:]) + "\n")
+    if a.daemon_conf and conf:
+        open(a.daemon_conf, "w").write(conf)
+    check_chart(os.path.join(a.root, "deploy/helm/cushare"))
+    for r in a.rendered:
+        docs = load_docs(r)
+        for i, d in enumerate(docs):
+            check_object(f"{r}#{i}", d)
+        check_set(r, docs, examples)
+    for e in errors:
+        print("FAIL", e)
+    print(f"check_manifests: {len(errors)} problem(s)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+/* fake_nvml.c: a libnvidia-ml.so.1 for the device plugin's tests, with the
+ * entry points the plugin may use and nothing else. Built twice: the full
+ * one exports the versioned names (nvmlInit_v2, ..._v2/_v3) and the event
+ * API; with -DFAKE_NVML_LEGACY only the unversioned names and no events, as
+ * an old driver would, so the plugin's fallbacks are exercised.
+ *
+ * Configured by the environment, read at nvmlInit:
+ *   FAKE_NVML_GPUS       number of GPUs (default 1, at most 16)
+ *   FAKE_NVML_UUIDS      comma-separated UUIDs (default GPU-00000000-...-00000000000<i>)
+ *   FAKE_NVML_MEM_MB     memory per GPU (default 16384)
+ *   FAKE_NVML_INIT_FAIL  1: nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED
+ *   FAKE_NVML_STATE      a file read at every query, one directive a line:
+ *                          lost I        GPU I has fallen off the bus
+ *                          xid I CODE    an Xid event on GPU I (delivered once)
+ * GPU i has PCI bus id 00000000:0<i+1>:00.0 and minor number i. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FN __attribute__((visibility("default")))
+#define MAXG 16
+
+enum {
+    OK = 0,
+    E_INVALID = 2,
+    E_NOT_SUPPORTED = 3,
+    E_NOT_FOUND = 6,
+    E_DRIVER = 9,
+    E_TIMEOUT = 10,
+    E_LOST = 15,
+    E_UNINIT = 1,
+};
+
+struct gpu {
+    char uuid[96];
+    unsigned long long mem;
+};
+
+typedef struct {
+    unsigned long long total, free, used;
+} mem_t;
+
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} pci_t;
+
+typedef struct {
+    struct gpu *device;
+    unsigned long long eventType, eventData;
+    unsigned int gi, ci;
+} event_t;
+
+/* The exported entry points (prototypes: the build checks for them). */
+FN const char *nvmlErrorString(int r);
+FN int nvmlInit(void);
+FN int nvmlShutdown(void);
+FN int nvmlDeviceGetCount(unsigned *n);
+FN int nvmlDeviceGetHandleByIndex(unsigned i, struct gpu **h);
+FN int nvmlDeviceGetHandleByUUID(const char *uuid, struct gpu **h);
+FN int nvmlDeviceGetUUID(struct gpu *d, char *out, unsigned len);
+FN int nvmlDeviceGetName(struct gpu *d, char *out, unsigned len);
+FN int nvmlDeviceGetMemoryInfo(struct gpu *d, mem_t *m);
+FN int nvmlDeviceGetMinorNumber(struct gpu *d, unsigned *minor);
+FN int nvmlSystemGetDriverVersion(char *out, unsigned len);
+FN int nvmlInit_v2(void);
+FN int nvmlDeviceGetCount_v2(unsigned *n);
+FN int nvmlDeviceGetHandleByIndex_v2(unsigned i, struct gpu **h);
+FN int nvmlDeviceGetHandleByUUID_v2(const char *uuid, struct gpu **h);
+FN int nvmlDeviceGetPciInfo_v3(struct gpu *d, pci_t *p);
+FN int nvmlEventSetCreate(int **set);
+FN int nvmlDeviceGetSupportedEventTypes(struct gpu *d, unsigned long long *types);
+FN int nvmlDeviceRegisterEvents(struct gpu *d, unsigned long long types, int *set);
+FN int nvmlEventSetWait_v2(int *set, event_t *ev, unsigned timeout_ms);
+FN int nvmlEventSetFree(int *set);
+
+static struct gpu gpus[MAXG];
+static unsigned ngpus;
+static int inited;
+static int xids_delivered; /* xid lines already handed out */
+static int evset_token __attribute__((unused)); /* the one event set (full build) */
+
+static void load_uuids(void)
+{
+    const char *u = getenv("FAKE_NVML_UUIDS");
+    for (unsigned i = 0; i < ngpus; i++)
+        snprintf(gpus[i].uuid, sizeof gpus[i].uuid, "GPU-00000000-0000-0000-0000-%012u", i);
+    if (!u)
+        return;
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", u);
+    char *save = NULL;
+    unsigned i = 0;
+    for (char *t = strtok_r(buf, ",", &save); t && i < ngpus; t = strtok_r(NULL, ",", &save))
+        snprintf(gpus[i++].uuid, sizeof gpus[0].uuid, "%s", t);
+}
+
+static int init(void)
+{
+    const char *f = getenv("FAKE_NVML_INIT_FAIL");
+    if (f && !strcmp(f, "1"))
+        return E_DRIVER;
+    const char *n = getenv("FAKE_NVML_GPUS");
+    const char *m = getenv("FAKE_NVML_MEM_MB");
+    ngpus = n ? (unsigned)atoi(n) : 1;
+    if (ngpus > MAXG)
+        ngpus = MAXG;
+    unsigned long long mb = m ? strtoull(m, NULL, 10) : 16384;
+    for (unsigned i = 0; i < ngpus; i++)
+        gpus[i].mem = mb << 20;
+    load_uuids();
+    inited = 1;
+    xids_delivered = 0;
+    return OK;
+}
+
+/* Whether GPU i is lost; with xid != NULL, the next undelivered Xid. */
+static int state(unsigned want_gpu, int *xid_gpu, unsigned long long *xid)
+{
+    const char *path = getenv("FAKE_NVML_STATE");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    int lost = 0, nx = 0;
+    char line[128];
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned g;
+        unsigned long long code;
+        if (sscanf(line, "lost %u", &g) == 1 && g == want_gpu)
+            lost = 1;
+        if (sscanf(line, "xid %u %llu", &g, &code) == 2 && xid && nx++ == xids_delivered) {
+            *xid_gpu = (int)g;
+            *xid = code;
+        }
+    }
+    if (f)
+        fclose(f);
+    return lost;
+}
+
+static int index_of(const struct gpu *d)
+{
+    if (!inited)
+        return -E_UNINIT;
+    if (d < gpus || d >= gpus + ngpus)
+        return -E_INVALID;
+    return (int)(d - gpus);
+}
+
+FN const char *nvmlErrorString(int r)
+{
+    switch (r) {
+    case OK: return "Success";
+    case E_DRIVER: return "Driver Not Loaded";
+    case E_LOST: return "GPU is lost";
+    case E_NOT_FOUND: return "Not Found";
+    default: return "Unknown Error";
+    }
+}
+
+FN int nvmlInit(void) { return init(); }
+FN int nvmlShutdown(void)
+{
+    inited = 0;
+    return OK;
+}
+FN int nvmlDeviceGetCount(unsigned *n)
+{
+    if (!inited)
+        return E_UNINIT;
+    *n = ngpus;
+    return OK;
+}
+FN int nvmlDeviceGetHandleByIndex(unsigned i, struct gpu **h)
+{
+    if (!inited)
+        return E_UNINIT;
+    if (i >= ngpus)
+        return E_INVALID;
+    *h = &gpus[i];
+    return OK;
+}
+FN int nvmlDeviceGetHandleByUUID(const char *uuid, struct gpu **h)
+{
+    if (!inited)
+        return E_UNINIT;
+    for (unsigned i = 0; i < ngpus; i++)
+        if (!strcmp(gpus[i].uuid, uuid)) {
+            if (state(i, NULL, NULL))
+                return E_LOST;
+            *h = &gpus[i];
+            return OK;
+        }
+    return E_NOT_FOUND;
+}
+FN int nvmlDeviceGetUUID(struct gpu *d, char *out, unsigned len)
+{
+    int i = index_of(d);
+    if (i < 0)
+        return -i;
+    snprintf(out, len, "%s", d->uuid);
+    return OK;
+}
+FN int nvmlDeviceGetName(struct gpu *d, char *out, unsigned len)
+{
+    int i = index_of(d);
+    if (i < 0)
+        return -i;
+    snprintf(out, len, "Fake GPU %d", i);
+    return OK;
+}
+FN int nvmlDeviceGetMemoryInfo(struct gpu *d, mem_t *m)
+{
+    int i = index_of(d);
+    if (i < 0)
+        return -i;
+    if (state((unsigned)i, NULL, NULL))
+        return E_LOST;
+    m->total = d->mem;
+    m->used = 0;
+    m->free = d->mem;
+    return OK;
+}
+FN int nvmlDeviceGetMinorNumber(struct gpu *d, unsigned *minor)
+{
+    int i = index_of(d);
+    if (i < 0)
+        return -i;
+    *minor = (unsigned)i;
+    return OK;
+}
+FN int nvmlSystemGetDriverVersion(char *out, unsigned len)
+{
+    snprintf(out, len, "fake-580.00");
+    return OK;
+}
+
+#ifndef FAKE_NVML_LEGACY
+FN int nvmlInit_v2(void) { return init(); }
+FN int nvmlDeviceGetCount_v2(unsigned *n) { return nvmlDeviceGetCount(n); }
+FN int nvmlDeviceGetHandleByIndex_v2(unsigned i, struct gpu **h)
+{
+    return nvmlDeviceGetHandleByIndex(i, h);
+}
+FN int nvmlDeviceGetHandleByUUID_v2(const char *uuid, struct gpu **h)
+{
+    return nvmlDeviceGetHandleByUUID(uuid, h);
+}
+FN int nvmlDeviceGetPciInfo_v3(struct gpu *d, pci_t *p)
+{
+    int i = index_of(d);
+    if (i < 0)
+        return -i;
+    memset(p, 0, sizeof *p);
+    p->bus = (unsigned)i + 1;
+    snprintf(p->busId, sizeof p->busId, "00000000:%02X:00.0", (unsigned)i + 1);
+    return OK;
+}
+FN int nvmlEventSetCreate(int **set)
+{
+    *set = &evset_token;
+    return OK;
+}
+FN int nvmlDeviceGetSupportedEventTypes(struct gpu *d, unsigned long long *types)
+{
+    *types = 0x8ull | 0x1ull;
+    return index_of(d) < 0 ? E_INVALID : OK;
+}
+FN int nvmlDeviceRegisterEvents(struct gpu *d, unsigned long long types, int *set)
+{
+    return index_of(d) < 0 || set != &evset_token ? E_INVALID : OK;
+}
+FN int nvmlEventSetWait_v2(int *set, event_t *ev, unsigned timeout_ms)
+{
+    int g = -1;
+    unsigned long long code = 0;
+    state(~0u, &g, &code);
+    if (set != &evset_token || g < 0 || (unsigned)g >= ngpus)
+        return E_TIMEOUT;
+    xids_delivered++;
+    memset(ev, 0, sizeof *ev);
+    ev->device = &gpus[g];
+    ev->eventType = 0x8ull;
+    ev->eventData = code;
+    return OK;
+}
+FN int nvmlEventSetFree(int *set) { return set == &evset_token ? OK : E_INVALID; }
+#endif
