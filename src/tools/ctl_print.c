@@ -118,7 +118,8 @@ static void print_gpu_mem(FILE *f, const struct cs_msg_ctl_gpu *g,
             "  memory: capacity %s, footprints %s, resident %s, swapped %s%s; "
             "swapped out %s (%s), in %s (%s); %" PRIu64 " eviction(s), %" PRIu64
             " prefetch(es), room made %" PRIu64 "/refused %" PRIu64 "\n",
-            x->capacity ? cs_format_size(x->capacity, cap, sizeof cap) : "?",
+            x->capacity ? cs_format_size(x->capacity, cap, sizeof cap)
+                        : "0 (memory planning off: GPU memory unknown or within mem_reserve_mb)",
             cs_format_size(x->footprint, fp, sizeof fp),
             cs_format_size(g->mem_resident, res, sizeof res),
             cs_format_size(x->swapped, swp, sizeof swp),
