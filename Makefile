@@ -44,7 +44,7 @@ all: $(DEPS_STAMP) $(ALL_TARGETS)
 # trees in turn and stops at the first failing one.
 check: all $(TEST_BINS)
 	@CUSHARE_BUILD=$(BUILD) CUSHARE_SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) \
-	  tests/run-suite.sh $(if $(filter tsan,$(SAN)),$(TSAN_TESTS),$(TESTS))
+	  tests/run-suite.sh $(if $(filter tsan,$(SAN)),$(TSAN_TESTS),$(if $(filter asan,$(SAN)),$(filter-out $(ASAN_SKIP),$(TESTS)),$(TESTS)))
 
 test: $(DEPS_STAMP)
 	$(MAKE) --no-print-directory check
