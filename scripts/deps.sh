@@ -13,7 +13,9 @@ check /usr/include/ini.h         libinih-dev        # cushared --config parser
 check /usr/include/grpc/grpc.h   libgrpc-dev        # device plugin: kubelet gRPC API
 check /usr/include/protobuf-c/protobuf-c.h libprotobuf-c-dev # device plugin: messages
 command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
-python3 -c 'import yaml' 2>/dev/null || need="$need python3-yaml" # manifests check
+# manifests check: any python3 with PyYAML (the one on PATH, or Debian's)
+python3 -c 'import yaml' 2>/dev/null || /usr/bin/python3 -c 'import yaml' 2>/dev/null ||
+    need="$need python3-yaml"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 
 [ -z "$need" ] && exit 0

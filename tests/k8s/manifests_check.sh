@@ -21,7 +21,13 @@ T=${TEST_TMP:-$(mktemp -d)}
 DP=$B/bin/cushare-device-plugin
 CUSHARED=$B/bin/cushared
 
-python3 -c 'import yaml' 2>/dev/null || {
+# The python3 on PATH may be a private one (pyenv) that does not see
+# Debian's python3-yaml: fall back to the system interpreter.
+PY=
+for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import yaml' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || {
     echo "manifests_check: python3 with PyYAML is needed (Debian: python3-yaml)" >&2
     exit 1
 }
@@ -41,7 +47,7 @@ programs_accept() {
 
 # Pulls the device-plugin arguments and cushared.conf out of rendered YAML.
 extract() { # $1 rendered yaml, $2 prefix for the outputs
-    python3 - "$1" "$2" <<'PY'
+    "$PY" - "$1" "$2" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 for d in docs:
@@ -55,13 +61,13 @@ PY
 }
 
 echo "== structure"
-python3 tests/k8s/check_manifests.py --dp-flags "$T/plain.flags" --daemon-conf "$T/plain.conf"
+"$PY" tests/k8s/check_manifests.py --dp-flags "$T/plain.flags" --daemon-conf "$T/plain.conf"
 programs_accept "$T/plain.flags" "$T/plain.conf"
 
 if command -v kubectl >/dev/null 2>&1; then
     echo "== kubectl kustomize deploy/kubernetes"
     kubectl kustomize deploy/kubernetes >"$T/kustomized.yaml"
-    python3 tests/k8s/check_manifests.py --rendered "$T/kustomized.yaml"
+    "$PY" tests/k8s/check_manifests.py --rendered "$T/kustomized.yaml"
     if kubectl version --request-timeout=3s >/dev/null 2>&1; then
         echo "== kubectl apply --dry-run=client"
         kubectl apply --dry-run=client -f "$T/kustomized.yaml"
@@ -82,7 +88,7 @@ if command -v helm >/dev/null 2>&1; then
         i=$((i + 1))
         # shellcheck disable=SC2086
         helm template cushare deploy/helm/cushare --namespace cushare $set >"$T/helm$i.yaml"
-        python3 tests/k8s/check_manifests.py --rendered "$T/helm$i.yaml"
+        "$PY" tests/k8s/check_manifests.py --rendered "$T/helm$i.yaml"
         extract "$T/helm$i.yaml" "$T/helm$i"
         programs_accept "$T/helm$i.flags" "$T/helm$i.conf"
     done
