@@ -298,6 +298,28 @@ static void test_revoke_timeout_forces_release(void **state)
 /* ROOM over the wire: the holder's allocation failed; the daemon asks an
  * idle job to move memory out (EVICT) and answers once it has (EVICTED).
  * A process that ran unmanaged (lease 0, no RECONNECT) may claim its hold. */
+/* Waits until the daemon shows client `name` with `bytes` resident: its
+ * USAGE was read. Messages on different connections have no order, so a
+ * test that needs one processed before another's must see it happen. */
+static void wait_resident(const char *name, uint64_t bytes)
+{
+    for (int i = 0; i < 1000; i++) {
+        struct js *j = status_json(d.sock);
+        const struct js *cl = js_get(js_at(js_get(j, "gpus"), 0), "clients");
+        bool seen = false;
+        for (size_t k = 0; cl && k < cl->n; k++) {
+            const struct js *c = js_at(cl, k);
+            if (strcmp(jstr(c, "name"), name) == 0 && jnum(c, "mem_resident_bytes") == (double)bytes)
+                seen = true;
+        }
+        js_done(j);
+        if (seen)
+            return;
+        usleep(10000);
+    }
+    fail_msg("client %s never showed %llu bytes resident", name, (unsigned long long)bytes);
+}
+
 static void test_room_and_evict(void **state)
 {
     (void)state;
@@ -309,6 +331,7 @@ static void test_room_and_evict(void **state)
     tc_usage(v, 0, 0, 6ull << 30, 6ull << 30);
     tc_acquire(h, 0);
     tc_expect_grant(h, 0);
+    wait_resident("idle", 6ull << 30); /* else the ROOM may find nothing to move */
     struct cs_msg r = {.type = CS_MSG_ROOM};
     r.u.room.request_id = 41;
     r.u.room.bytes = 2ull << 30;
@@ -460,6 +483,7 @@ static void test_status_json(void **state)
     tc_expect_grant(a, 0);
     tc_acquire(b, 1);
     tc_usage(a, 0, 0, 3 << 20, 4 << 20);
+    wait_resident("alpha", 3 << 20);
     tc_quiet(b, 100);
     struct js *j = status_json(d.sock);
     const struct js *dm = js_get(j, "daemon");
