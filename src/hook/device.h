@@ -45,6 +45,13 @@ struct cs_job {
 };
 #define CS_JOBQ 16
 
+/* A FIFO of jobs for one of a device's threads, guarded by the device's mu. */
+struct cs_jobq {
+    struct cs_job jobs[CS_JOBQ];
+    unsigned head, count;
+    pthread_cond_t cv; /* the thread waiting for a job */
+};
+
 /* subm: the low 32 bits count threads inside a gated call, the high 32 bits
  * count gated calls (wrapping), so one atomic add does both jobs. */
 #define CS_SUBM_INSIDE 1ull
@@ -58,7 +65,6 @@ struct cs_dev {
     /* ---- cold: everything below is guarded by mu ---- */
     pthread_mutex_t mu __attribute__((aligned(64)));
     pthread_cond_t gate_cv; /* app threads waiting for the gate to open */
-    pthread_cond_t work_cv; /* the worker waiting for a job */
     int ordinal;
     enum cs_lease state;
     uint64_t lease_id;
@@ -70,16 +76,12 @@ struct cs_dev {
     bool lost_warned;         /* "running unmanaged" said for this outage */
     bool worker_started;
     pthread_t worker;
-    /* work handed to the worker thread, in arrival order */
-    struct cs_job jobs[CS_JOBQ];
-    unsigned job_head, job_count;
+    struct cs_jobq work;      /* for the worker thread, in arrival order */
     /* PREPARE (pin ahead) requests go to a second thread: pinning takes
      * ~0.2 s/GiB and a revoke queued behind it would wait that long. */
-    pthread_cond_t pin_cv;    /* the pinner waiting for a job */
     bool pinner_started;
     pthread_t pinner;
-    struct cs_job pjobs[CS_JOBQ];
-    unsigned pjob_head, pjob_count;
+    struct cs_jobq pins;      /* for the pinner */
     bool granting;            /* the worker is running a GRANT job... */
     uint64_t granting_lease;  /* ...for this lease */
 

@@ -179,18 +179,53 @@ void cs_lease_wait_open(struct cs_dev *d)
     pthread_mutex_unlock(&d->mu);
 }
 
-/* Queues work for the device's worker; d->mu held. False if the queue is
- * full (the daemon is flooding us: the caller answers with an error). */
-static bool enqueue_locked(struct cs_dev *d, struct cs_job job)
+/* The i-th queued job (0 = next); d->mu held. */
+static struct cs_job *jobq_at(struct cs_jobq *q, unsigned i)
 {
-    if (d->job_count == CS_JOBQ)
+    return &q->jobs[(q->head + i) % CS_JOBQ];
+}
+
+/* Queues a job and wakes its thread; d->mu held. False if the queue is
+ * full (the daemon is flooding us: the caller answers with an error). */
+static bool jobq_push_locked(struct cs_jobq *q, struct cs_job job)
+{
+    if (q->count == CS_JOBQ)
         return false;
     job.conn = cs_client_generation();
     job.t0 = cs_now_ns();
-    d->jobs[(d->job_head + d->job_count) % CS_JOBQ] = job;
-    d->job_count++;
-    pthread_cond_signal(&d->work_cv);
+    *jobq_at(q, q->count) = job;
+    q->count++;
+    pthread_cond_signal(&q->cv);
     return true;
+}
+
+/* Waits for the next job of q and takes it out; d->mu is taken and given
+ * back. */
+static struct cs_job jobq_pop(struct cs_dev *d, struct cs_jobq *q)
+{
+    pthread_mutex_lock(&d->mu);
+    while (q->count == 0)
+        pthread_cond_wait(&q->cv, &d->mu);
+    struct cs_job job = *jobq_at(q, 0);
+    q->head = (q->head + 1) % CS_JOBQ;
+    q->count--;
+    pthread_mutex_unlock(&d->mu);
+    return job;
+}
+
+/* Whether a job of this kind and id waits in q; d->mu held. */
+static bool jobq_has(struct cs_jobq *q, uint8_t kind, uint64_t id)
+{
+    for (unsigned i = 0; i < q->count; i++)
+        if (jobq_at(q, i)->kind == kind && jobq_at(q, i)->id == id)
+            return true;
+    return false;
+}
+
+/* Work for the device's worker; d->mu held. */
+static bool enqueue_locked(struct cs_dev *d, struct cs_job job)
+{
+    return jobq_push_locked(&d->work, job);
 }
 
 /* The gate opens on the worker, after the job's memory is resident again
@@ -208,16 +243,10 @@ void cs_lease_on_grant(struct cs_dev *d, uint64_t lease_id)
 /* A revoke may overtake its own grant: the daemon can take a lease back
  * before the worker has finished restoring memory for it. It then queues
  * behind the grant, which the worker completes first. */
-static bool grant_queued_locked(const struct cs_dev *d, uint64_t lease_id)
+static bool grant_queued_locked(struct cs_dev *d, uint64_t lease_id)
 {
-    if (d->granting && d->granting_lease == lease_id)
-        return true;
-    for (unsigned i = 0; i < d->job_count; i++) {
-        const struct cs_job *j = &d->jobs[(d->job_head + i) % CS_JOBQ];
-        if (j->kind == CS_JOB_GRANT && j->id == lease_id)
-            return true;
-    }
-    return false;
+    return (d->granting && d->granting_lease == lease_id) ||
+           jobq_has(&d->work, CS_JOB_GRANT, lease_id);
 }
 
 void cs_lease_on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv)
@@ -241,26 +270,13 @@ void cs_lease_on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv)
     pthread_mutex_unlock(&d->mu);
 }
 
-/* Queues a PREPARE for the pinner; d->mu held. False if it is full. */
-static bool enqueue_pin_locked(struct cs_dev *d, struct cs_job job)
-{
-    if (d->pjob_count == CS_JOBQ)
-        return false;
-    job.conn = cs_client_generation();
-    job.t0 = cs_now_ns();
-    d->pjobs[(d->pjob_head + d->pjob_count) % CS_JOBQ] = job;
-    d->pjob_count++;
-    pthread_cond_signal(&d->pin_cv);
-    return true;
-}
-
 void cs_lease_on_evict(struct cs_dev *d, const struct cs_msg_evict *ev)
 {
     struct cs_job job = {.kind = CS_JOB_EVICT, .id = ev->request_id, .bytes = ev->bytes,
                          .flags = ev->flags};
     pthread_mutex_lock(&d->mu);
     bool queued = d->state != CS_LEASE_DETACHED &&
-                  (ev->flags & CS_EVICT_PREPARE && d->pinner_started ? enqueue_pin_locked(d, job)
+                  (ev->flags & CS_EVICT_PREPARE && d->pinner_started ? jobq_push_locked(&d->pins, job)
                                                                      : enqueue_locked(d, job));
     pthread_mutex_unlock(&d->mu);
     if (!queued) {
@@ -549,11 +565,8 @@ static void job_revoke(struct cs_dev *d, const struct cs_job *job)
 static bool grant_stale(struct cs_dev *d, const struct cs_job *job)
 {
     pthread_mutex_lock(&d->mu);
-    bool stale = job->conn != cs_client_generation();
-    for (unsigned i = 0; i < d->job_count && !stale; i++) {
-        const struct cs_job *j = &d->jobs[(d->job_head + i) % CS_JOBQ];
-        stale = j->kind == CS_JOB_REVOKE && j->id == job->id;
-    }
+    bool stale = job->conn != cs_client_generation() ||
+                 jobq_has(&d->work, CS_JOB_REVOKE, job->id);
     pthread_mutex_unlock(&d->mu);
     return stale;
 }
@@ -568,14 +581,14 @@ static void serve_queued_evicts(struct cs_dev *d)
     unsigned n = 0;
     pthread_mutex_lock(&d->mu);
     unsigned kept = 0;
-    for (unsigned i = 0; i < d->job_count; i++) {
-        struct cs_job j = d->jobs[(d->job_head + i) % CS_JOBQ];
+    for (unsigned i = 0; i < d->work.count; i++) {
+        struct cs_job j = *jobq_at(&d->work, i);
         if (j.kind == CS_JOB_EVICT)
             ev[n++] = j;
         else
-            d->jobs[(d->job_head + kept++) % CS_JOBQ] = j;
+            *jobq_at(&d->work, kept++) = j;
     }
-    d->job_count = kept;
+    d->work.count = kept;
     pthread_mutex_unlock(&d->mu);
     for (unsigned i = 0; i < n; i++)
         job_evict(d, &ev[i]);
@@ -770,13 +783,7 @@ static void *worker_main(void *arg)
     struct cs_dev *d = arg;
     pthread_setname_np(pthread_self(), "cushare-work");
     for (;;) {
-        pthread_mutex_lock(&d->mu);
-        while (d->job_count == 0)
-            pthread_cond_wait(&d->work_cv, &d->mu);
-        struct cs_job job = d->jobs[d->job_head];
-        d->job_head = (d->job_head + 1) % CS_JOBQ;
-        d->job_count--;
-        pthread_mutex_unlock(&d->mu);
+        struct cs_job job = jobq_pop(d, &d->work);
         switch (job.kind) {
         case CS_JOB_REVOKE:
             job_revoke(d, &job);
@@ -813,13 +820,7 @@ static void *pinner_main(void *arg)
     struct cs_dev *d = arg;
     pthread_setname_np(pthread_self(), "cushare-pin");
     for (;;) {
-        pthread_mutex_lock(&d->mu);
-        while (d->pjob_count == 0)
-            pthread_cond_wait(&d->pin_cv, &d->mu);
-        struct cs_job job = d->pjobs[d->pjob_head];
-        d->pjob_head = (d->pjob_head + 1) % CS_JOBQ;
-        d->pjob_count--;
-        pthread_mutex_unlock(&d->mu);
+        struct cs_job job = jobq_pop(d, &d->pins);
         job_evict(d, &job);
     }
     return NULL;
@@ -837,8 +838,8 @@ void cs_lease_reset_after_fork(struct cs_dev *d, int ordinal)
     memset(d, 0, sizeof *d);
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->gate_cv, NULL);
-    pthread_cond_init(&d->work_cv, NULL);
-    pthread_cond_init(&d->pin_cv, NULL);
+    pthread_cond_init(&d->work.cv, NULL);
+    pthread_cond_init(&d->pins.cv, NULL);
     d->ordinal = ordinal;
     d->state = CS_LEASE_DETACHED;
 }

@@ -41,25 +41,26 @@ static void on_revoke(void *ctx, struct sd_member *m, uint32_t reason, uint64_t 
     sd_conn_send(s, m->client->owner, &r, false);
 }
 
-static void on_evict(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes)
+/* EVICT moves memory out; with CS_EVICT_PREPARE it only pins host backing. */
+static void send_evict(struct sd_server *s, struct sd_member *m, uint64_t request_id,
+                       uint64_t bytes, uint32_t flags)
 {
-    struct sd_server *s = ctx;
     struct cs_msg e = {.type = CS_MSG_EVICT};
     e.u.evict.slot = m->slot;
+    e.u.evict.flags = flags;
     e.u.evict.request_id = request_id;
     e.u.evict.bytes = bytes;
     sd_conn_send(s, m->client->owner, &e, false);
 }
 
+static void on_evict(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes)
+{
+    send_evict(ctx, m, request_id, bytes, 0);
+}
+
 static void on_prepare(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes)
 {
-    struct sd_server *s = ctx;
-    struct cs_msg e = {.type = CS_MSG_EVICT};
-    e.u.evict.slot = m->slot;
-    e.u.evict.flags = CS_EVICT_PREPARE;
-    e.u.evict.request_id = request_id;
-    e.u.evict.bytes = bytes;
-    sd_conn_send(s, m->client->owner, &e, false);
+    send_evict(ctx, m, request_id, bytes, CS_EVICT_PREPARE);
 }
 
 static void on_prefetch(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes)

@@ -13,76 +13,13 @@
 # Run one by hand:
 #   make BUILD=build check   (all), or
 #   CUSHARE_BUILD=build LD_LIBRARY_PATH=build/fakecuda tests/e2e/e2e_kill.sh
-set -eu
-
-B=${CUSHARE_BUILD:-build}
-SAN=${CUSHARE_SAN:-}
-TEST_NAME=$(basename "$0" .sh)
-OWN_TMP=
-if [ -z "${TEST_TMP:-}" ]; then
-    TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/cushare-e2e.XXXXXX")
-    OWN_TMP=$TEST_TMP # run by hand: removed after a pass, kept after a failure
-fi
-T=$TEST_TMP
-export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FAKECUDA_SHM=${FAKECUDA_SHM:-e2e-$$}
+E2E_TMP_TAG=e2e
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export FAKECUDA_TRACE=$T/trace
-# Nothing of the caller's cushare settings may leak into the jobs.
-unset CUSHARE_PRIORITY CUSHARE_WEIGHT CUSHARE_NAME CUSHARE_MEM_LIMIT CUSHARE_DISABLE \
-      CUSHARE_REQUIRE_DAEMON CUSHARE_DAEMON_WAIT_MS FAKECUDA_CONCURRENT LD_PRELOAD
-SOCK=$T/cushared.sock
-export CUSHARE_SOCKET=$SOCK
-HOOK=$B/lib/libcushare.so
-PRELOAD="${SAN_RUNTIME:+$SAN_RUNTIME }$HOOK"
 TC=$B/tests/e2e/trace_check
 EU=$B/tests/e2e/e2e_util
-CTL=$B/bin/cusharectl
-
-for f in "$B/bin/cushared" "$CTL" "$B/bin/cushare-run" "$B/bin/cs_job" "$HOOK" "$TC" "$EU"; do
-    [ -e "$f" ] || { echo "$TEST_NAME: $f is missing: build with 'make BUILD=$B check'" >&2; exit 1; }
-done
-
-DAEMON_PID=
-JOB_PIDS=()
+require "$B/bin/cushared" "$CTL" "$B/bin/cushare-run" "$B/bin/cs_job" "$HOOK" "$TC" "$EU"
 declare -A JOB_PID=()
-
-# Prints what helps to understand a failure: the daemon's log and the jobs'
-# error output.
-dump_logs() {
-    if [ -f "$T/cushared.log" ]; then
-        echo "------ cushared log (last 40 lines) ------"
-        tail -n 40 "$T/cushared.log"
-    fi
-    for f in "$T"/*.err; do
-        [ -s "$f" ] || continue
-        echo "------ $f ------"
-        tail -n 10 "$f"
-    done
-}
-
-fail() {
-    echo "FAIL: $TEST_NAME: $*" >&2
-    dump_logs >&2
-    exit 1
-}
-
-cleanup() {
-    local rc=$?
-    set +e
-    for p in "${JOB_PIDS[@]}" $DAEMON_PID; do
-        kill -9 "$p" 2>/dev/null
-    done
-    for p in "${JOB_PIDS[@]}" $DAEMON_PID; do
-        wait "$p" 2>/dev/null
-    done
-    rm -f "/dev/shm/fakecuda-$FAKECUDA_SHM"
-    if [ -n "$OWN_TMP" ]; then
-        if [ $rc -eq 0 ]; then rm -rf "$OWN_TMP"; else echo "kept $OWN_TMP" >&2; fi
-    fi
-    exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 now_ns() { "$EU" now; }
 ms() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1e6 }'; }  # ns -> "12.3" (ms)

@@ -11,71 +11,16 @@
 # Environment (tests/run-suite.sh sets it): CUSHARE_BUILD, CUSHARE_SAN,
 # SAN_RUNTIME, FAKECUDA_SHM, TEST_TMP. By hand:
 #   CUSHARE_BUILD=build-mem tests/e2e/swap_jobs.sh
-set -eu
-
-B=${CUSHARE_BUILD:-build}
-SAN=${CUSHARE_SAN:-}
-TEST_NAME=$(basename "$0" .sh)
-OWN_TMP=
-if [ -z "${TEST_TMP:-}" ]; then
-    TEST_TMP=$(mktemp -d "${TMPDIR:-/tmp}/cushare-swap.XXXXXX")
-    OWN_TMP=$TEST_TMP # by hand: removed after a pass, kept after a failure
-fi
-T=$TEST_TMP
-export LD_LIBRARY_PATH=$B/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FAKECUDA_SHM=${FAKECUDA_SHM:-swap-$$}
+E2E_TMP_TAG=swap
+E2E_LOG_EXTS='err out'
+E2E_LOG_LINES=8
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 export FAKECUDA_MEM_MB=256
 export FAKECUDA_PCIE_GBPS=4
-unset FAKECUDA_TRACE CUSHARE_PRIORITY CUSHARE_WEIGHT CUSHARE_NAME CUSHARE_MEM_LIMIT \
-      CUSHARE_DISABLE CUSHARE_REQUIRE_DAEMON CUSHARE_DAEMON_WAIT_MS CUSHARE_SWAP LD_PRELOAD
-SOCK=$T/cushared.sock
-export CUSHARE_SOCKET=$SOCK
-HOOK=$B/lib/libcushare.so
-PRELOAD="${SAN_RUNTIME:+$SAN_RUNTIME }$HOOK"
+unset FAKECUDA_TRACE
 PROBE=$B/tests/e2e/swap_probe
-CTL=$B/bin/cusharectl
 JOB=$B/bin/cs_job
-for f in "$B/bin/cushared" "$CTL" "$JOB" "$HOOK" "$PROBE"; do
-    [ -e "$f" ] || { echo "$TEST_NAME: $f is missing: build with 'make BUILD=$B check'" >&2; exit 1; }
-done
-
-DAEMON_PID=
-PIDS=()
-
-dump_logs() {
-    if [ -f "$T/cushared.log" ]; then
-        echo "------ cushared log (last 40 lines) ------"
-        tail -n 40 "$T/cushared.log"
-    fi
-    for f in "$T"/*.err "$T"/*.out; do
-        [ -s "$f" ] || continue
-        echo "------ $f ------"
-        tail -n 8 "$f"
-    done
-}
-
-fail() {
-    echo "FAIL: $TEST_NAME: $*" >&2
-    dump_logs >&2
-    exit 1
-}
-
-cleanup() {
-    local rc=$?
-    set +e
-    for p in "${PIDS[@]}" $DAEMON_PID; do
-        kill -9 "$p" 2>/dev/null
-    done
-    for p in "${PIDS[@]}" $DAEMON_PID; do
-        wait "$p" 2>/dev/null
-    done
-    rm -f "/dev/shm/fakecuda-$FAKECUDA_SHM"
-    if [ -n "$OWN_TMP" ]; then
-        if [ $rc -eq 0 ]; then rm -rf "$OWN_TMP"; else echo "kept $OWN_TMP" >&2; fi
-    fi
-    exit $rc
-}
-trap cleanup EXIT
+require "$B/bin/cushared" "$CTL" "$JOB" "$HOOK" "$PROBE"
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -130,7 +75,7 @@ job() {
     CUSHARE_NAME=$name LD_PRELOAD="$PRELOAD" "$JOB" --name "$name" --seed "$seed" \
         --sync-every 1 "$@" >"$T/$name.out" 2>"$T/$name.err" &
     JOB_PID=$!
-    PIDS+=("$JOB_PID")
+    JOB_PIDS+=("$JOB_PID")
 }
 
 # Diagnostics of a job that does not finish: the daemon's view and the
@@ -139,7 +84,7 @@ dump_stuck() {
     echo "------ status ------"
     "$CTL" --socket "$SOCK" status 2>&1 || true
     local p t
-    for p in "${PIDS[@]}"; do
+    for p in "${JOB_PIDS[@]}"; do
         [ -d "/proc/$p" ] || continue
         echo "------ pid $p: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80) ------"
         for t in /proc/"$p"/task/*; do

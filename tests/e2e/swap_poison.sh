@@ -32,7 +32,7 @@ free0=$(free_mem)
 CUSHARE_NAME=probe LD_PRELOAD="$PRELOAD" "$PROBE" poison --mem-mb 120 --allocs 8 --cycles 3 \
     --timeout-ms 30000 >"$T/probe.out" 2>"$T/probe.err" &
 probe=$!
-PIDS+=("$probe")
+JOB_PIDS+=("$probe")
 for _ in $(seq 200); do
     grep -q "filled" "$T/probe.out" && break
     sleep 0.02
