@@ -60,6 +60,21 @@ struct cushare_stats {
  * out->size is smaller than the first version of the struct (through ooms). */
 int cushare_get_stats(int device, struct cushare_stats *out);
 
+/* Early-switch hints (docs/priority.md). */
+enum cushare_hint {
+    CUSHARE_HINT_WORK_SOON = 1, /* latency-critical work comes in about expected_us */
+};
+
+/* Tells cushare that this process will submit work to GPU `device` in about
+ * expected_us microseconds (at most 1 s). Only a latency-critical job that
+ * is being gated beside best-effort work acts on it: it asks for the GPU
+ * now, so that the best-effort job's drain overlaps the request's own
+ * preparation, and keeps the GPU until expected_us from now plus the usual
+ * linger. Elsewhere (timeslices in use, no scheduler, exclusive mode)
+ * it does nothing. Never blocks; costs one message at most. Returns 0, or
+ * -1 for a bad device or hint. */
+int cushare_hint(int device, int hint, unsigned expected_us);
+
 /* The library's version, e.g. "0.1.0". */
 const char *cushare_version(void);
 

@@ -11,12 +11,17 @@
  *       cs_lcbench role=lc n=N p50_us=.. p99_us=.. max_us=.. mean_us=.. kernel_us=K period_us=P
  * be: keeps the GPU busy with back-to-back fc_add32 kernels over an M MiB
  *     buffer (default 1024), sized so that one takes about K µs (default
- *     1000, calibrated at start), at most 4 in flight. Work, not time: a
+ *     1000, calibrated at start), at most --be-depth (default 4, up to 1024)
+ *     in flight (PyTorch queues ~1000: a deep queue is what makes a revoked
+ *     BE job slow to drain). Work, not time: a
  *     kernel that loses the GPU takes longer, so lost GPU time shows as lost
  *     throughput (a %globaltimer spin would not show it). Prints:
  *       cs_lcbench role=be kernels=N seconds=.. kernels_per_s=.. melem_per_s=.. kernel_us=.. n=..
  *     melem_per_s (elements processed per second, millions) compares runs
  *     whatever each one's calibration chose.
+ * lc --hint-us H: H µs before each launch, call cushare_hint(device,
+ *     CUSHARE_HINT_WORK_SOON, H) when libcushare.so is preloaded (docs/priority.md:
+ *     the switch away from a gated BE job starts before the launch).
  * --start-at T (seconds since the epoch, fractional): start the measured
  * phase at that wall-clock time, after initialization, so that two
  * processes measure the same window. Without it, start at once.
@@ -26,6 +31,7 @@
  */
 #include "../../tests/progs/fckern.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -93,8 +99,18 @@ static double pct(const uint64_t *v, size_t n, double p)
     return (double)v[k - 1] / 1e3;
 }
 
-static void run_lc(double seconds, unsigned kernel_us, unsigned period_us, double start_at)
+/* cushare_hint from libcushare.so when it is preloaded, else NULL (native
+ * runs: the hint is simply not given). */
+typedef int (*hint_fn)(int, int, unsigned);
+static hint_fn find_hint(void)
 {
+    return (hint_fn)(uintptr_t)dlsym(RTLD_DEFAULT, "cushare_hint");
+}
+
+static void run_lc(double seconds, unsigned kernel_us, unsigned period_us, double start_at,
+                   unsigned hint_us, int device)
+{
+    hint_fn hint = hint_us ? find_hint() : NULL;
     CUstream s;
     check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "stream");
     uint64_t ns = (uint64_t)kernel_us * 1000;
@@ -113,6 +129,10 @@ static void run_lc(double seconds, unsigned kernel_us, unsigned period_us, doubl
         uint64_t due = t_start + i * (uint64_t)period_us * 1000;
         if (due >= end || n == cap)
             break;
+        if (hint && due > hint_us * 1000ull && now_ns() < due - hint_us * 1000ull) {
+            sleep_until_mono(due - hint_us * 1000ull);
+            hint(device, 1 /* CUSHARE_HINT_WORK_SOON */, hint_us);
+        }
         uint64_t t = now_ns();
         if (t < due)
             sleep_until_mono(due);
@@ -133,9 +153,10 @@ static void run_lc(double seconds, unsigned kernel_us, unsigned period_us, doubl
     cuStreamDestroy(s);
 }
 
-#define BE_DEPTH 4
+#define BE_DEPTH_MAX 1024
 
-static void run_be(double seconds, unsigned kernel_us, unsigned be_mb, double start_at)
+static void run_be(double seconds, unsigned kernel_us, unsigned be_mb, double start_at,
+                   unsigned depth)
 {
     CUstream s;
     check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "stream");
@@ -159,16 +180,16 @@ static void run_be(double seconds, unsigned kernel_us, unsigned be_mb, double st
         n = elems;
     if (n < 4096)
         n = 4096 < elems ? 4096 : elems;
-    CUevent ev[BE_DEPTH];
-    for (int i = 0; i < BE_DEPTH; i++)
+    CUevent ev[BE_DEPTH_MAX];
+    for (unsigned i = 0; i < depth; i++)
         check(cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING), "event");
 
     wait_start(start_at);
     uint64_t t_start = now_ns(), end = t_start + (uint64_t)(seconds * 1e9);
     uint64_t launched = 0, done = 0, t_last = t_start;
     while (1) {
-        if (launched - done == BE_DEPTH || (now_ns() >= end && launched > done)) {
-            check(cuEventSynchronize(ev[done % BE_DEPTH]), "event sync");
+        if (launched - done == depth || (now_ns() >= end && launched > done)) {
+            check(cuEventSynchronize(ev[done % depth]), "event sync");
             done++;
             t_last = now_ns();
             if (t_last >= end && launched == done)
@@ -178,7 +199,7 @@ static void run_be(double seconds, unsigned kernel_us, unsigned be_mb, double st
         if (now_ns() >= end)
             break;
         check(fck_add32(s, buf, n, 1), "add");
-        check(cuEventRecord(ev[launched % BE_DEPTH], s), "record");
+        check(cuEventRecord(ev[launched % depth], s), "record");
         launched++;
     }
     double secs = (double)(t_last - t_start) / 1e9;
@@ -187,7 +208,7 @@ static void run_be(double seconds, unsigned kernel_us, unsigned be_mb, double st
            (unsigned long long)done, secs, secs > 0 ? (double)done / secs : 0.0,
            secs > 0 ? (double)done * (double)n / secs / 1e6 : 0.0,
            (double)best / 1e3 * (double)n / (double)elems, (unsigned long long)n);
-    for (int i = 0; i < BE_DEPTH; i++)
+    for (unsigned i = 0; i < depth; i++)
         cuEventDestroy(ev[i]);
     cuMemFree(buf);
     cuStreamDestroy(s);
@@ -197,7 +218,8 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: cs_lcbench --role lc|be [--seconds S] [--kernel-us K] [--period-us P]\n"
-            "                  [--be-mb M] [--start-at EPOCH_SECONDS] [--device D]\n");
+            "                  [--be-mb M] [--be-depth N] [--hint-us H] [--start-at EPOCH_SECONDS]\n"
+            "                  [--device D]\n");
     exit(2);
 }
 
@@ -207,11 +229,12 @@ int main(int argc, char **argv)
         {"role", required_argument, NULL, 'r'},     {"seconds", required_argument, NULL, 's'},
         {"kernel-us", required_argument, NULL, 'k'}, {"period-us", required_argument, NULL, 'p'},
         {"be-mb", required_argument, NULL, 'm'},     {"start-at", required_argument, NULL, 't'},
-        {"device", required_argument, NULL, 'd'},    {NULL, 0, NULL, 0},
+        {"device", required_argument, NULL, 'd'},    {"be-depth", required_argument, NULL, 'q'},
+        {"hint-us", required_argument, NULL, 'h'},   {NULL, 0, NULL, 0},
     };
     const char *role = NULL;
     double seconds = 5, start_at = 0;
-    long kernel_us = -1, period_us = 5000, be_mb = 1024, device = 0;
+    long kernel_us = -1, period_us = 5000, be_mb = 1024, device = 0, depth = 4, hint_us = 0;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -222,11 +245,14 @@ int main(int argc, char **argv)
         case 'm': be_mb = atol(optarg); break;
         case 't': start_at = atof(optarg); break;
         case 'd': device = atol(optarg); break;
+        case 'q': depth = atol(optarg); break;
+        case 'h': hint_us = atol(optarg); break;
         default: usage();
         }
     }
     if (!role || (strcmp(role, "lc") && strcmp(role, "be")) || seconds <= 0 || period_us <= 0 ||
-        be_mb <= 0 || device < 0)
+        be_mb <= 0 || device < 0 || depth < 1 || depth > BE_DEPTH_MAX || hint_us < 0 ||
+        hint_us >= period_us)
         usage();
     bool lc = !strcmp(role, "lc");
     if (kernel_us < 0)
@@ -243,9 +269,10 @@ int main(int argc, char **argv)
     struct fck k;
     check(fck_load(&k), "load kernels");
     if (lc)
-        run_lc(seconds, (unsigned)kernel_us, (unsigned)period_us, start_at);
+        run_lc(seconds, (unsigned)kernel_us, (unsigned)period_us, start_at, (unsigned)hint_us,
+               (int)device);
     else
-        run_be(seconds, (unsigned)kernel_us, (unsigned)be_mb, start_at);
+        run_be(seconds, (unsigned)kernel_us, (unsigned)be_mb, start_at, (unsigned)depth);
     fck_unload(&k);
     cuDevicePrimaryCtxRelease(dev);
     return 0;

@@ -11,8 +11,14 @@
 #   tsg-200    the same with 200 µs
 #   sched-*    both under cushare with cushared in shared mode, LC at
 #              --priority high, BE at low: sched-tsg with be_timeslice_us=1
-#              (the daemon tells the BE job to shorten its channel groups
-#              while the LC job holds the GPU), sched-notsg with 0
+#              and lc_mechanism=tsg (the daemon tells the BE job to shorten
+#              its channel groups while the LC job holds the GPU),
+#              sched-notsg with be_timeslice_us=0 and lc_mechanism=off (plain
+#              co-location under the daemon), sched-gate with 0 and
+#              lc_mechanism=gate (no timeslices: the BE job's submissions
+#              are gated while the LC job has work), sched-gate-hint the
+#              same with the LC job calling cushare_hint(WORK_SOON)
+#              LC_HINT_US (1000) before each launch
 #
 # each repeated REPS times (interleaved: rep 1 of every case, then rep 2...),
 # then a markdown table of medians over the repetitions: LC p50/p99/max,
@@ -22,11 +28,13 @@
 # nobody answers on CUSHARE_SOCKET (pointed at an empty directory here).
 #
 # Builds nothing: run it from a built tree (make; then `bench/lc/run.sh
-# build`). Takes about REPS * 6 * (SECONDS + LEAD + 1) s: under 3 minutes
+# build`). Takes about REPS * 9 * (SECONDS + LEAD + 1) s: under 4 minutes
 # with the defaults. Knobs (environment): LC_SECONDS (5), LC_REPS (3),
 # LC_KERNEL_US (200), LC_PERIOD_US (5000), BE_KERNEL_US (1000), BE_MB (1024),
+# BE_DEPTH (4: kernels the BE job keeps queued), LC_HOOK_LOG_LEVEL and
+# LC_DAEMON_LOG_LEVEL (info), LC_LOGDIR (keep every run's logs there),
 # LC_LEAD_S (2: start-up allowance before the common start time),
-# LC_CASES (all six, space-separated).
+# LC_CASES (all nine, space-separated).
 set -euo pipefail
 B=${1:-${CUSHARE_BUILD:-build}}
 S=${LC_SECONDS:-5}
@@ -35,8 +43,10 @@ K=${LC_KERNEL_US:-200}
 P=${LC_PERIOD_US:-5000}
 BEK=${BE_KERNEL_US:-1000}
 BEMB=${BE_MB:-1024}
+BED=${BE_DEPTH:-4}
 LEAD=${LC_LEAD_S:-2}
-CASES=${LC_CASES:-lc-solo be-solo native hook tsg-1 tsg-200 sched-notsg sched-tsg}
+HINT=${LC_HINT_US:-1000}
+CASES=${LC_CASES:-lc-solo be-solo native hook tsg-1 tsg-200 sched-notsg sched-gate sched-gate-hint sched-tsg}
 bench=$B/bin/cs_lcbench
 hook=$B/lib/libcushare.so
 pre="${SAN_RUNTIME:+$SAN_RUNTIME }$hook"
@@ -44,12 +54,14 @@ for f in "$bench" "$hook"; do
     [ -e "$f" ] || { echo "bench/lc/run.sh: $f is missing: build first (make BUILD=$B)" >&2; exit 1; }
 done
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# LC_LOGDIR: keep every run's output and daemon log there.
+trap '[ -n "${LC_LOGDIR:-}" ] && mkdir -p "$LC_LOGDIR" && cp -r "$tmp"/. "$LC_LOGDIR"/; rm -rf "$tmp"' EXIT
+HLOG=${LC_HOOK_LOG_LEVEL:-info}
 export CUSHARE_SOCKET=$tmp/no-daemon.sock
 
 start_time() { awk -v t="$(date +%s.%N)" -v l="$LEAD" 'BEGIN { printf "%.3f", t + l }'; }
-lc() { "$bench" --role lc --seconds "$S" --kernel-us "$K" --period-us "$P" --start-at "$1"; }
-be() { "$bench" --role be --seconds "$S" --kernel-us "$BEK" --be-mb "$BEMB" --start-at "$1"; }
+lc() { "$bench" --role lc --seconds "$S" --kernel-us "$K" --period-us "$P" --start-at "$@"; }
+be() { "$bench" --role be --seconds "$S" --kernel-us "$BEK" --be-mb "$BEMB" --be-depth "$BED" --start-at "$1"; }
 
 # run_case CASE REP: leaves $tmp/CASE.REP.lc, .be, .be.err as applicable.
 run_case() {
@@ -70,18 +82,28 @@ run_case() {
         lc "$at" >"$o.lc"
         wait ;;
     sched-*)
-        local us=1 d=$tmp/d.$c.$r dpid bpid i
-        [ "$c" = sched-notsg ] && us=0
+        local us=1 mech="" d=$tmp/d.$c.$r dpid bpid i hint=()
+        case $c in
+        sched-notsg) us=0 mech=off ;;
+        sched-gate) us=0 mech=gate ;;
+        sched-gate-hint) us=0 mech=gate hint=(--hint-us "$HINT") ;;
+        sched-tsg) mech=tsg ;;
+        *) echo "bench/lc/run.sh: unknown case $c" >&2; exit 2 ;;
+        esac
         mkdir -p "$d"
-        printf '[cushared]\nmode = shared\nbe_timeslice_us = %s\nclient_reserve_mb = 512\n' "$us" >"$d/conf"
-        "$B/bin/cushared" --socket "$d/s.sock" --config "$d/conf" 2>"$o.daemon" &
+        { printf '[cushared]\nmode = shared\nbe_timeslice_us = %s\nclient_reserve_mb = %s\n' \
+              "$us" "${LC_CLIENT_RESERVE_MB:-512}"
+          [ -z "$mech" ] || printf 'lc_mechanism = %s\n' "$mech"; } >"$d/conf"
+        "$B/bin/cushared" --socket "$d/s.sock" --config "$d/conf" \
+            --log-level "${LC_DAEMON_LOG_LEVEL:-info}" 2>"$o.daemon" &
         dpid=$!
         for i in $(seq 100); do [ -S "$d/s.sock" ] && break; sleep 0.05; done
-        CUSHARE_SOCKET=$d/s.sock CUSHARE_PRIORITY=low CUSHARE_NAME=be CUSHARE_LOG_LEVEL=info \
+        CUSHARE_SOCKET=$d/s.sock CUSHARE_PRIORITY=low CUSHARE_NAME=be CUSHARE_LOG_LEVEL=$HLOG \
             LD_PRELOAD="$pre" be "$at" >"$o.be" 2>"$o.be.err" &
         bpid=$!
-        CUSHARE_SOCKET=$d/s.sock CUSHARE_PRIORITY=high CUSHARE_NAME=lc LD_PRELOAD="$pre" \
-            lc "$at" >"$o.lc" 2>"$o.lc.err"
+        CUSHARE_SOCKET=$d/s.sock CUSHARE_PRIORITY=high CUSHARE_NAME=lc CUSHARE_LOG_LEVEL=$HLOG \
+            LD_PRELOAD="$pre" \
+            lc "$at" "${hint[@]}" >"$o.lc" 2>"$o.lc.err"
         wait "$bpid" || true
         kill "$dpid" 2>/dev/null || true
         wait "$dpid" 2>/dev/null || true ;;

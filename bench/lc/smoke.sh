@@ -6,10 +6,10 @@
 set -eu
 B=${CUSHARE_BUILD:-build}
 T=${TEST_TMP:-/tmp}
-LC_SECONDS=1 LC_REPS=1 LC_LEAD_S=1 BE_MB=16 BE_KERNEL_US=500 bench/lc/run.sh "$B" >"$T/table"
+LC_SECONDS=1 LC_REPS=1 LC_LEAD_S=1 BE_MB=16 BE_KERNEL_US=500 LC_CLIENT_RESERVE_MB=8 bench/lc/run.sh "$B" >"$T/table"
 cat "$T/table"
-rows=$(grep -cE '^\| (lc-solo|be-solo|native|hook|tsg-1|tsg-200|sched-notsg|sched-tsg) \|' "$T/table")
-[ "$rows" -eq 8 ] || { echo "expected 8 rows, got $rows"; exit 1; }
+rows=$(grep -cE '^\| (lc-solo|be-solo|native|hook|tsg-1|tsg-200|sched-notsg|sched-gate|sched-gate-hint|sched-tsg) \|' "$T/table")
+[ "$rows" -eq 10 ] || { echo "expected 10 rows, got $rows"; exit 1; }
 # LC p99 for every case with an LC job, BE throughput for every case with a BE job.
 awk -F'|' '$2 ~ /lc-solo|native|hook|tsg|sched/ && $4 !~ /[0-9]/ { print "no LC p99 in:" $0; bad = 1 }
            $2 ~ /be-solo|native|hook|tsg|sched/ && $7 !~ /[0-9]/ { print "no BE throughput in:" $0; bad = 1 }

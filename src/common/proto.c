@@ -52,7 +52,7 @@ struct msgdesc {
 #define SLOT(s) U32(s, slot, 0, CS_MAX_DEVICES - 1)
 
 static const struct field f_hello[] = {
-    U32(cs_msg_hello, flags, 0, CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG),
+    U32(cs_msg_hello, flags, 0, CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC),
     U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
@@ -301,6 +301,32 @@ static const struct field f_ctl_client_tsg[] = {
     PAD(cs_msg_ctl_client_tsg, pad),
     STR(cs_msg_ctl_client_tsg, reason),
 };
+static const struct field f_lc_mode[] = {
+    SLOT(cs_msg_lc_mode),
+    U32(cs_msg_lc_mode, mode, 0, CS_LC_MODE_MAX),
+    U32(cs_msg_lc_mode, param_us, 0, CS_LC_PARAM_MAX_US),
+    U32(cs_msg_lc_mode, flags, 0, 0),
+};
+static const struct field f_lc_burst[] = {
+    SLOT(cs_msg_lc_burst),
+    U32(cs_msg_lc_burst, flags, 0, 0),
+    U64(cs_msg_lc_burst, lease_id, ANY64),
+    U64(cs_msg_lc_burst, wait_ns, ANY64),
+    U64(cs_msg_lc_burst, busy_ns, ANY64),
+};
+static const struct field f_ctl_client_lc[] = {
+    U64(cs_msg_ctl_client_lc, client_id, ANY64),
+    U32(cs_msg_ctl_client_lc, gpu_index, ANY32),
+    U32(cs_msg_ctl_client_lc, mechanism, 0, CS_LC_MECH_MAX),
+    U32(cs_msg_ctl_client_lc, mode, 0, CS_LC_MODE_MAX),
+    U32(cs_msg_ctl_client_lc, param_us, 0, CS_LC_PARAM_MAX_US),
+    U64(cs_msg_ctl_client_lc, lc_preempted, ANY64),
+    U64(cs_msg_ctl_client_lc, bursts, ANY64),
+    U64(cs_msg_ctl_client_lc, burst_wait_p50_ns, ANY64),
+    U64(cs_msg_ctl_client_lc, burst_wait_p99_ns, ANY64),
+    U64(cs_msg_ctl_client_lc, burst_busy_p50_ns, ANY64),
+    U64(cs_msg_ctl_client_lc, burst_busy_p99_ns, ANY64),
+};
 static const struct field f_ctl_done[] = {
     I32(cs_msg_ctl_done, status),
     PAD(cs_msg_ctl_done, pad),
@@ -326,6 +352,8 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_PREFETCHED, "PREFETCHED", f_prefetched),
     DESC(CS_MSG_TSG_STATE, "TSG_STATE", f_tsg_state),
     DESC(CS_MSG_TIMESLICE, "TIMESLICE", f_timeslice),
+    DESC(CS_MSG_LC_MODE, "LC_MODE", f_lc_mode),
+    DESC(CS_MSG_LC_BURST, "LC_BURST", f_lc_burst),
     DESC(CS_MSG_ERROR, "ERROR", f_error),
     DESC(CS_MSG_CTL_STATUS, "CTL_STATUS", f_ctl_status),
     DESC(CS_MSG_CTL_SET, "CTL_SET", f_ctl_set),
@@ -337,6 +365,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_GPU_MEM, "CTL_GPU_MEM", f_ctl_gpu_mem),
     DESC(CS_MSG_CTL_CLIENT_MEM, "CTL_CLIENT_MEM", f_ctl_client_mem),
     DESC(CS_MSG_CTL_CLIENT_TSG, "CTL_CLIENT_TSG", f_ctl_client_tsg),
+    DESC(CS_MSG_CTL_CLIENT_LC, "CTL_CLIENT_LC", f_ctl_client_lc),
 };
 
 static const struct msgdesc *desc_of(uint16_t type)

@@ -53,6 +53,7 @@ enum cs_msg_type {
     CS_MSG_RESTORED = 8, /* the gate opened after a grant: restore cost */
     CS_MSG_PREFETCHED = 9, /* reply to PREFETCH */
     CS_MSG_TSG_STATE = 10, /* channel-group timeslice mechanism report (CS_HELLO_TSG) */
+    CS_MSG_LC_BURST = 11,  /* a latency-critical burst ended: its timings (CS_HELLO_LC) */
     /* daemon -> client */
     CS_MSG_WELCOME = 32, /* reply to HELLO */
     CS_MSG_GRANT = 33,   /* you hold the lease: open the gate */
@@ -62,6 +63,7 @@ enum cs_msg_type {
     CS_MSG_ERROR = 37,   /* fatal for the connection: reason text */
     CS_MSG_PREFETCH = 38, /* restore your memory now, the gate stays closed */
     CS_MSG_TIMESLICE = 39, /* set your compute channel groups' timeslice (CS_HELLO_TSG) */
+    CS_MSG_LC_MODE = 40,   /* how to behave beside a latency-critical job (CS_HELLO_LC) */
     /* cusharectl -> daemon */
     CS_MSG_CTL_STATUS = 64,
     CS_MSG_CTL_SET = 65,
@@ -74,6 +76,7 @@ enum cs_msg_type {
     CS_MSG_CTL_GPU_MEM = 100,    /* memory and swap of a GPU, after its CTL_GPU */
     CS_MSG_CTL_CLIENT_MEM = 101, /* swap of a client, after its CTL_CLIENT */
     CS_MSG_CTL_CLIENT_TSG = 102, /* timeslice of a client, after its CTL_CLIENT (CS_HELLO_TSG) */
+    CS_MSG_CTL_CLIENT_LC = 103,  /* LC/BE mechanism of a client, after it (CS_HELLO_LC) */
 };
 
 /* HELLO.flags */
@@ -86,6 +89,11 @@ enum cs_msg_type {
  * (an older daemon) says HELLO again without it. See docs/protocol.md,
  * Versioning. */
 #define CS_HELLO_TSG 0x4u
+/* Capability: the peer understands LC_MODE (a GPU client, which also sends
+ * LC_BURST) or CTL_CLIENT_LC (a control connection). Same rules as
+ * CS_HELLO_TSG; a client that is refused with both bits retries with
+ * CS_HELLO_TSG alone, then with neither. */
+#define CS_HELLO_LC 0x8u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect */
 #define CS_ATTACH_HOLDING 0x1u /* my gate is open under lease_id */
@@ -113,6 +121,20 @@ enum cs_tsg_mech {
     CS_TSG_MECH_UNAVAILABLE = 4, /* turned off after something unexpected: reason */
     CS_TSG_MECH_MAX = 4,
 };
+
+/* LC_MODE.mode: what a client does on one GPU beside a latency-critical
+ * (high-class) job when channel-group timeslices cannot protect it
+ * (docs/priority.md). */
+enum cs_lc_mode {
+    CS_LC_NONE = 0,         /* plain lease behaviour */
+    CS_LC_RELEASE_IDLE = 1, /* the LC job: give the lease back as soon as its
+                               work is done and nothing new came for param_us */
+    CS_LC_BOUNDED = 2,      /* a gated BE job: keep at most param_us of work in
+                               flight, so that a revoke drains that fast */
+    CS_LC_MODE_MAX = 2,
+};
+/* LC_MODE.param_us: linger or window, at most 1 s */
+#define CS_LC_PARAM_MAX_US 1000000u
 
 /* CTL_SET.flags */
 #define CS_CTL_SET_MORE 0x1u /* stage this pair; more follow, applied together */
@@ -262,6 +284,25 @@ struct cs_msg_tsg_state {
     uint32_t groups;        /* compute channel groups known */
     uint32_t pad;
     char reason[CS_TEXT_LEN]; /* why it is off or unavailable, "" otherwise */
+};
+
+/* Daemon -> client (CS_HELLO_LC only): behave this way on this GPU until
+ * told otherwise. Sent on change only; a new connection starts at NONE. */
+struct cs_msg_lc_mode {
+    uint32_t slot;
+    uint32_t mode;          /* enum cs_lc_mode */
+    uint32_t param_us;      /* RELEASE_IDLE: linger; BOUNDED: window (1 .. CS_LC_PARAM_MAX_US) */
+    uint32_t flags;         /* reserved, 0 */
+};
+
+/* Client -> daemon (CS_HELLO_LC only): a lease held in RELEASE_IDLE mode
+ * ended on its own. One per burst of latency-critical work. */
+struct cs_msg_lc_burst {
+    uint32_t slot;
+    uint32_t flags;         /* reserved, 0 */
+    uint64_t lease_id;      /* the lease it released */
+    uint64_t wait_ns;       /* first blocked submission -> gate open (0 if none blocked) */
+    uint64_t busy_ns;       /* gate open -> the GPU had finished the burst's work */
 };
 
 struct cs_msg_grant {
@@ -445,6 +486,32 @@ struct cs_msg_ctl_client_tsg {
     char reason[CS_TEXT_LEN];
 };
 
+/* LC/BE behaviour of one client on one GPU: follows its CTL_CLIENT (and
+ * the records after it) in a status reply to a CS_HELLO_LC control
+ * connection. */
+struct cs_msg_ctl_client_lc {
+    uint64_t client_id;
+    uint32_t gpu_index;
+    uint32_t mechanism;     /* enum cs_lc_mech: what protects LC jobs from it / it from others */
+    uint32_t mode;          /* enum cs_lc_mode last sent */
+    uint32_t param_us;
+    uint64_t lc_preempted;  /* revoked because a latency-critical job had work */
+    uint64_t bursts;        /* LC_BURSTs reported */
+    uint64_t burst_wait_p50_ns; /* from its LC_BURSTs; 0 when none */
+    uint64_t burst_wait_p99_ns;
+    uint64_t burst_busy_p50_ns;
+    uint64_t burst_busy_p99_ns;
+};
+
+/* CTL_CLIENT_LC.mechanism */
+enum cs_lc_mech {
+    CS_LC_MECH_NONE = 0,    /* no latency-critical job beside it, or not a BE job */
+    CS_LC_MECH_TSG = 1,     /* a BE job kept short by channel-group timeslices */
+    CS_LC_MECH_GATE = 2,    /* a BE job gated while the LC job has work */
+    CS_LC_MECH_LC = 3,      /* the latency-critical job itself */
+    CS_LC_MECH_MAX = 3,
+};
+
 struct cs_msg_ctl_done {
     int32_t status;         /* 0 ok, else -errno */
     uint32_t pad;
@@ -467,6 +534,8 @@ struct cs_msg {
         struct cs_msg_prefetched prefetched;
         struct cs_msg_timeslice timeslice;
         struct cs_msg_tsg_state tsg_state;
+        struct cs_msg_lc_mode lc_mode;
+        struct cs_msg_lc_burst lc_burst;
         struct cs_msg_grant grant;
         struct cs_msg_revoke revoke;
         struct cs_msg_evict evict;
@@ -481,6 +550,7 @@ struct cs_msg {
         struct cs_msg_ctl_gpu_mem ctl_gpu_mem;
         struct cs_msg_ctl_client_mem ctl_client_mem;
         struct cs_msg_ctl_client_tsg ctl_client_tsg;
+        struct cs_msg_ctl_client_lc ctl_client_lc;
         struct cs_msg_ctl_done ctl_done;
     } u;
 };

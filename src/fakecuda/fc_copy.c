@@ -67,7 +67,7 @@ CUresult fc_copy_run(struct fc_ctx *c, const struct fc_copy *cp)
     fc_map_unlock();
     if (eng >= 0) {
         fc_sleep_until(t0 + (uint64_t)((double)copy_bytes(cp) / fc_proc.cfg.bytes_per_ns));
-        fc_engine_release(&h);
+        fc_engine_release(&h, NULL);
     }
     return ok ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
 }

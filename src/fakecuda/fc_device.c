@@ -74,6 +74,7 @@ static void read_config(struct fc_config *c)
     c->mem_bytes = fc_env_u64("FAKECUDA_MEM_MB", 1024, 16, 1u << 24) << 20;
     c->bytes_per_ns = fc_env_double("FAKECUDA_PCIE_GBPS", 10.0, 0.001, 100000.0);
     c->concurrent = fc_env_u64("FAKECUDA_CONCURRENT", 0, 0, 1) == 1;
+    c->timeslice_ns = fc_env_u64("FAKECUDA_TIMESLICE_US", 0, 0, 1000000) * 1000;
     const char *name = getenv("FAKECUDA_SHM");
     if (name && !shm_name_ok(name)) {
         fc_log("FAKECUDA_SHM=\"%s\" is not a name of 1-100 letters, digits, "

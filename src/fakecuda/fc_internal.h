@@ -16,7 +16,8 @@
  * Module map (one file each, fc_ prefix):
  *   util     logging, clocks, environment, process liveness
  *   shm      the cross-process state: config, memory accounting, queues
- *   engine   FIFO-fair cross-process engines (kernels, copy directions)
+ *   engine   FIFO-fair cross-process engines (kernels, copy directions),
+ *            the kernel engine's time slices
  *   handle   registry of live opaque handles (validation without UB)
  *   addrmap  the process's device/host/reserved address ranges
  *   device   cuInit, devices, attributes, versions, fork handling
@@ -100,6 +101,7 @@ struct fc_config {
     uint64_t mem_bytes;              /* per device */
     double bytes_per_ns;             /* PCIe, per direction (GB/s = B/ns) */
     bool concurrent;                 /* FAKECUDA_CONCURRENT: kernels skip the engine */
+    uint64_t timeslice_ns;           /* FAKECUDA_TIMESLICE_US; per device (shm) */
     char shm_name[160];              /* "/fakecuda-<FAKECUDA_SHM>" */
 };
 
@@ -157,9 +159,14 @@ struct fc_hold {
 };
 /* Waits (FIFO) for engine `eng` of `dev`. Entries with the same non-zero
  * `owner` that are adjacent in the queue share the engine (kernels of one
- * context on several streams); owner 0 means exclusive. */
+ * context on several streams); owner 0 means exclusive. With a time slice
+ * (FAKECUDA_TIMESLICE_US > 0) the kernel engine's current owner also passes
+ * the waiters of others until its slice ends (fc_engine.c). */
 void fc_engine_acquire(int dev, int eng, uint64_t owner, struct fc_hold *h);
-void fc_engine_release(const struct fc_hold *h);
+/* `backlog` (kernel engine; NULL for copies): the owner's kernels queued
+ * and not yet finished, this one excluded. It is read under the engine's
+ * lock: when it is 0 and the owner holds nothing else, its slice ends. */
+void fc_engine_release(const struct fc_hold *h, const atomic_uint *backlog);
 
 /* ------------------------------------------------------------- handles */
 
@@ -241,6 +248,9 @@ struct fc_ctx {
     unsigned flags;
     bool primary;
     atomic_int sticky;               /* CUresult after a device fault */
+    /* Kernels queued on the context's streams and not yet finished (or
+     * skipped): the "more work queued" signal of its time slice. */
+    atomic_uint kernels_pending;
     /* lock guards streams, legacy, every stream's `cap`, capture graphs,
      * flags, limits, cache_config and the ordering of submissions (see
      * fc_submit). */

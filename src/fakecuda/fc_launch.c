@@ -38,6 +38,9 @@ void fc_trace_kernel(int dev, const struct fc_ctx *c, const char *name, uint64_t
     }
 }
 
+/* The kernel leaves the context's backlog before the engine is released,
+ * so that the release sees whether the context has more kernels queued
+ * (which keeps its time slice, fc_engine.c). */
 CUresult fc_kernel_run(struct fc_ctx *c, const struct fc_op *op)
 {
     const struct fc_kdesc *k = op->u.kernel.k;
@@ -48,8 +51,9 @@ CUresult fc_kernel_run(struct fc_ctx *c, const struct fc_op *op)
     uint64_t t0 = fc_now_ns();
     CUresult r = k->run(op->u.kernel.args);
     uint64_t t1 = fc_now_ns();
+    atomic_fetch_sub(&c->kernels_pending, 1);
     if (engine)
-        fc_engine_release(&h);
+        fc_engine_release(&h, &c->kernels_pending);
     fc_trace_kernel(c->dev, c, k->name, t0, t1);
     return r;
 }

@@ -56,6 +56,7 @@ static void shm_init_fresh(struct fc_shm *s, const struct fc_config *cfg)
     s->ndev = (uint32_t)cfg->ndev;
     s->mem_bytes = cfg->mem_bytes;
     s->size = sizeof *s;
+    s->timeslice_ns = cfg->timeslice_ns;
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -152,6 +153,11 @@ CUresult fc_shm_attach(const struct fc_config *want, struct fc_config *got,
                    want->shm_name, got->ndev,
                    (unsigned long long)(got->mem_bytes >> 20), want->ndev,
                    (unsigned long long)(want->mem_bytes >> 20));
+        got->timeslice_ns = s->timeslice_ns;
+        if (got->timeslice_ns != want->timeslice_ns)
+            fc_log("%s exists with FAKECUDA_TIMESLICE_US=%llu; using that, not %llu",
+                   want->shm_name, (unsigned long long)(got->timeslice_ns / 1000),
+                   (unsigned long long)(want->timeslice_ns / 1000));
         *out = s;
         *out_size = size;
         return CUDA_SUCCESS;

@@ -15,7 +15,7 @@
 #include "fakecuda/fc_internal.h"
 
 #define FC_SHM_MAGIC  0x314d48534346ull       /* "FCSHM1" */
-#define FC_SHM_LAYOUT 3u                      /* bump on any layout change */
+#define FC_SHM_LAYOUT 4u                      /* bump on any layout change */
 #define FC_MAX_PROCS  128                     /* process slots per device */
 #define FC_QUEUE_LEN  256                     /* waiters per engine */
 
@@ -29,19 +29,33 @@ struct fc_slot {
 };
 
 /* A holder of, or waiter for, an engine. ticket 0 = free entry. Queue order
- * is ticket order, so the engine is granted FIFO whatever the array order. */
+ * is ticket order, so the engine is granted FIFO whatever the array order
+ * (a time slice lets its owner pass waiters, see fc_engine.c: `held` tells
+ * the holders from the waiters). */
 struct fc_qent {
     int32_t pid;
-    uint32_t pad;
+    uint32_t held;                   /* 1 once granted */
     uint64_t start;
     uint64_t owner;                  /* 0: exclusive; else share with equals */
     uint64_t ticket;
+};
+
+/* The kernel engine's running time slice (FAKECUDA_TIMESLICE_US > 0).
+ * owner 0 = none; pid and start identify the owner's process so that a
+ * dead owner's slice can be dropped. */
+struct fc_slice {
+    uint64_t owner;
+    int32_t pid;
+    uint32_t pad;
+    uint64_t start;
+    uint64_t end_ns;                 /* CLOCK_MONOTONIC */
 };
 
 struct fc_queue {
     uint64_t next_ticket;
     _Atomic uint32_t seq;            /* futex word: bumped on every change */
     uint32_t pad;
+    struct fc_slice slice;           /* kernel engine only */
     struct fc_qent ent[FC_QUEUE_LEN];
 };
 
@@ -56,6 +70,7 @@ struct fc_shm {
     uint32_t ndev;
     uint64_t mem_bytes;              /* per device */
     uint64_t size;                   /* sizeof(struct fc_shm) */
+    uint64_t timeslice_ns;           /* kernel engine; 0 = FIFO */
     pthread_mutex_t lock;
     struct fc_shm_dev dev[FC_MAX_DEVICES];
 };

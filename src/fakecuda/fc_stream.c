@@ -146,7 +146,9 @@ static void run_op(struct fc_stream *s, struct fc_op *op)
     switch (op->kind) {
     case FC_OP_KERNEL:
         if (!faulted)
-            r = fc_kernel_run(c, op);
+            r = fc_kernel_run(c, op);             /* leaves kernels_pending */
+        else    /* skipped: never takes the engine (a slice ends by time) */
+            atomic_fetch_sub(&c->kernels_pending, 1);
         break;
     case FC_OP_COPY:
         if (!faulted)
@@ -384,6 +386,8 @@ static CUresult submit(struct fc_stream *s, struct fc_op *op, uint64_t *seq_out,
                 d = next;
             }
             deps = NULL;
+            if (op->kind == FC_OP_KERNEL)
+                atomic_fetch_add(&c->kernels_pending, 1);   /* before the worker sees it */
             op->next = NULL;
             op->seq = ++s->enqueued;
             if (s->tail)

@@ -78,6 +78,14 @@ static void fill_stats(int device, struct cushare_stats *out)
     }
 }
 
+CS_EXPORT int cushare_hint(int device, int hint, unsigned expected_us)
+{
+    if (device < 0 || device >= CS_MAX_DEVICES || hint != CUSHARE_HINT_WORK_SOON)
+        return -1;
+    cs_lease_hint(&cs_devs[device], expected_us > 1000000u ? 1000000u : expected_us);
+    return 0;
+}
+
 CS_EXPORT const char *cushare_version(void)
 {
     return CUSHARE_VERSION_STRING;

@@ -31,6 +31,7 @@ static struct {
     _Atomic uint32_t idle_ms;
     bool ever_connected;  /* I/O thread only */
     bool tsg;             /* I/O thread only: the daemon took CS_HELLO_TSG */
+    bool lc;              /* mu: the daemon of send_fd took CS_HELLO_LC */
     bool tsg_sent;        /* I/O thread only: tsg_last went out on this connection */
     struct cs_msg_tsg_state tsg_last;
 } cl = {
@@ -60,6 +61,14 @@ int cs_client_send(const struct cs_msg *m)
     pthread_mutex_unlock(&cl.mu);
     if (rc < 0 && rc != -ENOTCONN)
         cs_debug("send %s: %s", cs_msg_name(m->type), strerror(-rc));
+    return rc < 0 ? -1 : 0;
+}
+
+int cs_client_send_lc(const struct cs_msg *m)
+{
+    pthread_mutex_lock(&cl.mu);
+    int rc = cl.send_fd >= 0 && cl.lc ? cs_send(cl.send_fd, m) : -ENOTCONN;
+    pthread_mutex_unlock(&cl.mu);
     return rc < 0 ? -1 : 0;
 }
 
@@ -167,20 +176,23 @@ static int connect_hello(uint32_t caps)
 static bool try_connect(void)
 {
     /* Every decoder rejects what it does not know, an older daemon the
-     * CS_HELLO_TSG bit too (docs/protocol.md, Versioning): on a refusal, say
-     * HELLO once more without it, as the client it then is. */
-    int fd = connect_hello(CS_HELLO_TSG);
-    cl.tsg = fd >= 0;
-    if (fd == HELLO_REFUSED)
-        fd = connect_hello(0);
+     * CS_HELLO_LC and CS_HELLO_TSG bits too (docs/protocol.md, Versioning):
+     * on a refusal, say HELLO again with fewer, as the client it then is. */
+    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
+    int fd = HELLO_REFUSED;
+    size_t k = 0;
+    for (; k < sizeof caps / sizeof caps[0] && fd == HELLO_REFUSED; k++)
+        fd = connect_hello(caps[k]);
     if (fd < 0)
         return false;
+    cl.tsg = (caps[k - 1] & CS_HELLO_TSG) != 0;
     cl.tsg_sent = false;
     for (int i = 0; i < CS_MAX_DEVICES; i++)
         cs_lease_handshake(&cs_devs[i], fd);
     pthread_mutex_lock(&cl.mu);
     cl.fd = fd;
     cl.send_fd = fd;
+    cl.lc = (caps[k - 1] & CS_HELLO_LC) != 0;
     cl.gen++;
     cl.lost_ns = 0;
     pthread_mutex_unlock(&cl.mu);
@@ -256,6 +268,7 @@ static void disconnect(const char *why)
 {
     pthread_mutex_lock(&cl.mu);
     cl.send_fd = -1;
+    cl.lc = false;
     cl.lost_ns = cs_now_ns();
     pthread_mutex_unlock(&cl.mu);
     close(cl.fd);
@@ -294,6 +307,10 @@ static void dispatch(const struct cs_msg *m)
     case CS_MSG_TIMESLICE:
         if ((d = dev_of_slot(m->u.timeslice.slot)))
             cs_lease_on_timeslice(d, m->u.timeslice.timeslice_us);
+        break;
+    case CS_MSG_LC_MODE:
+        if ((d = dev_of_slot(m->u.lc_mode.slot)))
+            cs_lease_on_lc_mode(d, m->u.lc_mode.mode, m->u.lc_mode.param_us);
         break;
     case CS_MSG_ROOM_REPLY:
         room_answer(m->u.room_reply.request_id, m->u.room_reply.status);
@@ -358,6 +375,12 @@ static void report_tsg(void)
 {
     if (!cl.tsg || cl.fd < 0)
         return;
+    if (cs_tsg_state() == CS_TSG_UNPROBED)
+        for (int i = 0; i < CS_MAX_DEVICES; i++)
+            if (atomic_load_explicit(&cs_devs[i].subm, memory_order_relaxed) >> 32) {
+                cs_tsg_work_without_groups();
+                break;
+            }
     struct cs_msg m = {.type = CS_MSG_TSG_STATE};
     tsg_snapshot(&m.u.tsg_state);
     if (cl.tsg_sent && memcmp(&m.u.tsg_state, &cl.tsg_last, sizeof cl.tsg_last) == 0)
@@ -452,6 +475,7 @@ void cs_client_reset_after_fork(void)
     cl.ever_connected = false;
     cl.tsg = false;
     cl.tsg_sent = false;
+    cl.lc = false;
     atomic_store(&cl.idle_ms, 0);
     start_once = PTHREAD_ONCE_INIT;
     pthread_mutex_init(&room_mu, NULL);

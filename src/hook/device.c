@@ -136,6 +136,8 @@ void cs_ctx_forget(CUcontext ctx)
     }
     atomic_fetch_add_explicit(&cs_ctx_gen, 1, memory_order_relaxed);
     pthread_mutex_unlock(&ctx_mu);
+    for (int i = 0; i < CS_MAX_DEVICES; i++)
+        cs_bound_forget_ctx(&cs_devs[i].bound, ctx);
 }
 
 void cs_ctx_forget_device(int ordinal)
@@ -149,6 +151,8 @@ void cs_ctx_forget_device(int ordinal)
     }
     atomic_fetch_add_explicit(&cs_ctx_gen, 1, memory_order_relaxed);
     pthread_mutex_unlock(&ctx_mu);
+    if (ordinal >= 0 && ordinal < CS_MAX_DEVICES)
+        cs_bound_drop(&cs_devs[ordinal].bound);
 }
 
 int cs_ctx_list(int ordinal, CUcontext *out, int max)

@@ -9,6 +9,7 @@
 #define CS_HOOK_DEVICE_H
 
 #include "hook/hook.h"
+#include "hook/bound.h"
 #include "common/proto.h"
 
 #include <pthread.h>
@@ -34,6 +35,7 @@ enum cs_job_kind {
     CS_JOB_PREFETCH = 4, /* restore memory ahead of the grant, gate closed */
     CS_JOB_IDLE_PROBE = 5, /* no submissions for a while: is the GPU done too? */
     CS_JOB_TIMESLICE = 6, /* give the process's compute channel groups their timeslice */
+    CS_JOB_BURST = 7,  /* LC_MODE RELEASE_IDLE: release once the held burst is done */
 };
 struct cs_job {
     uint8_t kind;
@@ -51,6 +53,11 @@ struct cs_jobq {
     unsigned head, count;
     pthread_cond_t cv; /* the thread waiting for a job */
 };
+
+/* The gate word (cs_dev.open). */
+#define CS_GATE_CLOSED 0u
+#define CS_GATE_OPEN 1u
+#define CS_GATE_BOUNDED 2u /* open, with the in-flight bound (bound.h): slow path */
 
 /* subm: the low 32 bits count threads inside a gated call, the high 32 bits
  * count gated calls (wrapping), so one atomic add does both jobs. */
@@ -96,6 +103,17 @@ struct cs_dev {
     uint64_t ts_want;         /* the daemon's last TIMESLICE for this GPU, µs;
                                  0 = the defaults (mu) */
     uint64_t usage_sent[3];   /* resident, swapped, footprint last reported */
+    /* beside a latency-critical job (LC_MODE; mu) */
+    uint32_t lc_mode;         /* enum cs_lc_mode the daemon asked for */
+    uint32_t lc_param_us;     /* its linger or window */
+    uint64_t burst_wait_t0;   /* RELEASE_IDLE: first blocked submission since the
+                                 last release, 0 = none */
+    uint64_t burst_wait_ns;   /* that wait, measured when the gate opened */
+    uint64_t burst_open_ns;   /* the gate opened for the current burst at */
+    uint64_t bursts;          /* leases released by RELEASE_IDLE */
+    uint64_t hint_until_ns;   /* cushare_hint: keep a RELEASE_IDLE lease until then */
+    uint64_t hints;           /* cushare_hint calls acted on */
+    struct cs_bound bound;    /* LC_MODE BOUNDED: events of queued work (own lock) */
 
     /* memory accounting: atomics, see mem.c */
     _Atomic uint64_t mem_used;
@@ -179,6 +197,11 @@ struct cs_dev *cs_dev_get(int ordinal);
 /* TIMESLICE for this device (client I/O thread): remembered and a
  * CS_JOB_TIMESLICE queued for the device's worker (lease.c). */
 void cs_lease_on_timeslice(struct cs_dev *d, uint64_t us);
+/* LC_MODE for this device (client I/O thread). */
+void cs_lease_on_lc_mode(struct cs_dev *d, uint32_t mode, uint32_t param_us);
+/* cushare_hint(WORK_SOON): in RELEASE_IDLE mode, ask for the lease now and
+ * keep it until expected_us after the grant (plus the linger). */
+void cs_lease_hint(struct cs_dev *d, uint32_t expected_us);
 /* What the timeslice jobs last gave tsg.c (the smallest non-zero value the
  * daemon asked over this process's GPUs, or CUSHARE_TSG_TIMESLICE_US), and
  * its answer (0 or -errno). Before any job: the library's own setting, 0. */

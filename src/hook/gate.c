@@ -23,18 +23,55 @@ static bool stream_is_capturing(CUstream s, int per_thread)
     return r == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+/* The window is waited for outside the gate (a revoke must not wait for a
+ * thread that waits for the GPU), then the gate is entered again as usual.
+ * The window in force is read under the device lock: it changes with
+ * LC_MODE. */
+static uint32_t bound_window(struct cs_dev *d)
+{
+    pthread_mutex_lock(&d->mu);
+    uint32_t w = d->lc_mode == CS_LC_BOUNDED ? d->lc_param_us : 0;
+    pthread_mutex_unlock(&d->mu);
+    return w;
+}
+
 CUresult cs_gate_slow(struct cs_ticket *t, CUstream s, int per_thread)
 {
     struct cs_dev *d = t->dev;
     if (stream_is_capturing(s, per_thread) && (!cs_cfg.swap || !cs_seg_any_absent(d->ordinal)))
-        return CUDA_SUCCESS;
+        return CUDA_SUCCESS; /* recorded into a graph, not run: nothing to bound */
+    bool admitted = false;
     for (;;) {
+        uint32_t o = atomic_load_explicit(&d->open, memory_order_seq_cst);
+        if (o == CS_GATE_OPEN) {
+            t->bound = false; /* the bound was lifted meanwhile */
+            break;
+        }
+        if (o == CS_GATE_BOUNDED && admitted)
+            break;
         atomic_fetch_sub_explicit(&d->subm, CS_SUBM_INSIDE, memory_order_release);
-        cs_lease_wait_open(d);
+        if (o == CS_GATE_BOUNDED) {
+            /* Without events in the current context the call goes
+             * unbounded (and records nothing). */
+            uint32_t w = bound_window(d);
+            t->bound = w && cs_bound_admit(&d->bound, w);
+            admitted = true;
+        } else {
+            admitted = false;
+            cs_lease_wait_open(d);
+        }
         atomic_fetch_add_explicit(&d->subm, CS_SUBM_INSIDE, memory_order_seq_cst);
-        if (atomic_load_explicit(&d->open, memory_order_seq_cst))
-            return CUDA_SUCCESS;
     }
+    if (t->bound) {
+        t->stream = s;
+        t->per_thread = per_thread;
+    }
+    return CUDA_SUCCESS;
+}
+
+void cs_gate_exit_bound(struct cs_ticket *t)
+{
+    cs_bound_record(&t->dev->bound, t->stream, t->per_thread);
 }
 
 static bool try_inside(struct cs_dev *d)
@@ -50,6 +87,7 @@ CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_de
                         struct cs_dev *b, CUstream s, int per_thread)
 {
     ta->dev = tb->dev = NULL;
+    ta->bound = tb->bound = false;
     if (cs_tls_depth++ != 0)
         return CUDA_SUCCESS;
     if (a == b)

@@ -5,6 +5,11 @@
  * inside, and as activity) and one load of the gate word; on the way out one
  * atomic subtract. No lock, allocation, system call or getenv.
  *
+ * The gate word is CS_GATE_OPEN on the hot path. CS_GATE_BOUNDED (a
+ * best-effort job beside a latency-critical one, bound.h) also lets work
+ * through, but by the slow path, which limits the work in flight and has the
+ * exit record an event.
+ *
  * A revoke closes the gate (seq_cst store) and then waits for the inside
  * count to reach zero; the seq_cst add and load here make that safe (Dekker).
  * A thread that finds the gate closed backs out and blocks in the slow path
@@ -18,6 +23,9 @@
 
 struct cs_ticket {
     struct cs_dev *dev; /* the gate passed, to leave on exit; NULL if none */
+    bool bound;         /* passed a bounded gate: record the work's event on exit */
+    int per_thread;     /* with bound: the call's stream and its flavour */
+    CUstream stream;
 };
 
 /* Loads the real driver on the first hooked call. */
@@ -31,6 +39,7 @@ CUresult cs_gate_slow(struct cs_ticket *t, CUstream s, int per_thread);
 static inline CUresult cs_gate_enter(struct cs_ticket *t, CUstream s, int per_thread)
 {
     t->dev = NULL;
+    t->bound = false;
     if (cs_unlikely(!cs_real_ready()) && cs_hook_init_slow() < 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (cs_tls_depth++ != 0)
@@ -40,15 +49,21 @@ static inline CUresult cs_gate_enter(struct cs_ticket *t, CUstream s, int per_th
         return CUDA_SUCCESS;
     t->dev = d;
     atomic_fetch_add_explicit(&d->subm, CS_SUBM_ENTRY | CS_SUBM_INSIDE, memory_order_seq_cst);
-    if (cs_likely(atomic_load_explicit(&d->open, memory_order_seq_cst)))
+    if (cs_likely(atomic_load_explicit(&d->open, memory_order_seq_cst) == CS_GATE_OPEN))
         return CUDA_SUCCESS;
     return cs_gate_slow(t, s, per_thread);
 }
 
+/* The bounded exit: records the submitted work's event (gate.c). */
+void cs_gate_exit_bound(struct cs_ticket *t);
+
 static inline void cs_gate_exit(struct cs_ticket *t)
 {
-    if (t->dev)
+    if (t->dev) {
+        if (cs_unlikely(t->bound))
+            cs_gate_exit_bound(t);
         atomic_fetch_sub_explicit(&t->dev->subm, CS_SUBM_INSIDE, memory_order_release);
+    }
     cs_tls_depth--;
 }
 

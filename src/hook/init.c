@@ -27,6 +27,24 @@ static void after_fork_child(void)
     cs_ctx_hooks_reset_after_fork();
 }
 
+/* Beside a latency-critical job (docs/priority.md): what gating did here. */
+static void exit_summary_lc(struct cs_dev *d, uint64_t bursts, uint64_t hints)
+{
+    struct cs_bound *b = &d->bound;
+    if (pthread_mutex_trylock(&b->mu) != 0)
+        return;
+    uint64_t rec = b->recorded, waits = b->waits, wns = b->wait_ns, est = b->est_ns;
+    pthread_mutex_unlock(&b->mu);
+    if (bursts || hints)
+        cs_info("GPU %d latency-critical: %llu bursts released, %llu hints", d->ordinal,
+                (unsigned long long)bursts, (unsigned long long)hints);
+    if (rec)
+        cs_info("GPU %d bounded queue: %llu submissions tracked, %llu waited for the window "
+                "(%.2f s), %.1f us of GPU time per submission", d->ordinal,
+                (unsigned long long)rec, (unsigned long long)waits, (double)wns / 1e9,
+                (double)est / 1e3);
+}
+
 /* At exit, with CUSHARE_LOG_LEVEL=info or debug: one line per GPU used,
  * what the lease and the swap engine did for this process. Locks are only
  * tried: a worker busy at exit must not hold the process up. */
@@ -40,7 +58,7 @@ static void exit_summary(void)
             continue;
         bool used = d->state != CS_LEASE_DETACHED;
         uint64_t grants = d->grants, revokes = d->revokes, wait = d->wait_ns_total;
-        uint64_t drain = d->drain_ns_total;
+        uint64_t drain = d->drain_ns_total, bursts = d->bursts, hints = d->hints;
         pthread_mutex_unlock(&d->mu);
         if (!used)
             continue;
@@ -58,6 +76,7 @@ static void exit_summary(void)
                 (double)drain / 1e9, cs_format_size(ob, a, sizeof a), (double)on / 1e9,
                 cs_format_size(ib, b, sizeof b), (double)in / 1e9,
                 cs_format_size(atomic_load(&d->mem_peak), p, sizeof p));
+        exit_summary_lc(d, bursts, hints);
     }
 }
 

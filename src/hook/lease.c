@@ -16,11 +16,21 @@
 static void *worker_main(void *arg);
 static void *pinner_main(void *arg);
 
+/* Open, or open with the in-flight bound when the daemon asked this
+ * device for it (LC_MODE BOUNDED, bound.h). */
+static uint32_t open_value_locked(const struct cs_dev *d)
+{
+    return d->lc_mode == CS_LC_BOUNDED ? CS_GATE_BOUNDED : CS_GATE_OPEN;
+}
+
 static void open_gate_locked(struct cs_dev *d)
 {
-    atomic_store_explicit(&d->open, 1, memory_order_seq_cst);
+    atomic_store_explicit(&d->open, open_value_locked(d), memory_order_seq_cst);
     pthread_cond_broadcast(&d->gate_cv);
 }
+
+static bool enqueue_locked(struct cs_dev *d, struct cs_job job);
+static bool jobq_has_kind(struct cs_jobq *q, uint8_t kind);
 
 static void close_gate_locked(struct cs_dev *d)
 {
@@ -34,7 +44,19 @@ static void close_gate_locked(struct cs_dev *d)
 static void set_unmanaged_locked(struct cs_dev *d)
 {
     d->state = CS_LEASE_UNMANAGED;
+    d->lc_mode = CS_LC_NONE; /* no daemon, no latency-critical neighbour it knows of */
     open_gate_locked(d);
+}
+
+/* RELEASE_IDLE: the worker watches the burst the lease was taken for and
+ * gives the lease back when it is done (job_burst). */
+static void watch_burst_locked(struct cs_dev *d)
+{
+    if (d->lc_mode == CS_LC_RELEASE_IDLE && d->state == CS_LEASE_HELD &&
+        !jobq_has_kind(&d->work, CS_JOB_BURST) &&
+        !enqueue_locked(d, (struct cs_job){.kind = CS_JOB_BURST, .id = d->lease_id}))
+        cs_warn("GPU %d: too much queued scheduler work; the lease is kept until idle",
+                d->ordinal);
 }
 
 static void hold_locked(struct cs_dev *d, uint64_t lease_id)
@@ -47,7 +69,12 @@ static void hold_locked(struct cs_dev *d, uint64_t lease_id)
     d->idle_last_activity_ns = cs_now_ns();
     d->idle_reported = false;
     d->idle_gpu_done = false;
+    uint64_t now = cs_now_ns();
+    d->burst_wait_ns = d->burst_wait_t0 ? now - d->burst_wait_t0 : 0;
+    d->burst_wait_t0 = 0;
+    d->burst_open_ns = now;
     open_gate_locked(d);
+    watch_burst_locked(d);
 }
 
 /* The ATTACH describing this device's state to a (re)connected daemon. An
@@ -167,6 +194,9 @@ void cs_lease_wait_open(struct cs_dev *d)
     uint64_t t0 = cs_now_ns();
     pthread_mutex_lock(&d->mu);
     d->waiters++;
+    if (d->lc_mode == CS_LC_RELEASE_IDLE && !d->burst_wait_t0 &&
+        !atomic_load_explicit(&d->open, memory_order_seq_cst))
+        d->burst_wait_t0 = t0; /* the burst's first submission waits from here */
     while (!atomic_load_explicit(&d->open, memory_order_seq_cst)) {
         if (d->state == CS_LEASE_IDLE)
             d->state = CS_LEASE_WAITING;
@@ -200,7 +230,10 @@ static bool jobq_push_locked(struct cs_jobq *q, struct cs_job job)
 }
 
 /* Waits for the next job of q and takes it out; d->mu is taken and given
- * back. */
+ * back. A GRANT taken off the worker's queue is marked as being granted in
+ * the same critical section: a REVOKE for it that arrives in between must
+ * find it somewhere (grant_queued_locked), or it would be ignored and the
+ * lease kept until the daemon's revoke timeout. */
 static struct cs_job jobq_pop(struct cs_dev *d, struct cs_jobq *q)
 {
     pthread_mutex_lock(&d->mu);
@@ -209,8 +242,21 @@ static struct cs_job jobq_pop(struct cs_dev *d, struct cs_jobq *q)
     struct cs_job job = *jobq_at(q, 0);
     q->head = (q->head + 1) % CS_JOBQ;
     q->count--;
+    if (q == &d->work && job.kind == CS_JOB_GRANT) {
+        d->granting = true;
+        d->granting_lease = job.id;
+    }
     pthread_mutex_unlock(&d->mu);
     return job;
+}
+
+/* Whether a job of this kind waits in q; d->mu held. */
+static bool jobq_has_kind(struct cs_jobq *q, uint8_t kind)
+{
+    for (unsigned i = 0; i < q->count; i++)
+        if (jobq_at(q, i)->kind == kind)
+            return true;
+    return false;
 }
 
 /* Whether a job of this kind and id waits in q; d->mu held. */
@@ -313,6 +359,11 @@ void cs_lease_on_disconnect(struct cs_dev *d)
     pthread_mutex_lock(&d->mu);
     d->attach_sent = false;
     d->acquire_sent = false;
+    /* A new daemon starts every client at LC_MODE NONE. */
+    d->lc_mode = CS_LC_NONE;
+    d->lc_param_us = 0;
+    if (atomic_load(&d->open) == CS_GATE_BOUNDED)
+        open_gate_locked(d);
     if (d->ts_want) {
         d->ts_want = 0;
         if (!enqueue_locked(d, (struct cs_job){.kind = CS_JOB_TIMESLICE}))
@@ -336,6 +387,39 @@ void cs_lease_on_timeslice(struct cs_dev *d, uint64_t us)
         if (!enqueue_locked(d, (struct cs_job){.kind = CS_JOB_TIMESLICE, .id = us}))
             cs_error("GPU %d: too much queued scheduler work; timeslice %llu us dropped",
                      d->ordinal, (unsigned long long)us);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* LC_MODE: BOUNDED takes effect at once on an open gate (the next gated
+ * call goes through the bound); RELEASE_IDLE starts watching a held lease. */
+void cs_lease_on_lc_mode(struct cs_dev *d, uint32_t mode, uint32_t param_us)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->state != CS_LEASE_DETACHED && d->state != CS_LEASE_UNMANAGED) {
+        d->lc_mode = mode;
+        d->lc_param_us = param_us;
+        if (atomic_load(&d->open) != CS_GATE_CLOSED)
+            open_gate_locked(d);
+        watch_burst_locked(d);
+        cs_debug("GPU %d: LC mode %u (%u us)", d->ordinal, mode, param_us);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cs_lease_hint(struct cs_dev *d, uint32_t expected_us)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->lc_mode == CS_LC_RELEASE_IDLE &&
+        (d->state == CS_LEASE_IDLE || d->state == CS_LEASE_WAITING || d->state == CS_LEASE_HELD)) {
+        uint64_t until = cs_now_ns() + (uint64_t)expected_us * 1000u;
+        if (until > d->hint_until_ns)
+            d->hint_until_ns = until;
+        d->hints++;
+        if (d->state == CS_LEASE_IDLE)
+            d->state = CS_LEASE_WAITING;
+        if (d->state == CS_LEASE_WAITING)
+            send_acquire_locked(d);
     }
     pthread_mutex_unlock(&d->mu);
 }
@@ -721,6 +805,119 @@ static void job_idle_probe(struct cs_dev *d, const struct cs_job *job)
     pthread_mutex_unlock(&d->mu);
 }
 
+/* ---- latency-critical bursts (LC_MODE RELEASE_IDLE) -------------------------- */
+
+static uint32_t entries_of(struct cs_dev *d)
+{
+    return (uint32_t)(atomic_load_explicit(&d->subm, memory_order_seq_cst) >> 32);
+}
+
+/* Whether job's lease is still held in RELEASE_IDLE mode; d->mu held. */
+static bool burst_current_locked(const struct cs_dev *d, const struct cs_job *job)
+{
+    return d->state == CS_LEASE_HELD && d->lease_id == job->id &&
+           d->lc_mode == CS_LC_RELEASE_IDLE;
+}
+
+/* Waits up to linger_us (or until a hint's deadline) for a new submission.
+ * 1: one came; 0: none; -1:
+ * other work for the worker arrived (the burst job is queued again behind
+ * it). Spins with sched_yield: the linger is a few hundred microseconds and
+ * a sleep would overshoot it by the timer slack. */
+static int linger(struct cs_dev *d, const struct cs_job *job, uint32_t e0, uint32_t linger_us)
+{
+    uint64_t end = cs_now_ns() + (uint64_t)linger_us * 1000u;
+    pthread_mutex_lock(&d->mu);
+    if (d->hint_until_ns > end) /* a hint said work comes: wait for it */
+        end = d->hint_until_ns;
+    pthread_mutex_unlock(&d->mu);
+    while (cs_now_ns() < end) {
+        if (entries_of(d) != e0)
+            return 1;
+        pthread_mutex_lock(&d->mu);
+        bool other = d->work.count > 0;
+        if (other && burst_current_locked(d, job))
+            jobq_push_locked(&d->work, *job);
+        pthread_mutex_unlock(&d->mu);
+        if (other)
+            return -1;
+        sched_yield();
+    }
+    return 0;
+}
+
+/* Gives the lease back on its own (RELEASE IDLE, then LC_BURST); d->mu
+ * held, the gate closed and nothing inside. */
+static void release_burst_locked(struct cs_dev *d, const struct cs_job *job, uint64_t done_ns)
+{
+    if (job->conn == cs_client_generation() && cs_client_is_connected()) {
+        struct cs_msg m = {.type = CS_MSG_RELEASE};
+        m.u.release.slot = (uint32_t)d->ordinal;
+        m.u.release.reason = CS_RELEASE_IDLE;
+        m.u.release.lease_id = job->id;
+        cs_client_send(&m);
+        struct cs_msg b = {.type = CS_MSG_LC_BURST};
+        b.u.lc_burst.slot = (uint32_t)d->ordinal;
+        b.u.lc_burst.lease_id = job->id;
+        b.u.lc_burst.wait_ns = d->burst_wait_ns;
+        b.u.lc_burst.busy_ns = done_ns > d->burst_open_ns ? done_ns - d->burst_open_ns : 0;
+        cs_client_send_lc(&b);
+    }
+    d->bursts++;
+    d->state = CS_LEASE_IDLE;
+    d->idle_reported = false;
+    if (d->waiters > 0) {
+        d->state = CS_LEASE_WAITING;
+        send_acquire_locked(d);
+    }
+}
+
+/* The lease was granted for a burst of latency-critical work: wait for the
+ * GPU to finish it, linger for more, then close the gate and release. A
+ * submission that slips in before the gate closes reopens it and the watch
+ * goes on; a REVOKE that arrives meanwhile owns the lease from then on (its
+ * own job drains and releases). */
+static void job_burst(struct cs_dev *d, const struct cs_job *job)
+{
+    for (;;) {
+        pthread_mutex_lock(&d->mu);
+        bool mine = burst_current_locked(d, job);
+        uint32_t linger_us = d->lc_param_us;
+        pthread_mutex_unlock(&d->mu);
+        if (!mine)
+            return;
+        uint32_t e0 = entries_of(d);
+        drain_contexts(d);
+        uint64_t done = cs_now_ns();
+        int more = linger(d, job, e0, linger_us);
+        if (more < 0)
+            return;
+        if (more > 0)
+            continue;
+        pthread_mutex_lock(&d->mu);
+        if (!burst_current_locked(d, job)) {
+            pthread_mutex_unlock(&d->mu);
+            return;
+        }
+        close_gate_locked(d);
+        pthread_mutex_unlock(&d->mu);
+        wait_inside_zero(d);
+        pthread_mutex_lock(&d->mu);
+        if (!burst_current_locked(d, job)) { /* revoked meanwhile: the revoke owns it */
+            pthread_mutex_unlock(&d->mu);
+            return;
+        }
+        if (entries_of(d) != e0) { /* work slipped in before the gate closed */
+            open_gate_locked(d);
+            pthread_mutex_unlock(&d->mu);
+            continue;
+        }
+        release_burst_locked(d, job, done);
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
+}
+
 /* ---- channel-group timeslice ------------------------------------------------ */
 
 /* The mechanism is process-wide (tsg.c cannot tell which GPU a channel
@@ -788,11 +985,7 @@ static void *worker_main(void *arg)
         case CS_JOB_REVOKE:
             job_revoke(d, &job);
             break;
-        case CS_JOB_GRANT:
-            pthread_mutex_lock(&d->mu);
-            d->granting = true;
-            d->granting_lease = job.id;
-            pthread_mutex_unlock(&d->mu);
+        case CS_JOB_GRANT: /* jobq_pop marked it granting */
             job_grant(d, &job);
             pthread_mutex_lock(&d->mu);
             d->granting = false;
@@ -809,6 +1002,9 @@ static void *worker_main(void *arg)
             break;
         case CS_JOB_TIMESLICE:
             job_timeslice();
+            break;
+        case CS_JOB_BURST:
+            job_burst(d, &job);
             break;
         }
     }
@@ -837,6 +1033,7 @@ void cs_lease_reset_after_fork(struct cs_dev *d, int ordinal)
     }
     memset(d, 0, sizeof *d);
     pthread_mutex_init(&d->mu, NULL);
+    cs_bound_init(&d->bound);
     pthread_cond_init(&d->gate_cv, NULL);
     pthread_cond_init(&d->work.cv, NULL);
     pthread_cond_init(&d->pins.cv, NULL);

@@ -252,6 +252,24 @@ static void swap_out_batch_locked(struct cs_segs *s, struct cs_seg **v, int n,
     }
 }
 
+/* What stopped a swap-out, named. Memory that was not copied stays
+ * resident (all-or-nothing per segment), so nothing is lost either way; a
+ * driver that is shutting down (the process exits while a revoke drains)
+ * is said at info level: its memory is about to go with it. */
+static void swap_out_failed(const struct cs_dev *d, const struct cs_swap_result *res)
+{
+    const char *name = "?";
+    cs_real.cuGetErrorName(res->status, &name);
+    bool exiting = res->status == CUDA_ERROR_DEINITIALIZED ||
+                   res->status == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    cs_log(exiting ? CS_LOG_INFO : CS_LOG_WARN,
+           "GPU %d: swap-out stopped after %llu bytes: %s (%s); the rest stays resident%s",
+           d->ordinal, (unsigned long long)res->bytes,
+           res->status == CUDA_ERROR_OUT_OF_MEMORY ? "no host memory for the backing copy"
+                                                   : "a copy failed",
+           name, exiting ? ": the process is exiting" : "");
+}
+
 struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
 {
     struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
@@ -280,10 +298,7 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
         s->swap_outs++;
     }
     if (res.status != CUDA_SUCCESS)
-        cs_warn("GPU %d: swap-out stopped after %llu bytes: %s", d->ordinal,
-                (unsigned long long)res.bytes,
-                res.status == CUDA_ERROR_OUT_OF_MEMORY ? "no host memory for the backing copy"
-                                                       : "a copy failed");
+        swap_out_failed(d, &res);
     return res;
 }
 

@@ -202,19 +202,33 @@ static bool probed(int s)
 }
 
 /* The one transition to UNAVAILABLE: reason, one log line, wrapper off. */
-static void disable(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void disable(const char *fmt, ...)
+static void disable_at(enum cs_log_level level, const char *fmt, va_list ap)
 {
     if (atomic_exchange(&disabling, 1))
         return;
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
-    va_end(ap);
     atomic_store_explicit(&state, CS_TSG_UNAVAILABLE, memory_order_release);
     atomic_store_explicit(&cs_tsg_watch, 0, memory_order_relaxed);
-    cs_warn("channel-group timeslice control is unavailable: %s; LC/BE separation falls "
-            "back to gating", reason);
+    cs_log(level, "channel-group timeslice control is unavailable: %s; LC/BE separation "
+                  "falls back to gating", reason);
+}
+
+static void disable(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void disable(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    disable_at(CS_LOG_WARN, fmt, ap);
+    va_end(ap);
+}
+
+static void disable_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void disable_info(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    disable_at(CS_LOG_INFO, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- The table ---------------------------------------------------------------- */
@@ -809,6 +823,15 @@ int cs_tsg_restore(void)
     }
     pthread_mutex_unlock(&ctl_mu);
     return r == -ERANGE ? -EIO : r;
+}
+
+/* Said at info level: on the simulated driver (and any non-NVIDIA one)
+ * this is the normal state of things, not a fault. */
+void cs_tsg_work_without_groups(void)
+{
+    if (atomic_load_explicit(&state, memory_order_acquire) == CS_TSG_UNPROBED)
+        disable_info("work was submitted but no compute channel group was seen "
+                     "(not an NVIDIA driver, or channel-group allocations it does not recognise)");
 }
 
 enum cs_tsg_state cs_tsg_state(void)

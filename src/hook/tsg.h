@@ -64,6 +64,10 @@ int cs_tsg_set_timeslice_us(uint64_t us);
 int cs_tsg_restore(void);
 
 enum cs_tsg_state cs_tsg_state(void);
+/* The process has submitted work: if no compute channel group was seen by
+ * then, none will be (libcuda creates them with the context), so an
+ * UNPROBED mechanism turns UNAVAILABLE (the daemon then gates instead). */
+void cs_tsg_work_without_groups(void);
 const char *cs_tsg_state_name(enum cs_tsg_state s);
 /* Why the mechanism is off or unavailable ("" otherwise). Stable once set. */
 const char *cs_tsg_reason(void);

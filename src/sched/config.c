@@ -14,7 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
-enum knob_kind { K_U32, K_BOOL, K_DOUBLE, K_MODE, K_LEVEL, K_ADDR, K_PATH };
+enum knob_kind { K_U32, K_BOOL, K_DOUBLE, K_MODE, K_LEVEL, K_LCMECH, K_ADDR, K_PATH };
 
 struct knob {
     const char *name;
@@ -43,12 +43,32 @@ static const struct knob knobs[] = {
     KNOB(log_level, K_LEVEL, true, 0, 0),
     KNOB(max_clients, K_U32, true, 1, 65536),
     KNOB(be_timeslice_us, K_U32, true, 0, CS_TIMESLICE_MAX_US),
+    KNOB(lc_mechanism, K_LCMECH, true, 0, 0),
+    KNOB(lc_window_us, K_U32, true, 1, CS_LC_PARAM_MAX_US),
+    KNOB(lc_linger_us, K_U32, true, 1, CS_LC_PARAM_MAX_US),
     KNOB(metrics, K_ADDR, false, 0, 0),
     KNOB(state_file, K_PATH, false, 0, 0),
 };
 
 static const char *const mode_names[] = {"exclusive", "shared"};
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static const char *const lcmech_names[] = {"auto", "tsg", "gate", "off"};
+
+/* The names a K_MODE/K_LEVEL/K_LCMECH knob takes, in value order. */
+static const char *const *names_of(uint8_t kind, size_t *n)
+{
+    switch (kind) {
+    case K_MODE:
+        *n = 2;
+        return mode_names;
+    case K_LEVEL:
+        *n = 4;
+        return level_names;
+    default:
+        *n = 4;
+        return lcmech_names;
+    }
+}
 
 void sd_config_defaults(struct sd_config *c)
 {
@@ -65,6 +85,9 @@ void sd_config_defaults(struct sd_config *c)
     c->log_level = CS_LOG_INFO;
     c->max_clients = 1024;
     c->be_timeslice_us = 1; /* the H100 measurement: LC p99 2.48 -> 0.43 ms (docs/tsg.md) */
+    c->lc_mechanism = SD_LC_AUTO;
+    c->lc_window_us = 1000; /* issue 7: a gated BE job drains in about 1 ms */
+    c->lc_linger_us = 300;  /* longer than the CPU gaps inside one inference request */
 }
 
 static void seterr(char *err, size_t len, const char *fmt, ...)
@@ -153,9 +176,11 @@ static int set_u32(const struct knob *k, uint8_t *field, const char *value, char
     return 0;
 }
 
-static int set_name(const struct knob *k, uint32_t *field, const char *value,
-                    const char *const *names, size_t n, char *err, size_t errlen)
+static int set_name(const struct knob *k, uint32_t *field, const char *value, char *err,
+                    size_t errlen)
 {
+    size_t n;
+    const char *const *names = names_of(k->kind, &n);
     for (size_t i = 0; i < n; i++) {
         if (strcasecmp(value, names[i]) == 0) {
             *field = (uint32_t)i;
@@ -168,10 +193,12 @@ static int set_name(const struct knob *k, uint32_t *field, const char *value,
             *field = (uint32_t)l;
             return 0;
         }
-        seterr(err, errlen, "%s: '%s' is not one of error, warn, info, debug", k->name, value);
-    } else {
-        seterr(err, errlen, "%s: '%s' is not one of exclusive, shared", k->name, value);
     }
+    char list[64] = "";
+    for (size_t i = 0, used = 0; i < n && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
+                                 names[i]);
+    seterr(err, errlen, "%s: '%s' is not one of %s", k->name, value, list);
     return -1;
 }
 
@@ -233,9 +260,9 @@ int sd_config_set(struct sd_config *c, const char *key, const char *value, bool 
         return 0;
     }
     case K_MODE:
-        return set_name(k, (uint32_t *)(void *)field, value, mode_names, 2, err, errlen);
     case K_LEVEL:
-        return set_name(k, (uint32_t *)(void *)field, value, level_names, 4, err, errlen);
+    case K_LCMECH:
+        return set_name(k, (uint32_t *)(void *)field, value, err, errlen);
     case K_ADDR:
         return set_text(k, (char *)field, SD_ADDR_LEN, value, err, errlen);
     case K_PATH:
@@ -435,10 +462,13 @@ size_t sd_config_dump(const struct sd_config *c, char *buf, size_t cap)
             break;
         case K_MODE:
         case K_LEVEL:
+        case K_LCMECH: {
+            size_t nn;
+            const char *const *names = names_of(k->kind, &nn);
             memcpy(&u, f, sizeof u);
-            w = snprintf(buf + n, cap - n, "%s=%s\n", k->name,
-                         k->kind == K_MODE ? mode_names[u % 2] : level_names[u % 4]);
+            w = snprintf(buf + n, cap - n, "%s=%s\n", k->name, names[u % nn]);
             break;
+        }
         case K_ADDR:
         case K_PATH:
             w = snprintf(buf + n, cap - n, "%s=%s\n", k->name, (const char *)f);

@@ -38,8 +38,21 @@ struct sd_config {
     uint32_t log_level;          /* enum cs_log_level */
     uint32_t max_clients;
     uint32_t be_timeslice_us;    /* lower-class holders beside a high one; 0 = off */
+    uint32_t lc_mechanism;       /* enum sd_lc_mechanism */
+    uint32_t lc_window_us;       /* a gated BE job's work in flight (LC_MODE BOUNDED) */
+    uint32_t lc_linger_us;       /* an LC job keeps its lease this long after its
+                                    work is done (LC_MODE RELEASE_IDLE) */
     char metrics[SD_ADDR_LEN];   /* HOST:PORT, "" = off */
     char state_file[SD_PATH_LEN];/* "" = next to the socket, "none" = off */
+};
+
+/* What keeps a latency-critical (high) holder's kernels from waiting behind
+ * a lower-class one in shared mode (docs/priority.md). */
+enum sd_lc_mechanism {
+    SD_LC_AUTO = 0, /* channel-group timeslices where the BE client has them, else gating */
+    SD_LC_TSG = 1,  /* timeslices only (be_timeslice_us); nothing where unavailable */
+    SD_LC_GATE = 2, /* gating only: BE submissions held while the LC job has work */
+    SD_LC_OFF = 3,  /* neither: co-run as the hardware decides */
 };
 
 enum sd_ovr_field { SD_OVR_WEIGHT, SD_OVR_PRIORITY };

@@ -138,6 +138,26 @@ static void status_member_tsg(struct sd_server *s, struct sd_conn *c, const stru
     sd_conn_send(s, c, &m, true);
 }
 
+/* Only to a control connection that announced CS_HELLO_LC. The burst
+ * figures are histogram bucket bounds (sd_hist_quantile_ns). */
+static void status_member_lc(struct sd_server *s, struct sd_conn *c, const struct sd_member *mb)
+{
+    struct cs_msg m = {.type = CS_MSG_CTL_CLIENT_LC};
+    struct cs_msg_ctl_client_lc *t = &m.u.ctl_client_lc;
+    t->client_id = mb->client->id;
+    t->gpu_index = mb->gpu->index;
+    t->mechanism = sd_lc_mechanism_of(&s->policy, mb);
+    t->mode = mb->lc_mode_sent;
+    t->param_us = mb->lc_param_sent;
+    t->lc_preempted = mb->st.lc_preempted;
+    t->bursts = mb->st.bursts;
+    t->burst_wait_p50_ns = sd_hist_quantile_ns(&mb->st.burst_wait, 0.5);
+    t->burst_wait_p99_ns = sd_hist_quantile_ns(&mb->st.burst_wait, 0.99);
+    t->burst_busy_p50_ns = sd_hist_quantile_ns(&mb->st.burst_busy, 0.5);
+    t->burst_busy_p99_ns = sd_hist_quantile_ns(&mb->st.burst_busy, 0.99);
+    sd_conn_send(s, c, &m, true);
+}
+
 static void status_member(struct sd_server *s, struct sd_conn *c, const struct sd_member *mb,
                           uint64_t now)
 {
@@ -188,6 +208,8 @@ static void status_member(struct sd_server *s, struct sd_conn *c, const struct s
     sd_conn_send(s, c, &mm, true);
     if (c->caps & CS_HELLO_TSG)
         status_member_tsg(s, c, mb);
+    if (c->caps & CS_HELLO_LC)
+        status_member_lc(s, c, mb);
 }
 
 static void ctl_status(struct sd_server *s, struct sd_conn *c)

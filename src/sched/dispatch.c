@@ -93,6 +93,17 @@ static void on_timeslice(void *ctx, struct sd_member *m, uint32_t us)
     sd_conn_send(s, m->client->owner, &t, false);
 }
 
+/* Only to clients with CS_HELLO_LC (lcgate.c checks it). */
+static void on_lc_mode(void *ctx, struct sd_member *m, uint32_t mode, uint32_t param_us)
+{
+    struct sd_server *s = ctx;
+    struct cs_msg t = {.type = CS_MSG_LC_MODE};
+    t.u.lc_mode.slot = m->slot;
+    t.u.lc_mode.mode = mode;
+    t.u.lc_mode.param_us = param_us;
+    sd_conn_send(s, m->client->owner, &t, false);
+}
+
 static void on_holders_changed(void *ctx)
 {
     struct sd_server *s = ctx;
@@ -108,6 +119,7 @@ const struct sd_policy_ops sd_dispatch_ops = {
     .prepare = on_prepare,
     .prefetch = on_prefetch,
     .timeslice = on_timeslice,
+    .lc_mode = on_lc_mode,
 };
 
 /* ---- HELLO ------------------------------------------------------------------------- */
@@ -145,7 +157,7 @@ static void refuse(struct sd_server *s, struct sd_conn *c, const char *why)
 
 static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg_hello *h)
 {
-    c->caps = h->flags & CS_HELLO_TSG;
+    c->caps = h->flags & (CS_HELLO_TSG | CS_HELLO_LC);
     if (h->flags & CS_HELLO_CONTROL) {
         c->kind = SD_CONN_CONTROL;
         send_welcome(s, c, c->id);
@@ -163,6 +175,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
         .mem_limit = h->mem_limit,
         .reconnect = (h->flags & CS_HELLO_RECONNECT) != 0,
         .tsg = (h->flags & CS_HELLO_TSG) != 0,
+        .lc = (h->flags & CS_HELLO_LC) != 0,
         .prev_id = h->prev_client_id,
     };
     memcpy(info.name, h->name, sizeof info.name);
@@ -218,7 +231,10 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
         rc = sd_policy_prefetched(&s->policy, cl, &m->u.prefetched, now, &why);
         break;
     case CS_MSG_TSG_STATE:
-        rc = sd_policy_tsg_state(&s->policy, cl, &m->u.tsg_state, &why);
+        rc = sd_policy_tsg_state(&s->policy, cl, &m->u.tsg_state, now, &why);
+        break;
+    case CS_MSG_LC_BURST:
+        rc = sd_policy_lc_burst(&s->policy, cl, &m->u.lc_burst, &why);
         break;
     default:
         rc = SD_EPROTO;

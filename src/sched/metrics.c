@@ -134,6 +134,21 @@ static uint64_t m_tsg(const struct sd_member *m, uint64_t now)
     return m->client->tsg_reported ? m->client->tsg.state : CS_TSG_MECH_MAX + 1u;
 }
 
+static uint64_t m_lcmech(const struct sd_member *m, uint64_t now) { (void)now; return m->lc_mech; }
+static uint64_t m_lcpre(const struct sd_member *m, uint64_t now) { (void)now; return m->st.lc_preempted; }
+
+static void render_client_hist(struct sd_buf *b, const struct sd_policy *p, const char *name,
+                               const char *text, size_t off)
+{
+    help(b, name, "histogram", text);
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++) {
+            const struct sd_member *m = p->gpu[i]->m[j];
+            hist_lines(b, name, (const struct sd_hist *)(const void *)((const uint8_t *)m + off),
+                       client_labels_v, m);
+        }
+}
+
 static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t now)
 {
     const struct sd_policy *p = &s->policy;
@@ -183,12 +198,23 @@ static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t
     client_series(b, p, now, "cushare_client_tsg_mechanism", "gauge",
                   "Channel-group timeslice mechanism of the client: 0 off, 1 unprobed, "
                   "2 ready, 3 active, 4 unavailable, 5 not reported.", m_tsg, V_U64);
-    help(b, "cushare_client_lease_latency_seconds", "histogram",
-         "Time from ACQUIRE to GRANT.");
-    for (size_t i = 0; i < p->ngpu; i++)
-        for (size_t j = 0; j < p->gpu[i]->n; j++)
-            hist_lines(b, "cushare_client_lease_latency_seconds",
-                       &p->gpu[i]->m[j]->st.lease_latency, client_labels_v, p->gpu[i]->m[j]);
+    client_series(b, p, now, "cushare_client_lc_mechanism", "gauge",
+                  "What keeps latency-critical jobs on this GPU from waiting for the client "
+                  "(shared mode): 0 nothing needed, 1 channel-group timeslices, 2 gating, "
+                  "3 the client is the latency-critical job.", m_lcmech, V_U64);
+    client_series(b, p, now, "cushare_client_lc_preemptions_total", "counter",
+                  "Leases revoked because a latency-critical job had work (gating).", m_lcpre,
+                  V_U64);
+    render_client_hist(b, p, "cushare_client_lease_latency_seconds", "Time from ACQUIRE to GRANT.",
+                       offsetof(struct sd_member, st.lease_latency));
+    render_client_hist(b, p, "cushare_client_lc_wait_seconds",
+                       "Latency-critical bursts: time the first submission waited at the gate "
+                       "for the lease (gating).",
+                       offsetof(struct sd_member, st.burst_wait));
+    render_client_hist(b, p, "cushare_client_lc_busy_seconds",
+                       "Latency-critical bursts: gate open until the GPU finished the burst's "
+                       "work, the request latency cushare sees (gating).",
+                       offsetof(struct sd_member, st.burst_busy));
 }
 
 static void gpu_u64(struct sd_buf *b, const struct sd_policy *p, const char *name,

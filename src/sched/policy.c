@@ -283,6 +283,14 @@ static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, ui
     p->ops.revoke(p->ctx, m, reason, evict);
 }
 
+void sd_lc_revoke(struct sd_policy *p, struct sd_member *m, uint64_t now)
+{
+    uint64_t mark = m->gpu->revoke_mark_ns;
+    revoke(p, m, CS_REVOKE_PREEMPT, 0, now);
+    m->gpu->revoke_mark_ns = mark;
+    m->st.lc_preempted++;
+}
+
 /* ---- ordering -------------------------------------------------------------- */
 
 /* Waiter order: class, then a client stuck in the restore of an earlier
@@ -310,6 +318,11 @@ static bool holder_before(const struct sd_member *a, const struct sd_member *b)
     if (a->grant_ns != b->grant_ns)
         return a->grant_ns < b->grant_ns;
     return a->client->id < b->client->id;
+}
+
+bool sd_waiter_before(const struct sd_member *a, const struct sd_member *b)
+{
+    return waiter_before(a, b);
 }
 
 struct sd_member *sd_best_waiter(const struct sd_gpu *g)
@@ -551,8 +564,9 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
                 revoke(p, g->m[i], CS_REVOKE_DRAIN, 0, now);
         return;
     }
+    sd_lc_decide(p, g, now);
     for (;;) {
-        struct sd_member *w = sd_best_waiter(g);
+        struct sd_member *w = sd_lc_best_waiter(p, g);
         if (!w)
             return;
         if (!fits(p, g, w)) {
@@ -571,6 +585,7 @@ static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     gpu_decide(p, g, now);
     sd_mem_plan(p, g, now);
     sd_ts_plan(p, g);
+    sd_lc_plan(p, g);
 }
 
 void sd_gpu_reschedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
@@ -1013,11 +1028,32 @@ struct sd_gpu *sd_policy_gpu_by_text(const struct sd_policy *p, const char *text
     return NULL;
 }
 
+/* Before the first switch has been measured, an oversubscribed GPU's switch
+ * cost is predicted from the bytes a switch moves: the overflow, at most
+ * one job's footprint, at SD_PREDICT_BPS. A first switch at the quantum
+ * floor (1 s) would otherwise swap a whole working set, with its host
+ * backing not pinned yet (~0.3 s/GiB), only to learn that the quantum
+ * should have been the cap: 10 GB/s lies between a copy to pinned backing
+ * (~50 GB/s) and a first one that pins (~3 GB/s). */
+#define SD_PREDICT_BPS 10000000000.0
+static uint64_t predicted_switch_ns(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    uint64_t cap = sd_gpu_capacity(p, g), fp = sd_gpu_footprint(g), largest = 0;
+    if (!cap || fp <= cap)
+        return 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i]->footprint > largest)
+            largest = g->m[i]->footprint;
+    uint64_t moved = fp - cap < largest ? fp - cap : largest;
+    return (uint64_t)((double)moved / SD_PREDICT_BPS * 1e9);
+}
+
 uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
 {
     uint64_t lo = (uint64_t)p->cfg->quantum_floor_ms * MS;
     uint64_t hi = (uint64_t)p->cfg->quantum_cap_ms * MS;
-    uint64_t q = (uint64_t)((double)g->switch_ewma_ns / p->cfg->switch_cost_target);
+    uint64_t sw = g->switch_ewma_ns ? g->switch_ewma_ns : predicted_switch_ns(p, g);
+    uint64_t q = (uint64_t)((double)sw / p->cfg->switch_cost_target);
     if (q < lo)
         q = lo;
     if (q > hi)

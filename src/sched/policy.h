@@ -76,6 +76,7 @@ struct sd_client_info {
     uint64_t mem_limit;
     bool reconnect;    /* HELLO carried CS_HELLO_RECONNECT */
     bool tsg;          /* HELLO carried CS_HELLO_TSG: it may be sent TIMESLICE */
+    bool lc;           /* HELLO carried CS_HELLO_LC: it may be sent LC_MODE */
     uint64_t prev_id;  /* its client id under the previous daemon */
     char name[CS_NAME_LEN];
     char pod[CS_NAME_LEN];
@@ -100,6 +101,10 @@ struct sd_member_stats {
     uint64_t rooms;       /* ROOMs answered 0 (room made) */
     uint64_t rooms_refused; /* ROOMs answered CUDA_ERROR_OUT_OF_MEMORY */
     struct sd_hist lease_latency; /* ACQUIRE -> GRANT */
+    uint64_t lc_preempted; /* revoked because a latency-critical job had work (lcgate.c) */
+    uint64_t bursts;       /* LC_BURSTs it reported */
+    struct sd_hist burst_wait; /* LC_BURST.wait_ns: blocked at the gate for the lease */
+    struct sd_hist burst_busy; /* LC_BURST.busy_ns: gate open -> burst finished */
 };
 
 /* One client on one GPU. */
@@ -166,6 +171,10 @@ struct sd_member {
     /* channel-group timeslice (tslice.c) */
     uint32_t ts_sent;         /* last TIMESLICE sent, µs; 0 = defaults (or none sent) */
     uint64_t ts_msgs;         /* TIMESLICEs sent */
+    /* latency-critical gating (lcgate.c) */
+    uint32_t lc_mode_sent;    /* last LC_MODE sent (enum cs_lc_mode), NONE at start */
+    uint32_t lc_param_sent;
+    uint32_t lc_mech;         /* enum cs_lc_mech as of the last decision on its GPU */
     /* an EVICT sent to this member */
     uint64_t evict_id;        /* 0 = none outstanding */
     struct sd_member *evict_for; /* whose ROOM it serves, NULL once answered */
@@ -256,6 +265,9 @@ struct sd_policy_ops {
      * a timeslice of `us` µs, 0 = the defaults: send TIMESLICE. May be NULL
      * (then nothing is sent and m->ts_sent stays 0). */
     void (*timeslice)(void *ctx, struct sd_member *m, uint32_t us);
+    /* m (a client with CS_HELLO_LC) should behave as `mode` (enum
+     * cs_lc_mode) on its GPU: send LC_MODE. May be NULL. */
+    void (*lc_mode)(void *ctx, struct sd_member *m, uint32_t mode, uint32_t param_us);
 };
 
 /* What the previous daemon recorded (see state.h). */
@@ -332,10 +344,20 @@ int sd_policy_restored(struct sd_policy *p, struct sd_client *c, const struct cs
 int sd_policy_prefetched(struct sd_policy *p, struct sd_client *c,
                          const struct cs_msg_prefetched *r, uint64_t now, const char **why);
 
-/* TSG_STATE (tslice.c): kept for status and metrics. SD_EPROTO from a
- * client that did not announce CS_HELLO_TSG. */
+/* TSG_STATE (tslice.c): kept for status and metrics, and the client's GPUs
+ * rescheduled (whether it is gated beside a latency-critical job depends on
+ * it, lcgate.c). SD_EPROTO from a client that did not announce CS_HELLO_TSG. */
 int sd_policy_tsg_state(struct sd_policy *p, struct sd_client *c,
-                        const struct cs_msg_tsg_state *t, const char **why);
+                        const struct cs_msg_tsg_state *t, uint64_t now, const char **why);
+
+/* LC_BURST (lcgate.c): into the member's burst histograms. SD_EPROTO from a
+ * client that did not announce CS_HELLO_LC or for a slot not attached. */
+int sd_policy_lc_burst(struct sd_policy *p, struct sd_client *c, const struct cs_msg_lc_burst *b,
+                       const char **why);
+
+/* What protects latency-critical jobs from m, or m itself, on its GPU now
+ * (enum cs_lc_mech), for status and metrics. */
+uint32_t sd_lc_mechanism_of(const struct sd_policy *p, const struct sd_member *m);
 
 void sd_policy_drain(struct sd_policy *p, struct sd_gpu *g, bool on, uint64_t now);
 /* Knobs changed: re-evaluate every GPU. */

@@ -74,6 +74,26 @@ void sd_ts_plan(struct sd_policy *p, struct sd_gpu *g);
  * before the GRANT, so its first kernel runs with the short slice). */
 void sd_ts_update(struct sd_policy *p, struct sd_member *m);
 
+/* lcgate.c, called by policy.c */
+/* m, of a lower class than high, must be gated while a high member has
+ * work on its GPU (shared mode; lc_mechanism, its timeslice mechanism). */
+bool sd_lc_gated(const struct sd_policy *p, const struct sd_member *m);
+/* A high member of g wants or holds the GPU (shared mode). */
+bool sd_lc_active(const struct sd_policy *p, const struct sd_gpu *g);
+/* Revokes the gated holders of g while a high member has work. */
+void sd_lc_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
+/* sd_best_waiter, passing over gated waiters while a high member has work. */
+struct sd_member *sd_lc_best_waiter(const struct sd_policy *p, const struct sd_gpu *g);
+/* After every decision on g: LC_MODE to each member whose mode changed. */
+void sd_lc_plan(struct sd_policy *p, struct sd_gpu *g);
+
+/* policy.c, called by lcgate.c */
+/* Revokes m because a high member has work: not a switch (the high member
+ * runs beside the drain), counted in lc_preempted. */
+void sd_lc_revoke(struct sd_policy *p, struct sd_member *m, uint64_t now);
+/* Waiter order (class, vtime, waiting time, age). */
+bool sd_waiter_before(const struct sd_member *a, const struct sd_member *b);
+
 /* policy.c, called by mem.c: the new holder's RESTORED completes the
  * switch overhead sample of its grant (drain excluded, restore added). */
 void sd_switch_restored(struct sd_gpu *g, uint64_t lease_id, uint64_t ns);

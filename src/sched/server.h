@@ -60,7 +60,7 @@ struct sd_conn {
     uint64_t id;
     uint32_t pid, uid, gid; /* SO_PEERCRED at accept */
     uint32_t kind;          /* enum sd_conn_kind */
-    uint32_t caps;          /* capability bits of its HELLO (CS_HELLO_TSG) */
+    uint32_t caps;          /* capability bits of its HELLO (CS_HELLO_TSG, CS_HELLO_LC) */
     bool dead;              /* close at the next reap */
     bool polling_out;       /* EPOLLOUT is registered */
     struct sd_client *client;

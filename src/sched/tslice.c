@@ -43,8 +43,9 @@ static uint32_t ts_desired(const struct sd_policy *p, const struct sd_member *m)
 {
     const struct sd_config *cfg = p->cfg;
     if (cfg->mode != CS_MODE_SHARED || cfg->be_timeslice_us == 0 ||
-        m->client->info.priority == CS_PRIO_HIGH)
-        return 0;
+        m->client->info.priority == CS_PRIO_HIGH || cfg->lc_mechanism == SD_LC_GATE ||
+        cfg->lc_mechanism == SD_LC_OFF || sd_lc_gated(p, m))
+        return 0; /* gated instead (lcgate.c), or no protection asked for */
     if (!sd_is_holder(m))
         return m->ts_sent;
     return high_holds_beside(m->gpu, m) ? cfg->be_timeslice_us : 0;
@@ -71,14 +72,16 @@ void sd_ts_plan(struct sd_policy *p, struct sd_gpu *g)
 }
 
 int sd_policy_tsg_state(struct sd_policy *p, struct sd_client *c,
-                        const struct cs_msg_tsg_state *t, const char **why)
+                        const struct cs_msg_tsg_state *t, uint64_t now, const char **why)
 {
-    (void)p;
     if (!c->info.tsg) {
         *why = "TSG_STATE from a client that did not announce CS_HELLO_TSG";
         return SD_EPROTO;
     }
     c->tsg = *t;
     c->tsg_reported = true;
+    for (int i = 0; i < CS_MAX_DEVICES; i++)
+        if (c->slot[i])
+            sd_gpu_reschedule(p, c->slot[i]->gpu, now);
     return SD_OK;
 }

@@ -64,12 +64,16 @@ static int open_caps(const char *path, uint32_t caps, char *err, size_t errlen)
     return -EPROTO;
 }
 
-/* With CS_HELLO_TSG (status then carries CTL_CLIENT_TSG); an older daemon
- * refuses the unknown bit, and is asked again without it. */
+/* With CS_HELLO_TSG and CS_HELLO_LC (status then carries CTL_CLIENT_TSG
+ * and CTL_CLIENT_LC); an older daemon refuses an unknown bit, and is asked
+ * again with fewer. */
 int ctl_open(const char *path, char *err, size_t errlen)
 {
-    int fd = open_caps(path, CS_HELLO_TSG, err, errlen);
-    return fd == -EPROTO ? open_caps(path, 0, err, errlen) : fd;
+    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
+    int fd = -EPROTO;
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0] && fd == -EPROTO; i++)
+        fd = open_caps(path, caps[i], err, errlen);
+    return fd;
 }
 
 int ctl_request(int fd, const struct cs_msg *req, struct cs_msg_ctl_done *done, char *err,
@@ -117,6 +121,7 @@ int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
         return -1;
     }
     size_t gcap = 0, ccap = 0, gmcap = 0, cmcap = 0, ngm = 0, ncm = 0, ctcap = 0, nct = 0;
+    size_t clcap = 0, ncl = 0;
     for (;;) {
         struct cs_msg m;
         if (recv_one(fd, &m, err, errlen) < 0)
@@ -146,8 +151,17 @@ int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
             if (ok == 0)
                 ok = push((void **)&st->client_tsg, &nct, &ctcap, sizeof *st->client_tsg,
                           &tzero);
+            struct cs_msg_ctl_client_lc lzero = {.client_id = zero.client_id,
+                                                 .gpu_index = zero.gpu_index};
+            if (ok == 0)
+                ok = push((void **)&st->client_lc, &ncl, &clcap, sizeof *st->client_lc, &lzero);
             break;
         }
+        case CS_MSG_CTL_CLIENT_LC: /* belongs to the CTL_CLIENT before it */
+            if (ncl && st->client_lc[ncl - 1].client_id == m.u.ctl_client_lc.client_id &&
+                st->client_lc[ncl - 1].gpu_index == m.u.ctl_client_lc.gpu_index)
+                st->client_lc[ncl - 1] = m.u.ctl_client_lc;
+            break;
         case CS_MSG_CTL_CLIENT_TSG: /* belongs to the CTL_CLIENT before it */
             if (nct && st->client_tsg[nct - 1].client_id == m.u.ctl_client_tsg.client_id &&
                 st->client_tsg[nct - 1].gpu_index == m.u.ctl_client_tsg.gpu_index)
@@ -188,6 +202,8 @@ void ctl_status_free(struct ctl_status *st)
     free(st->client_mem);
     free(st->client_tsg);
     st->client_tsg = NULL;
+    free(st->client_lc);
+    st->client_lc = NULL;
     st->gpu = NULL;
     st->client = NULL;
     st->gpu_mem = NULL;

@@ -23,6 +23,7 @@ struct ctl_status {
     struct cs_msg_ctl_gpu_mem *gpu_mem;
     struct cs_msg_ctl_client_mem *client_mem;
     struct cs_msg_ctl_client_tsg *client_tsg;
+    struct cs_msg_ctl_client_lc *client_lc; /* zero from a daemon without CS_HELLO_LC */
 };
 
 /* Connects to the daemon and completes the handshake. Returns the fd, or

@@ -109,6 +109,51 @@ static void print_client_tsg(FILE *f, const struct cs_msg_ctl_client_tsg *t)
     fprintf(f, "\n");
 }
 
+/* A histogram bound (sd_hist_quantile_ns): "250 us", "2.5 ms", "inf". */
+static char *fmt_bound(uint64_t ns, char *buf, size_t len)
+{
+    if (ns == UINT64_MAX)
+        snprintf(buf, len, "inf");
+    else if (ns < 1000000ull)
+        snprintf(buf, len, "%.0f us", (double)ns / 1e3);
+    else
+        snprintf(buf, len, "%.1f ms", (double)ns / 1e6);
+    return buf;
+}
+
+static const char *lc_mech_name(uint32_t m)
+{
+    static const char *const names[] = {"none", "tsg", "gate", "lc"};
+    return m <= CS_LC_MECH_MAX ? names[m] : "?";
+}
+
+static const char *lc_mode_name(uint32_t m)
+{
+    static const char *const names[] = {"none", "release-idle", "bounded"};
+    return m <= CS_LC_MODE_MAX ? names[m] : "?";
+}
+
+/* Under a client beside (or being) a latency-critical job: how it is kept
+ * out of the LC job's way, and the LC job's burst timings. */
+static void print_client_lc(FILE *f, const struct cs_msg_ctl_client_lc *t)
+{
+    char w50[16], w99[16], b50[16], b99[16];
+    if (t->mechanism == CS_LC_MECH_NONE && !t->lc_preempted && !t->bursts)
+        return;
+    fprintf(f, "  %-8s latency-critical: %s", "", lc_mech_name(t->mechanism));
+    if (t->mode != CS_LC_NONE)
+        fprintf(f, ", %s %u us", lc_mode_name(t->mode), t->param_us);
+    if (t->lc_preempted)
+        fprintf(f, ", gated %" PRIu64 " time(s)", t->lc_preempted);
+    if (t->bursts)
+        fprintf(f, ", %" PRIu64 " burst(s): wait p50 <= %s p99 <= %s, busy p50 <= %s p99 <= %s",
+                t->bursts, fmt_bound(t->burst_wait_p50_ns, w50, sizeof w50),
+                fmt_bound(t->burst_wait_p99_ns, w99, sizeof w99),
+                fmt_bound(t->burst_busy_p50_ns, b50, sizeof b50),
+                fmt_bound(t->burst_busy_p99_ns, b99, sizeof b99));
+    fprintf(f, "\n");
+}
+
 /* One line: the memory model and what swapping did on this GPU. */
 static void print_gpu_mem(FILE *f, const struct cs_msg_ctl_gpu *g,
                           const struct cs_msg_ctl_gpu_mem *x)
@@ -166,6 +211,7 @@ void ctl_print_table(FILE *f, const struct ctl_status *st, const struct ctl_stat
             {
                 print_client(f, &st->client[j], &st->client_mem[j], st, prev);
                 print_client_tsg(f, &st->client_tsg[j]);
+                print_client_lc(f, &st->client_lc[j]);
             }
     }
 }
@@ -235,9 +281,23 @@ static void json_client_tsg(FILE *f, const struct cs_msg_ctl_client_tsg *t)
     json_u64(f, "tsg_groups", t->groups, ", ");
 }
 
+static void json_client_lc(FILE *f, const struct cs_msg_ctl_client_lc *l)
+{
+    json_str(f, "lc_mechanism", lc_mech_name(l->mechanism), ", ");
+    json_str(f, "lc_mode", lc_mode_name(l->mode), ", ");
+    json_u64(f, "lc_param_us", l->param_us, ", ");
+    json_u64(f, "lc_preempted", l->lc_preempted, ", ");
+    json_u64(f, "lc_bursts", l->bursts, ", ");
+    json_u64(f, "lc_burst_wait_p50_ns", l->burst_wait_p50_ns, ", ");
+    json_u64(f, "lc_burst_wait_p99_ns", l->burst_wait_p99_ns, ", ");
+    json_u64(f, "lc_burst_busy_p50_ns", l->burst_busy_p50_ns, ", ");
+    json_u64(f, "lc_burst_busy_p99_ns", l->burst_busy_p99_ns, ", ");
+}
+
 static void json_client(FILE *f, const struct cs_msg_ctl_client *c,
                         const struct cs_msg_ctl_client_mem *x,
-                        const struct cs_msg_ctl_client_tsg *t, const char *sep)
+                        const struct cs_msg_ctl_client_tsg *t,
+                        const struct cs_msg_ctl_client_lc *l, const char *sep)
 {
     fprintf(f, "        {");
     json_u64(f, "id", c->client_id, ", ");
@@ -273,6 +333,7 @@ static void json_client(FILE *f, const struct cs_msg_ctl_client *c,
     json_u64(f, "rooms", x->rooms, ", ");
     json_u64(f, "rooms_refused", x->rooms_refused, ", ");
     json_client_tsg(f, t);
+    json_client_lc(f, l);
     json_sec(f, "drain_s", x->drain_ns, "");
     fprintf(f, "}%s\n", sep);
 }
@@ -322,7 +383,7 @@ static void json_gpu(FILE *f, const struct ctl_status *st, const struct cs_msg_c
     for (size_t j = 0; j < st->nclient; j++)
         if (st->client[j].gpu_index == g->index)
             json_client(f, &st->client[j], &st->client_mem[j], &st->client_tsg[j],
-                        ++n < total ? "," : "");
+                        &st->client_lc[j], ++n < total ? "," : "");
     fprintf(f, "      ]}%s\n", sep);
 }
 

@@ -15,7 +15,8 @@
  *         client gpu=.. pid=.. uid=.. name=.. priority=.. weight=.. state=..
  *                gpu_ms=.. wait_ms=.. slices=.. preemptions=.. revokes=..
  *                forced=.. footprint=.. idle=0|1 timeslice_us=.. tsg=..
- *                tsg_requested_us=.. tsg_applied_us=.. tsg_status=..
+ *                tsg_requested_us=.. tsg_applied_us=.. tsg_status=.. lc=..
+ *                lc_mode=.. lc_preempted=.. lc_bursts=..
  *       Exit 2 if the file cannot be read or parsed or lacks a field.
  */
 #include "../sched/jsmall.h"
@@ -104,14 +105,16 @@ static int cmd_status(const char *path)
             printf("client gpu=%.0f pid=%.0f uid=%.0f name=%s priority=%s weight=%.0f "
                    "state=%s gpu_ms=%.0f wait_ms=%.0f slices=%.0f preemptions=%.0f "
                    "revokes=%.0f forced=%.0f footprint=%.0f idle=%d timeslice_us=%.0f tsg=%s "
-                   "tsg_requested_us=%.0f tsg_applied_us=%.0f tsg_status=%.0f\n",
+                   "tsg_requested_us=%.0f tsg_applied_us=%.0f tsg_status=%.0f lc=%s lc_mode=%s "
+                   "lc_preempted=%.0f lc_bursts=%.0f\n",
                    num(gp, "index"), num(x, "pid"), num(x, "uid"), str(x, "name"),
                    str(x, "priority"), num(x, "weight"), str(x, "state"),
                    num(x, "gpu_s") * 1e3, num(x, "wait_s") * 1e3, num(x, "slices"),
                    num(x, "preemptions"), num(x, "revokes"), num(x, "forced_releases"),
                    num(x, "mem_footprint_bytes"), need(x, "idle", JS_BOOL)->num != 0,
                    num(x, "timeslice_us"), str(x, "tsg_mechanism"), num(x, "tsg_requested_us"),
-                   num(x, "tsg_applied_us"), num(x, "tsg_status"));
+                   num(x, "tsg_applied_us"), num(x, "tsg_status"), str(x, "lc_mechanism"),
+                   str(x, "lc_mode"), num(x, "lc_preempted"), num(x, "lc_bursts"));
         }
     }
     js_free(j); /* frees what the root holds; the root itself: */

@@ -12,7 +12,6 @@
  * Runs with FAKECUDA_MEM_MB=256. */
 #include "fc_testutil.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,135 +24,20 @@
 #define MS 1000000ull
 #define TOTAL (256 * MiB)
 
-/* ------------------------------------------------------------ children */
-
-struct child {
-    pid_t pid;
-    int to;                           /* its stdin */
-    int from;                         /* its fd 3 */
-};
-
-/* Starts this program as `--child role args...`; env entries "K=V" are
- * set in the child only. */
-static struct child spawn(const char *const *args, const char *const *env)
-{
-    int in[2], out[2];
-    assert_int_equal(pipe(in), 0);
-    assert_int_equal(pipe(out), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 3);
-        for (int fd = 4; fd < 64; fd++)
-            close(fd);
-        for (; env && *env; env++)
-            putenv((char *)*env);
-        const char *argv[16] = { "fc_mp_test", "--child" };
-        int n = 2;
-        for (; *args && n < 15; args++)
-            argv[n++] = *args;
-        argv[n] = NULL;
-        execv("/proc/self/exe", (char **)argv);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    return (struct child){ pid, in[1], out[0] };
-}
-
-/* Reads one line the child wrote on fd 3. */
-static void child_line(struct child *c, char *buf, size_t cap)
-{
-    size_t n = 0;
-    while (n + 1 < cap) {
-        ssize_t r = read(c->from, buf + n, 1);
-        if (r <= 0)
-            fail_msg("child %d closed its report pipe", (int)c->pid);
-        if (buf[n] == '\n')
-            break;
-        n++;
-    }
-    buf[n] = 0;
-}
-
-static void child_expect(struct child *c, const char *want)
-{
-    char buf[256];
-    child_line(c, buf, sizeof buf);
-    if (strncmp(buf, want, strlen(want)) != 0)
-        fail_msg("child %d said '%s', expected '%s'", (int)c->pid, buf, want);
-}
-
-static void child_say(struct child *c, char what)
-{
-    assert_int_equal(write(c->to, &what, 1), 1);
-}
-
-static int child_reap(struct child *c)
-{
-    close(c->to);
-    close(c->from);
-    int st;
-    while (waitpid(c->pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* ------------------------------------------------------- child roles */
-
-static FILE *rep;                     /* fd 3 in a child */
-
-#define CCK(call)                                                              \
-    do {                                                                       \
-        CUresult r_ = (call);                                                  \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            fprintf(rep, "error %s = %d\n", #call, (int)r_);                   \
-            fflush(rep);                                                       \
-            _exit(10);                                                         \
-        }                                                                      \
-    } while (0)
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(rep, fmt, ap);
-    va_end(ap);
-    fputc('\n', rep);
-    fflush(rep);
-}
-
-static char order(void)
-{
-    char c = 0;
-    return read(0, &c, 1) == 1 ? c : 0;
-}
-
-static struct fck kern;
-
-static void child_init(void)
-{
-    CUcontext c;
-    CCK(cuInit(0));
-    CCK(cuDevicePrimaryCtxRetain(&c, 0));
-    CCK(cuCtxSetCurrent(c));
-    CCK(fck_load(&kern));
-}
 
 /* hold-mem MB: allocates, then answers 'q' with "info free total" until
  * stdin closes (or it is killed). */
 static int role_hold_mem(char **a)
 {
-    child_init();
+    fct_child_init();
     CUdeviceptr p;
     CCK(cuMemAlloc(&p, strtoull(a[0], NULL, 10) * MiB));
-    say("ready");
-    for (char c; (c = order()) != 0;) {
+    fct_say("ready");
+    for (char c; (c = fct_order()) != 0;) {
         size_t f, t;
         CCK(cuMemGetInfo(&f, &t));
-        say("info %zu %zu", f, t);
+        fct_say("info %zu %zu", f, t);
     }
     return 0;
 }
@@ -161,61 +45,61 @@ static int role_hold_mem(char **a)
 /* alloc-exit MB: allocates and exits without freeing. */
 static int role_alloc_exit(char **a)
 {
-    child_init();
+    fct_child_init();
     CUdeviceptr p;
     CCK(cuMemAlloc(&p, strtoull(a[0], NULL, 10) * MiB));
-    say("ready");
+    fct_say("ready");
     return 0;
 }
 
 /* kernels N NS: on 'g', N fc_sleep(NS) on one stream. */
 static int role_kernels(char **a)
 {
-    child_init();
+    fct_child_init();
     uint64_t n = strtoull(a[0], NULL, 10), ns = strtoull(a[1], NULL, 10);
     CUstream s;
     CCK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    say("ready");
-    if (order() != 'g')
+    fct_say("ready");
+    if (fct_order() != 'g')
         return 1;
     for (uint64_t i = 0; i < n; i++)
         CCK(fck_sleep(s, ns));
     CCK(cuStreamSynchronize(s));
-    say("done");
+    fct_say("done");
     return 0;
 }
 
 /* hold-engine NS: an fc_sleep(NS) in flight (or queued), then "ready". */
 static int role_hold_engine(char **a)
 {
-    child_init();
+    fct_child_init();
     CCK(fck_sleep(NULL, strtoull(a[0], NULL, 10)));
     fct_sleep_ms(100);
-    say("ready");
+    fct_say("ready");
     CCK(cuCtxSynchronize());
-    say("done");
-    order();
+    fct_say("done");
+    fct_order();
     return 0;
 }
 
 /* copy h2d|d2h MB: on 'g', one copy; reports "copy start end" (ns). */
 static int role_copy(char **a)
 {
-    child_init();
+    fct_child_init();
     size_t bytes = strtoull(a[1], NULL, 10) * 1000000ull;
     void *h;
     CUdeviceptr d;
     CCK(cuMemAllocHost(&h, bytes));
     CCK(cuMemAlloc(&d, bytes));
-    say("ready");
-    if (order() != 'g')
+    fct_say("ready");
+    if (fct_order() != 'g')
         return 1;
     uint64_t t0 = fct_now_ns();
     if (strcmp(a[0], "h2d") == 0)
         CCK(cuMemcpyHtoD(d, h, bytes));
     else
         CCK(cuMemcpyDtoH(h, d, bytes));
-    say("copy %llu %llu", (unsigned long long)t0, (unsigned long long)fct_now_ns());
+    fct_say("copy %llu %llu", (unsigned long long)t0, (unsigned long long)fct_now_ns());
     return 0;
 }
 
@@ -229,29 +113,15 @@ static int role_env_probe(char **a)
         CCK(cuDeviceGetCount(&n));
         CCK(cuDeviceTotalMem(&total, 0));
     }
-    say("probe %d %d %zu", (int)r, n, total);
+    fct_say("probe %d %d %zu", (int)r, n, total);
     return 0;
 }
 
-static int child_main(int argc, char **argv)
-{
-    rep = fdopen(3, "w");
-    if (!rep)
-        return 99;
-    static const struct {
-        const char *name;
-        int nargs;
-        int (*fn)(char **);
-    } roles[] = {
-        { "hold-mem", 1, role_hold_mem },       { "alloc-exit", 1, role_alloc_exit },
-        { "kernels", 2, role_kernels },         { "hold-engine", 1, role_hold_engine },
-        { "copy", 2, role_copy },               { "env-probe", 0, role_env_probe },
-    };
-    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
-        if (strcmp(argv[2], roles[i].name) == 0 && argc - 3 >= roles[i].nargs)
-            return roles[i].fn(argv + 3);
-    return 98;
-}
+static const struct fct_role roles[] = {
+    { "hold-mem", 1, role_hold_mem },       { "alloc-exit", 1, role_alloc_exit },
+    { "kernels", 2, role_kernels },         { "hold-engine", 1, role_hold_engine },
+    { "copy", 2, role_copy },               { "env-probe", 0, role_env_probe },
+};
 
 /* --------------------------------------------------------------- tests */
 
@@ -267,15 +137,15 @@ static size_t free_now(void)
  * process is SIGKILLed. */
 static void test_capacity_sigkill(void **state)
 {
-    struct child c = spawn((const char *[]){ "hold-mem", "150", NULL }, NULL);
-    child_expect(&c, "ready");
+    struct fct_child c = fct_spawn((const char *[]){ "hold-mem", "150", NULL }, NULL, -1);
+    fct_child_expect(&c, "ready");
     assert_int_equal(free_now(), TOTAL - 8 * MiB - 8 * MiB - 150 * MiB);
     CUdeviceptr p;
     CKR(cuMemAlloc(&p, 100 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
     CK(cuMemAlloc(&p, 80 * MiB));
     CK(cuMemFree(p));
     kill(c.pid, SIGKILL);
-    assert_int_equal(child_reap(&c), 128 + SIGKILL);
+    assert_int_equal(fct_child_reap(&c), 128 + SIGKILL);
     assert_int_equal(free_now(), TOTAL - 8 * MiB);
     CK(cuMemAlloc(&p, 150 * MiB));
     CK(cuMemFree(p));
@@ -285,34 +155,34 @@ static void test_capacity_sigkill(void **state)
  * its parent reaps it (a zombie is dead). */
 static void test_capacity_exit(void **state)
 {
-    struct child c = spawn((const char *[]){ "alloc-exit", "150", NULL }, NULL);
-    child_expect(&c, "ready");
+    struct fct_child c = fct_spawn((const char *[]){ "alloc-exit", "150", NULL }, NULL, -1);
+    fct_child_expect(&c, "ready");
     uint64_t t0 = fct_now_ns();
     while (free_now() != TOTAL - 8 * MiB && fct_ms_since(t0) < 5000)
         fct_sleep_ms(5);
     assert_int_equal(free_now(), TOTAL - 8 * MiB);
-    assert_int_equal(child_reap(&c), 0);
+    assert_int_equal(fct_child_reap(&c), 0);
 }
 
 /* Every process sees the same free/total. */
 static void test_meminfo_consistent(void **state)
 {
-    struct child a = spawn((const char *[]){ "hold-mem", "40", NULL }, NULL);
-    child_expect(&a, "ready");
-    struct child b = spawn((const char *[]){ "hold-mem", "60", NULL }, NULL);
-    child_expect(&b, "ready");
+    struct fct_child a = fct_spawn((const char *[]){ "hold-mem", "40", NULL }, NULL, -1);
+    fct_child_expect(&a, "ready");
+    struct fct_child b = fct_spawn((const char *[]){ "hold-mem", "60", NULL }, NULL, -1);
+    fct_child_expect(&b, "ready");
     size_t want = TOTAL - 3 * 8 * MiB - 100 * MiB;
     assert_int_equal(free_now(), want);
     char line[128], expect[128];
     snprintf(expect, sizeof expect, "info %zu %zu", (size_t)want, (size_t)TOTAL);
-    child_say(&a, 'q');
-    child_line(&a, line, sizeof line);
+    fct_child_say(&a, 'q');
+    fct_child_line(&a, line, sizeof line);
     assert_string_equal(line, expect);
-    child_say(&b, 'q');
-    child_line(&b, line, sizeof line);
+    fct_child_say(&b, 'q');
+    fct_child_line(&b, line, sizeof line);
     assert_string_equal(line, expect);
-    assert_int_equal(child_reap(&a), 0);
-    assert_int_equal(child_reap(&b), 0);
+    assert_int_equal(fct_child_reap(&a), 0);
+    assert_int_equal(fct_child_reap(&b), 0);
     assert_int_equal(free_now(), TOTAL - 8 * MiB);
 }
 
@@ -339,16 +209,17 @@ static void engine_exclusive(int n, int per)
     snprintf(env, sizeof env, "FAKECUDA_TRACE=%s", trace);
     char nbuf[16];
     snprintf(nbuf, sizeof nbuf, "%d", per);
-    struct child c[3];
+    struct fct_child c[3];
     for (int i = 0; i < n; i++) {
-        c[i] = spawn((const char *[]){ "kernels", nbuf, "2000000", NULL }, (const char *[]){ env, NULL });
-        child_expect(&c[i], "ready");
+        c[i] = fct_spawn((const char *[]){ "kernels", nbuf, "2000000", NULL },
+                         (const char *[]){ env, NULL }, -1);
+        fct_child_expect(&c[i], "ready");
     }
     for (int i = 0; i < n; i++)
-        child_say(&c[i], 'g');
+        fct_child_say(&c[i], 'g');
     for (int i = 0; i < n; i++) {
-        child_expect(&c[i], "done");
-        assert_int_equal(child_reap(&c[i]), 0);
+        fct_child_expect(&c[i], "done");
+        assert_int_equal(fct_child_reap(&c[i]), 0);
     }
     FILE *f = fopen(trace, "r");
     assert_non_null(f);
@@ -410,8 +281,9 @@ static void test_engine_three(void **state) { engine_exclusive(3, 30); }
 /* A SIGKILLed engine holder is taken over within about 100 ms. */
 static void test_engine_holder_killed(void **state)
 {
-    struct child a = spawn((const char *[]){ "hold-engine", "30000000000", NULL }, NULL);
-    child_expect(&a, "ready");
+    struct fct_child a =
+        fct_spawn((const char *[]){ "hold-engine", "30000000000", NULL }, NULL, -1);
+    fct_child_expect(&a, "ready");
     CK(fck_sleep(NULL, 1 * MS));                 /* queued behind the holder */
     fct_sleep_ms(50);
     CKR(cuStreamQuery(NULL), CUDA_ERROR_NOT_READY);
@@ -421,16 +293,16 @@ static void test_engine_holder_killed(void **state)
     double ms = fct_ms_since(t0);
     if (ms > 1000)
         fail_msg("the engine came back %.0f ms after its holder died", ms);
-    assert_int_equal(child_reap(&a), 128 + SIGKILL);
+    assert_int_equal(fct_child_reap(&a), 128 + SIGKILL);
 }
 
 /* A SIGKILLed waiter does not block those queued behind it. */
 static void test_engine_waiter_killed(void **state)
 {
-    struct child a = spawn((const char *[]){ "hold-engine", "400000000", NULL }, NULL);
-    child_expect(&a, "ready");
-    struct child b = spawn((const char *[]){ "hold-engine", "1000000", NULL }, NULL);
-    child_expect(&b, "ready");                    /* b waits behind a */
+    struct fct_child a = fct_spawn((const char *[]){ "hold-engine", "400000000", NULL }, NULL, -1);
+    fct_child_expect(&a, "ready");
+    struct fct_child b = fct_spawn((const char *[]){ "hold-engine", "1000000", NULL }, NULL, -1);
+    fct_child_expect(&b, "ready");                    /* b waits behind a */
     uint64_t t0 = fct_now_ns();
     CK(fck_sleep(NULL, 1 * MS));                 /* we wait behind b */
     fct_sleep_ms(20);
@@ -439,29 +311,29 @@ static void test_engine_waiter_killed(void **state)
     double ms = fct_ms_since(t0);
     if (ms > 800)
         fail_msg("took %.0f ms behind a 400 ms kernel and a dead waiter", ms);
-    child_expect(&a, "done");
-    assert_int_equal(child_reap(&a), 0);
-    assert_int_equal(child_reap(&b), 128 + SIGKILL);
+    fct_child_expect(&a, "done");
+    assert_int_equal(fct_child_reap(&a), 0);
+    assert_int_equal(fct_child_reap(&b), 128 + SIGKILL);
 }
 
 /* Two processes' copies: one engine per direction, shared FIFO. */
 static double copies_span(const char *dir_a, const char *dir_b)
 {
     const char *env[] = { "FAKECUDA_PCIE_GBPS=1", NULL };
-    struct child a = spawn((const char *[]){ "copy", dir_a, "100", NULL }, env);
-    struct child b = spawn((const char *[]){ "copy", dir_b, "100", NULL }, env);
-    child_expect(&a, "ready");
-    child_expect(&b, "ready");
-    child_say(&a, 'g');
-    child_say(&b, 'g');
+    struct fct_child a = fct_spawn((const char *[]){ "copy", dir_a, "100", NULL }, env, -1);
+    struct fct_child b = fct_spawn((const char *[]){ "copy", dir_b, "100", NULL }, env, -1);
+    fct_child_expect(&a, "ready");
+    fct_child_expect(&b, "ready");
+    fct_child_say(&a, 'g');
+    fct_child_say(&b, 'g');
     char la[128], lb[128];
-    child_line(&a, la, sizeof la);
-    child_line(&b, lb, sizeof lb);
+    fct_child_line(&a, la, sizeof la);
+    fct_child_line(&b, lb, sizeof lb);
     unsigned long long s1, e1, s2, e2;
     assert_int_equal(sscanf(la, "copy %llu %llu", &s1, &e1), 2);
     assert_int_equal(sscanf(lb, "copy %llu %llu", &s2, &e2), 2);
-    assert_int_equal(child_reap(&a), 0);
-    assert_int_equal(child_reap(&b), 0);
+    assert_int_equal(fct_child_reap(&a), 0);
+    assert_int_equal(fct_child_reap(&b), 0);
     /* Both must have been in flight together for the check to mean
      * anything: the later one started before the earlier one ended. */
     assert_true((s1 > s2 ? s1 : s2) < (e1 < e2 ? e1 : e2) || strcmp(dir_a, dir_b) == 0);
@@ -531,14 +403,10 @@ static void probe(const char *const *env, char *line, size_t cap, char *err, siz
 {
     int e[2];
     assert_int_equal(pipe(e), 0);
-    int saved = dup(2);
-    dup2(e[1], 2);                   /* the child inherits it as stderr */
-    struct child c = spawn((const char *[]){ "env-probe", NULL }, env);
-    dup2(saved, 2);
-    close(saved);
+    struct fct_child c = fct_spawn((const char *[]){ "env-probe", NULL }, env, e[1]);
     close(e[1]);
-    child_line(&c, line, cap);
-    assert_int_equal(child_reap(&c), 0);
+    fct_child_line(&c, line, cap);
+    assert_int_equal(fct_child_reap(&c), 0);
     ssize_t n = read(e[0], err, errcap - 1);
     err[n > 0 ? n : 0] = 0;
     close(e[0]);
@@ -583,8 +451,8 @@ static void test_env_config(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc >= 3 && strcmp(argv[1], "--child") == 0)
-        return child_main(argc, argv);
+    if (fct_is_child(argc, argv))
+        return fct_child_main(argc, argv, roles, sizeof roles / sizeof roles[0]);
     setenv("FAKECUDA_MEM_MB", "256", 1);
     signal(SIGPIPE, SIG_IGN);
 #define T(f) cmocka_unit_test_setup_teardown(f, fct_setup, fct_teardown)

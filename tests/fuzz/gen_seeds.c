@@ -18,6 +18,7 @@ static const uint16_t all[] = {
     CS_MSG_CTL_DRAIN,  CS_MSG_CTL_GPU, CS_MSG_CTL_CLIENT, CS_MSG_CTL_DONE, CS_MSG_CTL_DAEMON,
     CS_MSG_RESTORED,   CS_MSG_PREFETCH, CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
+    CS_MSG_LC_MODE, CS_MSG_LC_BURST, CS_MSG_CTL_CLIENT_LC,
 };
 
 /* The smallest valid message of a type (fields with a lower bound at it). */
@@ -96,6 +97,7 @@ static uint8_t sel(uint16_t type)
         CS_MSG_HELLO,   CS_MSG_ATTACH, CS_MSG_ACQUIRE,    CS_MSG_RELEASE, CS_MSG_USAGE,
         CS_MSG_EVICTED, CS_MSG_ROOM,   CS_MSG_CTL_STATUS, CS_MSG_CTL_SET, CS_MSG_CTL_DRAIN,
         CS_MSG_GRANT,   CS_MSG_RESTORED, CS_MSG_PREFETCHED, CS_MSG_TSG_STATE,
+        CS_MSG_LC_BURST,
     };
     for (uint8_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (types[i] == type)

@@ -83,7 +83,15 @@ static void on_prefetch(void *ctx, struct sd_member *m, uint64_t id, uint64_t by
 }
 
 static const struct sd_policy_ops ops = {on_grant,  on_revoke,  on_changed, on_evict,
-                                         on_room,   on_prepare, on_prefetch, NULL};
+                                         on_room,   on_prepare, on_prefetch, NULL, NULL};
+
+/* Quantum at the floor until a switch is measured: an oversubscribed GPU
+ * would otherwise start from a predicted switch cost (test_predicted_quantum),
+ * which is not what the test using this is about. */
+static void no_predicted_quantum(void)
+{
+    cfg.switch_cost_target = 1.0;
+}
 
 static void start(void)
 {
@@ -95,6 +103,10 @@ static int setup(void **state)
     (void)state;
     cs_log_init("test_policy", CS_LOG_ERROR);
     sd_config_defaults(&cfg);
+    /* The general policy; gating beside latency-critical clients (which
+     * auto turns on for these clients without CS_HELLO_TSG) is tested in
+     * test_lc.c. */
+    cfg.lc_mechanism = SD_LC_OFF;
     cfg.mem_reserve_mb = 0;
     now = 1000 * SEC;
     nev = 0;
@@ -762,6 +774,7 @@ static int evicted(struct sd_member *m, uint64_t id, int32_t status, uint64_t by
 static void test_shared_packs_what_fits(void **state)
 {
     (void)state;
+    no_predicted_quantum();
     cfg.mode = CS_MODE_SHARED;
     struct sd_member *m[4];
     const uint64_t fp[4] = {3 * GiB, 4 * GiB, 2 * GiB, 5 * GiB};
@@ -1208,6 +1221,7 @@ static void test_capacity_model(void **state)
 static void test_room_before_grant(void **state)
 {
     (void)state;
+    no_predicted_quantum();
     struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
     struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
     struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
@@ -1271,6 +1285,7 @@ static void test_room_before_grant(void **state)
 static void test_grant_waits_for_room(void **state)
 {
     (void)state;
+    no_predicted_quantum();
     cfg.revoke_timeout_ms = 500;
     struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
     struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
@@ -1511,9 +1526,41 @@ static void test_room_cannot_fit_alone(void **state)
 
 /* Nothing left to move: the next job is granted anyway (its ROOM decides),
  * rather than the GPU waiting forever. */
+/* Before any switch is measured, an oversubscribed GPU's quantum comes
+ * from the bytes a switch would move (the overflow, at most the largest
+ * footprint) at 10 GB/s; a GPU where everything fits starts at the floor,
+ * and a measurement replaces the prediction. */
+static void test_predicted_quantum(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 20 * GiB;
+    usage(a, 0, 0, 0, 4 * GiB);
+    usage(b, 0, 0, 0, 4 * GiB);
+    assert_int_equal(sd_gpu_quantum_ns(&pol, g), (uint64_t)cfg.quantum_floor_ms * MS);
+    usage(b, 0, 0, 0, 18 * GiB);
+    uint64_t cap = sd_gpu_capacity(&pol, g);
+    assert_true(cap > 4 * GiB && cap < 22 * GiB);
+    uint64_t moved = 22 * GiB - cap;
+    uint64_t want = (uint64_t)((double)moved / 1e10 * 1e9 / cfg.switch_cost_target);
+    if (want < (uint64_t)cfg.quantum_floor_ms * MS)
+        want = (uint64_t)cfg.quantum_floor_ms * MS;
+    if (want > (uint64_t)cfg.quantum_cap_ms * MS)
+        want = (uint64_t)cfg.quantum_cap_ms * MS;
+    assert_true(want > (uint64_t)cfg.quantum_floor_ms * MS); /* the test means something */
+    uint64_t q = sd_gpu_quantum_ns(&pol, g);
+    assert_true(q + 1000 >= want && q <= want + 1000); /* float rounding */
+    /* Measured: the measurement rules. */
+    g->switch_ewma_ns = 10 * MS;
+    assert_int_equal(sd_gpu_quantum_ns(&pol, g), (uint64_t)cfg.quantum_floor_ms * MS);
+}
+
 static void test_grant_when_nothing_can_move(void **state)
 {
     (void)state;
+    no_predicted_quantum();
     struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
     struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
     struct sd_gpu *g = gpu(0);
@@ -1950,6 +1997,7 @@ int main(void)
         T(test_prepare_when_oversubscribed),
         T(test_room_cannot_fit_alone),
         T(test_grant_when_nothing_can_move),
+        T(test_predicted_quantum),
         T(test_memory_bookkeeping),
         T(test_switch_overhead_excludes_drain),
         T(test_restart_resumed_holder_first),

@@ -28,6 +28,7 @@ static const uint16_t all_types[] = {
     CS_MSG_CTL_GPU,    CS_MSG_CTL_CLIENT, CS_MSG_CTL_DONE,   CS_MSG_CTL_DAEMON,
     CS_MSG_RESTORED,   CS_MSG_PREFETCH,   CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
+    CS_MSG_LC_MODE,    CS_MSG_LC_BURST,   CS_MSG_CTL_CLIENT_LC,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -189,6 +190,16 @@ static void sample(uint16_t type, struct cs_msg *m)
             5, 1, 1, CS_TSG_MECH_UNAVAILABLE, -EIO, 1, 2, 3, 4, 0, ""};
         strcpy(m->u.ctl_client_tsg.reason, "driver 999");
         break;
+    case CS_MSG_LC_MODE:
+        m->u.lc_mode = (struct cs_msg_lc_mode){2, CS_LC_BOUNDED, 1000, 0};
+        break;
+    case CS_MSG_LC_BURST:
+        m->u.lc_burst = (struct cs_msg_lc_burst){1, 0, 77, 120000, 450000};
+        break;
+    case CS_MSG_CTL_CLIENT_LC:
+        m->u.ctl_client_lc = (struct cs_msg_ctl_client_lc){
+            9, 0, CS_LC_MECH_GATE, CS_LC_BOUNDED, 1000, 42, 3, 250000, 500000, 1000000, 2500000};
+        break;
     case CS_MSG_CTL_DONE:
         m->u.ctl_done.status = -EPERM;
         strcpy(m->u.ctl_done.text, "permission denied");
@@ -255,6 +266,9 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_TIMESLICE), 24);
     assert_int_equal(cs_msg_size(CS_MSG_TSG_STATE), 40 + CS_TEXT_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_TSG), 64 + CS_TEXT_LEN);
+    assert_int_equal(cs_msg_size(CS_MSG_LC_MODE), 24);
+    assert_int_equal(cs_msg_size(CS_MSG_LC_BURST), 40);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LC), 80);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(0), 0);
     assert_int_equal(cs_msg_size(200), 0);
@@ -354,8 +368,16 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x8, RANGE);
+    reject_u32(CS_MSG_HELLO, 8, 0x10, RANGE);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC);
+    /* LC_MODE: slot 8, mode 12, param_us 16, flags 20; LC_BURST: flags 12 */
+    reject_u32(CS_MSG_LC_MODE, 8, CS_MAX_DEVICES, RANGE);
+    reject_u32(CS_MSG_LC_MODE, 12, CS_LC_MODE_MAX + 1, RANGE);
+    accept_u32(CS_MSG_LC_MODE, 12, CS_LC_MODE_MAX);
+    reject_u32(CS_MSG_LC_MODE, 16, CS_LC_PARAM_MAX_US + 1, RANGE);
+    reject_u32(CS_MSG_LC_MODE, 20, 1, RANGE);
+    reject_u32(CS_MSG_LC_BURST, 12, 1, RANGE);
     /* TIMESLICE: flags 12, timeslice_us 16; TSG_STATE: state 8, requested_us 16 */
     reject_u32(CS_MSG_TIMESLICE, 12, 1, RANGE);
     reject_u64(CS_MSG_TIMESLICE, 16, CS_TIMESLICE_MAX_US + 1, RANGE);

@@ -29,6 +29,55 @@ def timed_steps(step, steps, warmup):
     return times
 
 
+def wait_until(epoch):
+    """Waits until time.time() reaches epoch (seconds since the epoch, as
+    bench/lc/cs_lcbench's --start-at: processes that warmed up apart start
+    their measured window together). Sleeps, then spins the last
+    millisecond. Returns how late the call came (seconds, 0.0 if on time or
+    epoch is 0) and says so on stderr when it came late."""
+    if not epoch:
+        return 0.0
+    late = time.time() - epoch
+    if late > 0:
+        print(f"{os.path.basename(sys.argv[0])}: --start-at passed {late * 1e3:.0f} ms ago; "
+              "starting now", file=sys.stderr, flush=True)
+        return late
+    while True:
+        left = epoch - time.time()
+        if left <= 0:
+            return 0.0
+        if left > 0.002:
+            time.sleep(left - 0.001)
+
+
+def timed_window(step, steps, warmup, seconds=0.0, start_at=0.0):
+    """Runs step() warmup times (as timed_steps), waits for start_at
+    (wait_until), then runs it `steps` times or, with seconds > 0, until that
+    many seconds have passed since the start (at least once), synchronizing
+    after every step.
+    Returns (per-step seconds, the window's seconds, how late it started)."""
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    late = wait_until(start_at)
+    times = []
+    t_start = time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        times.append(t1 - t0)
+        if (t1 - t_start >= seconds) if seconds > 0 else len(times) >= steps:
+            break
+    return times, time.perf_counter() - t_start, late
+
+
+def percentile(sorted_values, q):
+    """The q-quantile (0..1) of an ascending list, as summary() takes p99."""
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))]
+
+
 def summary(times):
     times = sorted(times)
     return {

@@ -1,14 +1,18 @@
 """train_gpt.py: a GPT-2-small-sized transformer (from config, random
 weights) trained on synthetic tokens, bf16 autocast. --layers/--hidden scale
 it; --mem-gb pads the job's footprint with an extra resident tensor (to make
-oversubscription scenarios) that is checked at the end."""
+oversubscription scenarios) that is checked at the end. --seconds S trains
+for S seconds instead of --steps steps, --start-at T (seconds since the
+epoch) waits after the warm-up until T (jobs started apart measure one
+window: bench/lc/torch.sh); with either, tokens_per_s and steps_per_s are
+over that window (steps / window_s) instead of from the median step."""
 import argparse
 import time
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from common import result, summary, timed_steps
+from common import result, summary, timed_window
 
 p = argparse.ArgumentParser()
 p.add_argument("--batch", type=int, default=16)
@@ -18,6 +22,10 @@ p.add_argument("--hidden", type=int, default=768)
 p.add_argument("--steps", type=int, default=30)
 p.add_argument("--warmup", type=int, default=5)
 p.add_argument("--mem-gb", type=float, default=0.0)
+p.add_argument("--seconds", type=float, default=0.0,
+               help="train for this many seconds after the start instead of --steps")
+p.add_argument("--start-at", type=float, default=0.0, metavar="EPOCH_SECONDS",
+               help="after the warm-up, wait until then (0 = start at once)")
 a = p.parse_args()
 
 torch.manual_seed(0)
@@ -43,13 +51,17 @@ def step():
 
 
 t0 = time.perf_counter()
-times = timed_steps(step, a.steps, a.warmup)
+times, window, late = timed_window(step, a.steps, a.warmup, a.seconds, a.start_at)
 elapsed = time.perf_counter() - t0
 l0, l1 = losses[0].item(), losses[-1].item()
 ok = l1 == l1 and l1 < l0
 if pad is not None:
-    ok = ok and bool(torch.all(pad == 3.0 + a.steps + a.warmup).item())
+    ok = ok and bool(torch.all(pad == 3.0 + len(losses)).item())  # one add per step, warm-up too
 s = summary(times)
-result(workload="train_gpt", ok=ok, tokens_per_s=a.batch * a.seq / s["median_s"],
+extra = {"tokens_per_s": a.batch * a.seq / s["median_s"]}
+if a.seconds > 0 or a.start_at > 0:
+    extra = {"tokens_per_s": a.batch * a.seq * len(times) / window, "steps": len(times),
+             "steps_per_s": len(times) / window, "window_s": window, "late_s": late}
+result(workload="train_gpt", ok=ok, **extra,
        loss_first=l0, loss_last=l1, elapsed_s=elapsed, mem_gb=a.mem_gb, **s)
 raise SystemExit(0 if ok else 1)

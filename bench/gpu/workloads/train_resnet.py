@@ -1,16 +1,25 @@
 """train_resnet.py: ResNet-50 training on synthetic images (torchvision,
-random init), bf16 autocast. Prints per-step timing and a loss check."""
+random init), bf16 autocast. Prints per-step timing and a loss check.
+--seconds S trains for S seconds instead of --steps steps, --start-at T
+(seconds since the epoch) waits after the warm-up until T (jobs started apart
+measure one window: bench/lc/torch.sh); with either, imgs_per_s and
+steps_per_s are over that window (steps / window_s) instead of from the
+median step."""
 import argparse
 
 import torch
 import torchvision
 
-from common import result, summary, timed_steps
+from common import result, summary, timed_window
 
 p = argparse.ArgumentParser()
 p.add_argument("--batch", type=int, default=64)
 p.add_argument("--steps", type=int, default=50)
 p.add_argument("--warmup", type=int, default=10)
+p.add_argument("--seconds", type=float, default=0.0,
+               help="train for this many seconds after the start instead of --steps")
+p.add_argument("--start-at", type=float, default=0.0, metavar="EPOCH_SECONDS",
+               help="after the warm-up, wait until then (0 = start at once)")
 a = p.parse_args()
 
 torch.manual_seed(0)
@@ -31,10 +40,14 @@ def step():
     losses.append(loss.detach())
 
 
-times = timed_steps(step, a.steps, a.warmup)
+times, window, late = timed_window(step, a.steps, a.warmup, a.seconds, a.start_at)
 l0, l1 = losses[0].item(), losses[-1].item()
 ok = l1 == l1 and l1 < l0  # finite and learning on a fixed batch
 s = summary(times)
-result(workload="train_resnet", ok=ok, batch=a.batch, imgs_per_s=a.batch / s["median_s"],
+extra = {"imgs_per_s": a.batch / s["median_s"]}
+if a.seconds > 0 or a.start_at > 0:
+    extra = {"imgs_per_s": a.batch * len(times) / window, "steps": len(times),
+             "steps_per_s": len(times) / window, "window_s": window, "late_s": late}
+result(workload="train_resnet", ok=ok, batch=a.batch, **extra,
        loss_first=l0, loss_last=l1, **s)
 raise SystemExit(0 if ok else 1)
