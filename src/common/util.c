@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 int cs_parse_size(const char *s, uint64_t *out)
 {
@@ -152,4 +154,36 @@ char *cs_strlcpy(char *dst, const char *src, size_t cap)
         memcpy(dst, src, n);
     dst[n] = '\0';
     return dst;
+}
+
+/* The value of "KEY:   N kB" in /proc/meminfo, in bytes; 0 if absent. */
+static uint64_t meminfo(const char *key)
+{
+    char buf[4096];
+    int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    size_t klen = strlen(key);
+    for (const char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
+            unsigned long long kb = strtoull(p + klen + 1, NULL, 10);
+            return (uint64_t)kb * 1024u;
+        }
+    }
+    return 0;
+}
+
+uint64_t cs_host_mem_total(void)
+{
+    return meminfo("MemTotal");
+}
+
+uint64_t cs_host_mem_available(void)
+{
+    return meminfo("MemAvailable");
 }

@@ -32,6 +32,11 @@ static inline uint64_t cs_now_ns(void)
  * text is malformed, negative, or larger than 2^62. */
 int cs_parse_size(const char *s, uint64_t *out);
 
+/* From /proc/meminfo (one read(2) into a stack buffer, no allocation):
+ * MemTotal and MemAvailable in bytes; 0 when unknown (no /proc). */
+uint64_t cs_host_mem_total(void);
+uint64_t cs_host_mem_available(void);
+
 /* Formats a byte count as "1.50 GiB" into buf. Returns buf. */
 char *cs_format_size(uint64_t bytes, char *buf, size_t len);
 

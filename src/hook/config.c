@@ -138,6 +138,17 @@ void cs_config_load(void)
         cs_cfg.pin_keep = UINT64_MAX;
     }
 
+    /* Pinned memory is not reclaimable: pinning the last of the host's RAM
+     * gets processes OOM-killed (a job was, on the H100, with 4 x 30 GB of
+     * working sets on a 125 GiB host). */
+    uint64_t total = cs_host_mem_total();
+    cs_cfg.host_reserve = total / 10 > (4ull << 30) ? total / 10 : (4ull << 30);
+    v = env("CUSHARE_HOST_RESERVE");
+    if (v && cs_parse_size(v, &cs_cfg.host_reserve) < 0) {
+        cs_warn("CUSHARE_HOST_RESERVE=%s is not a size such as 8G; using 10%% of RAM", v);
+        cs_cfg.host_reserve = total / 10 > (4ull << 30) ? total / 10 : (4ull << 30);
+    }
+
     v = env("CUSHARE_HOST_BACKING");
     cs_cfg.host_backing_vmm = true;
     if (v && !strcasecmp(v, "hostalloc"))

@@ -28,6 +28,9 @@ struct cs_config {
                                     resident memory, bytes (UINT64_MAX: all) */
     bool host_backing_vmm;       /* CUSHARE_HOST_BACKING=vmm (default) |
                                     hostalloc: how swap backing is pinned */
+    uint64_t host_reserve;       /* CUSHARE_HOST_RESERVE: host memory that pinning
+                                    swap backing must leave available, bytes
+                                    (default 10% of RAM, at least 4 GiB; 0 = no guard) */
     int tsg_mode;                /* CUSHARE_TSG: enum cs_tsg_mode (tsg.c) */
     uint64_t tsg_timeslice_us;   /* CUSHARE_TSG_TIMESLICE_US: timeslice of this
                                     process's compute channel groups, µs;

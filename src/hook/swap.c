@@ -56,8 +56,33 @@ static CUresult backing_alloc_vmm(struct cs_backing *b, uint64_t bytes, int dev)
     return CUDA_SUCCESS;
 }
 
+/* Pinning that would leave the host less than CUSHARE_HOST_RESERVE
+ * available is refused: the swap-out then stops cleanly (what was not
+ * copied stays resident), where pinning the last of the RAM would have the
+ * kernel kill a process. One warning per process. */
+static bool host_has_room(uint64_t bytes)
+{
+    if (!cs_cfg.host_reserve)
+        return true;
+    uint64_t avail = cs_host_mem_available();
+    if (!avail) /* no /proc: no guard */
+        return true;
+    if (avail > bytes && avail - bytes >= cs_cfg.host_reserve)
+        return true;
+    static _Atomic bool warned;
+    char a[32], b[32], r[32];
+    if (!atomic_exchange(&warned, true))
+        cs_warn("not pinning %s of swap backing: the host has %s available and keeps %s "
+                "(CUSHARE_HOST_RESERVE); the memory stays on the GPU",
+                cs_format_size(bytes, b, sizeof b), cs_format_size(avail, a, sizeof a),
+                cs_format_size(cs_cfg.host_reserve, r, sizeof r));
+    return false;
+}
+
 static bool backing_alloc(struct cs_backing *b, uint64_t bytes, int dev)
 {
+    if (!host_has_room(bytes))
+        return false;
     if (cs_cfg.host_backing_vmm && atomic_load_explicit(&vmm_backing_ok, memory_order_relaxed)) {
         CUresult r = backing_alloc_vmm(b, bytes, dev);
         if (r == CUDA_SUCCESS)
@@ -426,6 +451,12 @@ void cs_swap_trim_backing(struct cs_dev *d)
 {
     uint64_t keep = cs_cfg.pin_keep;
     struct cs_segs *s = &cs_segs[d->ordinal];
+    /* Backing kept for resident memory only saves a later pin; when the
+     * host runs short (less than twice its reserve available), other
+     * processes need that RAM for swap-outs that cannot wait: drop it. */
+    uint64_t avail = cs_cfg.host_reserve ? cs_host_mem_available() : 0;
+    if (avail && avail < 2 * cs_cfg.host_reserve)
+        keep = 0;
     if (keep == UINT64_MAX)
         return;
     enum { BATCH = 64 };

@@ -39,6 +39,7 @@ static const struct knob knobs[] = {
     KNOB(force_release, K_BOOL, true, 0, 0),
     KNOB(mem_reserve_mb, K_U32, true, 0, 16u * 1024 * 1024),
     KNOB(client_reserve_mb, K_U32, true, 0, 1024u * 1024),
+    KNOB(pin_budget_mb, K_U32, true, 0, 1024u * 1024 * 1024),
     KNOB(switch_cost_target, K_DOUBLE, true, 0.001, 1.0),
     KNOB(log_level, K_LEVEL, true, 0, 0),
     KNOB(max_clients, K_U32, true, 1, 65536),

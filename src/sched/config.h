@@ -34,6 +34,8 @@ struct sd_config {
     bool force_release;
     uint32_t mem_reserve_mb;
     uint32_t client_reserve_mb;  /* per attached client: context, libraries */
+    uint32_t pin_budget_mb;      /* host memory the clients' pin-ahead may bring the
+                                    node's pinned swap backing to; 0 = half the RAM */
     double switch_cost_target;
     uint32_t log_level;          /* enum cs_log_level */
     uint32_t max_clients;

@@ -40,8 +40,10 @@
  * moved less than asked is not asked again until its memory changes.
  */
 #include <cuda.h>
+#include <stdlib.h>
 
 #include "common/log.h"
+#include "common/util.h"
 #include "sched/policy_int.h"
 
 #define PREFETCH_MIN (4ull << 20)
@@ -271,19 +273,71 @@ static uint64_t prepare_target(const struct sd_member *m, uint64_t over)
     return min64(sd_mem_movable(m), sd_add_sat(over, over / 4));
 }
 
+/* The node's pin-ahead budget: pin_budget_mb, or half the host's RAM. Pinned
+ * memory cannot be reclaimed; each client's target alone is bounded (the
+ * overflow), but n clients on one GPU each pinning the overflow pinned 120
+ * GB for 4 x 30 GB jobs on a 125 GiB host, and the kernel OOM-killed one. */
+static uint64_t pin_budget(const struct sd_policy *p)
+{
+    if (p->cfg->pin_budget_mb)
+        return (uint64_t)p->cfg->pin_budget_mb << 20;
+    uint64_t ram = cs_host_mem_total();
+    return ram ? ram / 2 : UINT64_MAX;
+}
+
+/* What the clients hold pinned for swapping, as far as the daemon knows:
+ * their swapped bytes and what they pinned ahead (or were asked to). */
+static uint64_t pinned_estimate(const struct sd_policy *p)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++) {
+            const struct sd_member *m = p->gpu[i]->m[j];
+            uint64_t ahead = m->prep_covered;
+            if (m->prep_id && m->prep_asked > ahead)
+                ahead = m->prep_asked;
+            s = sd_add_sat(s, sd_add_sat(m->swapped, ahead));
+        }
+    return s;
+}
+
+/* g's members, furthest from running first (the first to be evicted get
+ * their backing first); NULL on allocation failure. */
+static struct sd_member **by_eviction_order(const struct sd_gpu *g)
+{
+    struct sd_member **v = malloc(g->n * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < g->n; i++) {
+        size_t j = i;
+        for (; j > 0 && sd_mem_evict_before(g->m[i], v[j - 1]); j--)
+            v[j] = v[j - 1];
+        v[j] = g->m[i];
+    }
+    return v;
+}
+
 static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, uint64_t now)
 {
     uint64_t footprint = sd_gpu_footprint(g);
     if (!p->ops.prepare || footprint <= cap)
         return;
     uint64_t over = footprint - cap;
+    uint64_t budget = pin_budget(p), pinned = pinned_estimate(p);
+    struct sd_member **order = by_eviction_order(g);
+    if (!order)
+        return; /* the next decision retries */
     for (size_t i = 0; i < g->n; i++) {
-        struct sd_member *m = g->m[i];
+        struct sd_member *m = order[i];
         if (m->prep_id || m->no_swap || m->state == CS_STATE_REVOKING)
             continue;
         uint64_t movable = prepare_target(m, over);
         if (movable <= sd_add_sat(m->prep_covered, SD_MEM_SLACK))
             continue;
+        uint64_t extra = movable - m->prep_covered;
+        if (sd_add_sat(pinned, extra) > budget)
+            continue; /* over the node's budget: it pins when it must */
+        pinned = sd_add_sat(pinned, extra);
         if (m->prep_ns && now < m->prep_ns + PREP_INTERVAL_NS) {
             sd_gpu_want_at(g, m->prep_ns + PREP_INTERVAL_NS);
             continue;
@@ -297,6 +351,7 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
                  (unsigned long long)movable);
         p->ops.prepare(p->ctx, m, m->prep_id, movable);
     }
+    free(order);
 }
 
 void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)

@@ -1028,12 +1028,13 @@ struct sd_gpu *sd_policy_gpu_by_text(const struct sd_policy *p, const char *text
     return NULL;
 }
 
-/* Before the first switch has been measured, an oversubscribed GPU's switch
- * cost is predicted from the bytes a switch moves: the overflow, at most
- * one job's footprint, at SD_PREDICT_BPS. A first switch at the quantum
- * floor (1 s) would otherwise swap a whole working set, with its host
- * backing not pinned yet (~0.3 s/GiB), only to learn that the quantum
- * should have been the cap: 10 GB/s lies between a copy to pinned backing
+/* While a GPU is oversubscribed, its switch cost is at least what moving
+ * the overflow (at most one job's footprint) takes at SD_PREDICT_BPS: the
+ * measured cost lags (an EWMA), and switches measured while the jobs still
+ * fitted (start-up, allocations under way) cost nothing. Without this floor
+ * the quantum stayed at 1 s while 30 GB working sets started swapping, and
+ * a first switch swapped a whole working set whose host backing was not
+ * pinned yet (~0.3 s/GiB). 10 GB/s lies between a copy to pinned backing
  * (~50 GB/s) and a first one that pins (~3 GB/s). */
 #define SD_PREDICT_BPS 10000000000.0
 static uint64_t predicted_switch_ns(const struct sd_policy *p, const struct sd_gpu *g)
@@ -1052,7 +1053,9 @@ uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
 {
     uint64_t lo = (uint64_t)p->cfg->quantum_floor_ms * MS;
     uint64_t hi = (uint64_t)p->cfg->quantum_cap_ms * MS;
-    uint64_t sw = g->switch_ewma_ns ? g->switch_ewma_ns : predicted_switch_ns(p, g);
+    uint64_t sw = predicted_switch_ns(p, g);
+    if (g->switch_ewma_ns > sw)
+        sw = g->switch_ewma_ns;
     uint64_t q = (uint64_t)((double)sw / p->cfg->switch_cost_target);
     if (q < lo)
         q = lo;

@@ -14,10 +14,9 @@ static struct mock_sched *mock;
 
 static void revoke_all(void)
 {
-    struct cs_msg m;
-    assert_true(mock_revoke(mock, 0, mock_lease(mock, 0), CS_ALL_BYTES));
-    assert_true(mock_wait(mock, CS_MSG_RELEASE, 10000, &m, NULL));
-    assert_true(m.u.release.swapped_bytes >= 96 * MiB);
+    struct cs_msg_release r;
+    assert_true(mock_revoke_wait(mock, 0, CS_ALL_BYTES, &r));
+    assert_true(r.swapped_bytes >= 96 * MiB);
 }
 
 static void backing_trimmed_after_restore(void **state)

@@ -38,14 +38,10 @@ static int setup(void **state)
 /* Revokes the current lease (the job must be idle) and waits for RELEASE. */
 static struct cs_msg_release revoke(uint64_t evict)
 {
-    uint64_t lease = mock_lease(mock, 0);
-    assert_true(lease != 0);
-    assert_true(mock_revoke(mock, 0, lease, evict));
-    struct cs_msg m;
-    assert_true(mock_wait(mock, CS_MSG_RELEASE, 10000, &m, NULL));
-    assert_int_equal(m.u.release.lease_id, lease);
+    struct cs_msg_release r;
+    assert_true(mock_revoke_wait(mock, 0, evict, &r));
     assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_IDLE);
-    return m.u.release;
+    return r;
 }
 
 static CUdeviceptr a, b;

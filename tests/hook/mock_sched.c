@@ -195,6 +195,18 @@ bool mock_revoke(struct mock_sched *m, uint32_t slot, uint64_t lease_id, uint64_
     return mock_send(m, &r);
 }
 
+bool mock_revoke_wait(struct mock_sched *m, uint32_t slot, uint64_t evict,
+                      struct cs_msg_release *out)
+{
+    uint64_t lease = mock_lease(m, slot);
+    struct cs_msg r;
+    if (!lease || !mock_revoke(m, slot, lease, evict) ||
+        !mock_wait(m, CS_MSG_RELEASE, 10000, &r, NULL) || r.u.release.lease_id != lease)
+        return false;
+    *out = r.u.release;
+    return true;
+}
+
 bool mock_evict(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64_t bytes,
                 uint32_t flags)
 {

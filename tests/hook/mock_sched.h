@@ -25,6 +25,11 @@ void mock_stop(struct mock_sched *m);
 bool mock_send(struct mock_sched *m, const struct cs_msg *msg);
 bool mock_grant(struct mock_sched *m, uint32_t slot, uint64_t lease_id);
 bool mock_revoke(struct mock_sched *m, uint32_t slot, uint64_t lease_id, uint64_t evict);
+/* Revokes the current lease of slot (there must be one) with evict bytes
+ * to swap out, waits up to 10 s for its RELEASE and returns it in *out.
+ * False if there was no lease, the send failed or no RELEASE came. */
+bool mock_revoke_wait(struct mock_sched *m, uint32_t slot, uint64_t evict,
+                      struct cs_msg_release *out);
 bool mock_evict(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64_t bytes,
                 uint32_t flags);
 

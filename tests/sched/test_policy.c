@@ -106,6 +106,9 @@ static int setup(void **state)
     /* The general policy; gating beside latency-critical clients (which
      * auto turns on for these clients without CS_HELLO_TSG) is tested in
      * test_lc.c. */
+    /* Deterministic whatever the test machine's RAM (the default budget is
+     * half of it): test_prepare_within_budget sets its own. */
+    cfg.pin_budget_mb = 1024u * 1024;
     cfg.lc_mechanism = SD_LC_OFF;
     cfg.mem_reserve_mb = 0;
     now = 1000 * SEC;
@@ -1526,10 +1529,10 @@ static void test_room_cannot_fit_alone(void **state)
 
 /* Nothing left to move: the next job is granted anyway (its ROOM decides),
  * rather than the GPU waiting forever. */
-/* Before any switch is measured, an oversubscribed GPU's quantum comes
- * from the bytes a switch would move (the overflow, at most the largest
- * footprint) at 10 GB/s; a GPU where everything fits starts at the floor,
- * and a measurement replaces the prediction. */
+/* An oversubscribed GPU's quantum comes at least from the bytes a switch
+ * would move (the overflow, at most the largest footprint) at 10 GB/s; a
+ * GPU where everything fits uses the measured cost alone, and a measured
+ * cost above the prediction wins. */
 static void test_predicted_quantum(void **state)
 {
     (void)state;
@@ -1552,9 +1555,49 @@ static void test_predicted_quantum(void **state)
     assert_true(want > (uint64_t)cfg.quantum_floor_ms * MS); /* the test means something */
     uint64_t q = sd_gpu_quantum_ns(&pol, g);
     assert_true(q + 1000 >= want && q <= want + 1000); /* float rounding */
-    /* Measured: the measurement rules. */
+    /* Cheap switches measured before the jobs outgrew the GPU do not
+     * shorten it... */
     g->switch_ewma_ns = 10 * MS;
+    q = sd_gpu_quantum_ns(&pol, g);
+    assert_true(q + 1000 >= want && q <= want + 1000);
+    /* ...a dearer measured one lengthens it... */
+    g->switch_ewma_ns = (uint64_t)((double)want * cfg.switch_cost_target) * 2;
+    assert_true(sd_gpu_quantum_ns(&pol, g) > want ||
+                sd_gpu_quantum_ns(&pol, g) == (uint64_t)cfg.quantum_cap_ms * MS);
+    /* ...and once everything fits, the measurement alone counts. */
+    g->switch_ewma_ns = 10 * MS;
+    usage(b, 0, 0, 0, 4 * GiB);
     assert_int_equal(sd_gpu_quantum_ns(&pol, g), (uint64_t)cfg.quantum_floor_ms * MS);
+}
+
+/* Pin-ahead stays within the node's budget, the clients furthest from
+ * running first: three 4 GiB jobs on a 10 GiB GPU (2 GiB over: each may
+ * pin 2.5 GiB ahead) with a 4 GiB budget and 1 GiB already swapped: only
+ * one is asked, and it is the idle one, not the holder. */
+static void test_prepare_within_budget(void **state)
+{
+    (void)state;
+    cfg.pin_budget_mb = 4096;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "holder"), 0);
+    struct sd_member *w = attach(client(CS_PRIO_NORMAL, 1, "waiter"), 0);
+    struct sd_member *i = attach(client(CS_PRIO_LOW, 1, "idle"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 14 * GiB; /* capacity 10 GiB beside the client reserves */
+    cfg.client_reserve_mb = 1024;
+    usage4(h, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(h);
+    usage4(w, 3 * GiB, GiB, 0, 4 * GiB);
+    usage4(i, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(w);
+    assert_int_equal(count(EV_PREPARE, NULL), 1);
+    const struct ev *e = find(EV_PREPARE, i);
+    assert_non_null(e); /* lowest class, not asking: evicted first, prepared first */
+    assert_int_equal(e->evict, 2 * GiB + GiB / 2);
+    /* Without the budget every one of them would have been asked. */
+    cfg.pin_budget_mb = 1024u * 1024;
+    run_until(now + 2 * SEC);
+    usage4(h, 4 * GiB, 0, 0, 4 * GiB);
+    assert_int_equal(count(EV_PREPARE, NULL), 3);
 }
 
 static void test_grant_when_nothing_can_move(void **state)
@@ -1998,6 +2041,7 @@ int main(void)
         T(test_room_cannot_fit_alone),
         T(test_grant_when_nothing_can_move),
         T(test_predicted_quantum),
+        T(test_prepare_within_budget),
         T(test_memory_bookkeeping),
         T(test_switch_overhead_excludes_drain),
         T(test_restart_resumed_holder_first),
