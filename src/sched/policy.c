@@ -1056,7 +1056,10 @@ uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
     uint64_t sw = predicted_switch_ns(p, g);
     if (g->switch_ewma_ns > sw)
         sw = g->switch_ewma_ns;
-    uint64_t q = (uint64_t)((double)sw / p->cfg->switch_cost_target);
+    /* Clamped as a double: a footprint a client may claim (up to 2^62) over
+     * a 0.001 target does not fit in 64 bits. */
+    double qd = (double)sw / p->cfg->switch_cost_target;
+    uint64_t q = qd >= (double)hi ? hi : (uint64_t)qd;
     if (q < lo)
         q = lo;
     if (q > hi)

@@ -1568,6 +1568,11 @@ static void test_predicted_quantum(void **state)
     g->switch_ewma_ns = 10 * MS;
     usage(b, 0, 0, 0, 4 * GiB);
     assert_int_equal(sd_gpu_quantum_ns(&pol, g), (uint64_t)cfg.quantum_floor_ms * MS);
+    /* The largest footprint a client may claim over the smallest target:
+     * the cap, not an overflowing conversion (found by fuzz_dispatch). */
+    usage(b, 0, 0, 0, 1ull << 62);
+    cfg.switch_cost_target = 0.001;
+    assert_int_equal(sd_gpu_quantum_ns(&pol, g), (uint64_t)cfg.quantum_cap_ms * MS);
 }
 
 /* Pin-ahead stays within the node's budget, the clients furthest from
