@@ -20,8 +20,11 @@
 #   k8s       the device plugin against the real NVML (bench/gpu/k8s_check.sh)
 #   swap      pinned-memory kinds, swap throughput and start-of-slice stall
 #   oversub   jobs whose memory does not fit together (pytorch-add, GPT-2
-#             training): makespan under cushared vs the sum of solo runs
-# --quick (about 10 minutes on an H100) runs every section once through:
+#             training): makespan under cushared vs the sum of solo runs;
+#             OVERSUB_CASES picks among add2x48 add4x30 gpt3x30 (default) and
+#             add4x24r3 add4x20r3 gpt4x20r3 (3x, scaled to the host's RAM
+#             with mem_reserve_mb)
+# --quick (about 13 minutes on an H100) runs every section once through:
 # one run per workload and side, one LC repetition, one oversubscribed case,
 # a short swap benchmark. Recorded results come from the full run (about 25
 # minutes; more than one device call allows, so run it by sections).
