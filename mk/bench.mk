@@ -32,7 +32,7 @@ $(CS_LCBENCH): $(OBJ)/bench/lc/cs_lcbench.o $(FCK_OBJS) | $(FC_LINK)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -lm
 
-$(NVTRACE_LIB): bench/lc/nvtrace.c $(NVTRACE_MAP)
+$(NVTRACE_LIB): bench/lc/nvtrace.c src/hook/nvrm.h $(NVTRACE_MAP)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -shared -o $@ $< $(LDFLAGS) -Wl,--version-script=$(NVTRACE_MAP) -ldl
 

@@ -32,6 +32,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "hook/nvrm.h" /* the RM parameter blocks, shared with the interposer */
+
 #define EXPORT __attribute__((visibility("default")))
 
 static int out_fd = -1;
@@ -87,24 +89,6 @@ static void emit(const char *fmt, ...)
     (void)w;
 }
 
-struct nvos21 {
-    uint32_t hRoot, hObjectParent, hObjectNew, hClass;
-    uint64_t pAllocParms;
-    uint32_t paramsSize, status;
-};
-struct nvos64 {
-    uint32_t hRoot, hObjectParent, hObjectNew, hClass;
-    uint64_t pAllocParms, pRightsRequested;
-    uint32_t paramsSize, flags, status, pad;
-};
-struct nvos54 {
-    uint32_t hClient, hObject, cmd, flags;
-    uint64_t params;
-    uint32_t paramsSize, status;
-};
-struct nvos00 {
-    uint32_t hRoot, hObjectParent, hObjectOld, status;
-};
 struct apiver {
     uint32_t cmd, reply;
     char version[64];
@@ -119,7 +103,7 @@ int ioctl(int fd, unsigned long req, ...)
     va_end(ap);
     if (!real_ioctl)
         return (int)syscall(SYS_ioctl, fd, req, arg);
-    if (((req >> 8) & 0xff) != 'F' || out_fd < 0)
+    if (((req >> 8) & 0xff) != NV_IOCTL_MAGIC || out_fd < 0)
         return real_ioctl(fd, req, arg);
     if (fd >= 0 && fd < 4096 && !seen[fd]) {
         char link[64], target[256];
@@ -133,24 +117,24 @@ int ioctl(int fd, unsigned long req, ...)
     int ret = real_ioctl(fd, req, arg);
     int e = ret ? errno : 0;
     char h[160];
-    if (nr == 0x2b && size == sizeof(struct nvos21)) {
+    if (nr == NV_ESC_RM_ALLOC && size == sizeof(struct nvos21)) {
         struct nvos21 *p = arg;
         hex(h, sizeof h, (void *)(uintptr_t)p->pAllocParms, alloc_bytes(p->pAllocParms, p->paramsSize, p->hClass));
         emit("A %d %#lx %d %d root=%#x parent=%#x new=%#x class=%#x psize=%u flags=- status=%#x params=%s",
              fd, req, ret, e, p->hRoot, p->hObjectParent, p->hObjectNew, p->hClass, p->paramsSize,
              p->status, h);
-    } else if (nr == 0x2b && size == sizeof(struct nvos64)) {
+    } else if (nr == NV_ESC_RM_ALLOC && size == sizeof(struct nvos64)) {
         struct nvos64 *p = arg;
         hex(h, sizeof h, (void *)(uintptr_t)p->pAllocParms, alloc_bytes(p->pAllocParms, p->paramsSize, p->hClass));
         emit("A %d %#lx %d %d root=%#x parent=%#x new=%#x class=%#x psize=%u flags=%#x status=%#x params=%s",
              fd, req, ret, e, p->hRoot, p->hObjectParent, p->hObjectNew, p->hClass, p->paramsSize,
              p->flags, p->status, h);
-    } else if (nr == 0x2a && size == sizeof(struct nvos54)) {
+    } else if (nr == NV_ESC_RM_CONTROL && size == sizeof(struct nvos54)) {
         struct nvos54 *p = arg;
         hex(h, sizeof h, (void *)(uintptr_t)p->params, p->params ? (p->paramsSize < 64 ? p->paramsSize : 64) : 0);
         emit("C %d %#lx %d %d client=%#x object=%#x cmd=%#x flags=%#x psize=%u status=%#x params=%s",
              fd, req, ret, e, p->hClient, p->hObject, p->cmd, p->flags, p->paramsSize, p->status, h);
-    } else if (nr == 0x29 && size == sizeof(struct nvos00)) {
+    } else if (nr == NV_ESC_RM_FREE && size == sizeof(struct nvos00)) {
         struct nvos00 *p = arg;
         emit("F %d %#lx %d %d root=%#x parent=%#x old=%#x status=%#x", fd, req, ret, e, p->hRoot,
              p->hObjectParent, p->hObjectOld, p->status);

@@ -90,18 +90,25 @@ static uint64_t limit(const struct cs_bound *b, uint32_t window_us)
     return k < 1 ? 1 : (k > BOUND_MAX_PENDING ? BOUND_MAX_PENDING : k);
 }
 
-bool cs_bound_admit(struct cs_bound *b, uint32_t window_us)
+void cs_bound_set_window(struct cs_bound *b, uint32_t window_us)
+{
+    pthread_mutex_lock(&b->mu);
+    b->window_us = window_us;
+    pthread_mutex_unlock(&b->mu);
+}
+
+bool cs_bound_admit(struct cs_bound *b)
 {
     CUcontext cur = NULL;
     if (cs_real.cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur)
         return false;
     pthread_mutex_lock(&b->mu);
-    if (!ensure_events(b, cur)) {
+    if (!b->window_us || !ensure_events(b, cur)) {
         pthread_mutex_unlock(&b->mu);
         return false;
     }
     retire(b);
-    while (b->ctx && b->tail - b->head >= limit(b, window_us)) {
+    while (b->ctx && b->window_us && b->tail - b->head >= limit(b, b->window_us)) {
         CUevent oldest = b->ev[b->head % CS_BOUND_RING];
         pthread_mutex_unlock(&b->mu);
         /* Outside the lock: other threads may retire (or even re-record)
@@ -147,17 +154,5 @@ void cs_bound_drop(struct cs_bound *b)
 {
     pthread_mutex_lock(&b->mu);
     drop_events(b);
-    pthread_mutex_unlock(&b->mu);
-}
-
-void cs_bound_peek(struct cs_bound *b, uint32_t window_us, uint64_t *pending, uint64_t *est_ns,
-                   uint64_t *lim)
-{
-    pthread_mutex_lock(&b->mu);
-    if (b->ctx)
-        retire(b);
-    *pending = b->tail - b->head;
-    *est_ns = b->est_ns;
-    *lim = limit(b, window_us);
     pthread_mutex_unlock(&b->mu);
 }

@@ -38,16 +38,21 @@ struct cs_bound {
     uint64_t head, tail;      /* pending = [head, tail), slot = seq % RING */
     bool have_prev;           /* ev[(head - 1) % RING] completed: a sample start */
     uint64_t est_ns;          /* smoothed GPU time per submission, 0 = unknown */
+    uint32_t window_us;       /* LC_MODE BOUNDED's window; 0 = not bounded */
     /* statistics */
     uint64_t waits;           /* submissions that waited for the window */
     uint64_t wait_ns;
     uint64_t recorded;        /* events recorded */
 };
 
+/* LC_MODE for this device: the window in force (0: none). */
+void cs_bound_set_window(struct cs_bound *b, uint32_t window_us);
+
 /* Before a bounded submission (the caller is outside the gate): waits until
- * fewer than window_us of work is pending. False if this submission cannot
- * be bounded (no events in the current context): it goes unbounded. */
-bool cs_bound_admit(struct cs_bound *b, uint32_t window_us);
+ * less than the window of work is pending. False if this submission cannot
+ * be bounded (no window, or no events in the current context): it goes
+ * unbounded. */
+bool cs_bound_admit(struct cs_bound *b);
 
 /* After a bounded submission on stream s (the caller is inside the gate):
  * records its completion event. */
@@ -58,10 +63,6 @@ void cs_bound_forget_ctx(struct cs_bound *b, CUcontext ctx);
 
 /* Every event forgotten (the device's contexts are being reset). */
 void cs_bound_drop(struct cs_bound *b);
-
-/* Pending count, estimate and limit now (tests, debug). */
-void cs_bound_peek(struct cs_bound *b, uint32_t window_us, uint64_t *pending, uint64_t *est_ns,
-                   uint64_t *limit);
 
 void cs_bound_init(struct cs_bound *b);
 

@@ -23,18 +23,6 @@ static bool stream_is_capturing(CUstream s, int per_thread)
     return r == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-/* The window is waited for outside the gate (a revoke must not wait for a
- * thread that waits for the GPU), then the gate is entered again as usual.
- * The window in force is read under the device lock: it changes with
- * LC_MODE. */
-static uint32_t bound_window(struct cs_dev *d)
-{
-    pthread_mutex_lock(&d->mu);
-    uint32_t w = d->lc_mode == CS_LC_BOUNDED ? d->lc_param_us : 0;
-    pthread_mutex_unlock(&d->mu);
-    return w;
-}
-
 CUresult cs_gate_slow(struct cs_ticket *t, CUstream s, int per_thread)
 {
     struct cs_dev *d = t->dev;
@@ -51,10 +39,11 @@ CUresult cs_gate_slow(struct cs_ticket *t, CUstream s, int per_thread)
             break;
         atomic_fetch_sub_explicit(&d->subm, CS_SUBM_INSIDE, memory_order_release);
         if (o == CS_GATE_BOUNDED) {
-            /* Without events in the current context the call goes
-             * unbounded (and records nothing). */
-            uint32_t w = bound_window(d);
-            t->bound = w && cs_bound_admit(&d->bound, w);
+            /* The window is waited for outside the gate (a revoke must not
+             * wait for a thread that waits for the GPU). Without events in
+             * the current context, or once the window was lifted, the call
+             * goes unbounded (and records nothing). */
+            t->bound = cs_bound_admit(&d->bound);
             admitted = true;
         } else {
             admitted = false;

@@ -30,7 +30,7 @@ static void open_gate_locked(struct cs_dev *d)
 }
 
 static bool enqueue_locked(struct cs_dev *d, struct cs_job job);
-static bool jobq_has_kind(struct cs_jobq *q, uint8_t kind);
+static bool jobq_has(struct cs_jobq *q, uint8_t kind, uint64_t id);
 
 static void close_gate_locked(struct cs_dev *d)
 {
@@ -45,6 +45,7 @@ static void set_unmanaged_locked(struct cs_dev *d)
 {
     d->state = CS_LEASE_UNMANAGED;
     d->lc_mode = CS_LC_NONE; /* no daemon, no latency-critical neighbour it knows of */
+    cs_bound_set_window(&d->bound, 0);
     open_gate_locked(d);
 }
 
@@ -53,7 +54,7 @@ static void set_unmanaged_locked(struct cs_dev *d)
 static void watch_burst_locked(struct cs_dev *d)
 {
     if (d->lc_mode == CS_LC_RELEASE_IDLE && d->state == CS_LEASE_HELD &&
-        !jobq_has_kind(&d->work, CS_JOB_BURST) &&
+        !jobq_has(&d->work, CS_JOB_BURST, d->lease_id) &&
         !enqueue_locked(d, (struct cs_job){.kind = CS_JOB_BURST, .id = d->lease_id}))
         cs_warn("GPU %d: too much queued scheduler work; the lease is kept until idle",
                 d->ordinal);
@@ -250,15 +251,6 @@ static struct cs_job jobq_pop(struct cs_dev *d, struct cs_jobq *q)
     return job;
 }
 
-/* Whether a job of this kind waits in q; d->mu held. */
-static bool jobq_has_kind(struct cs_jobq *q, uint8_t kind)
-{
-    for (unsigned i = 0; i < q->count; i++)
-        if (jobq_at(q, i)->kind == kind)
-            return true;
-    return false;
-}
-
 /* Whether a job of this kind and id waits in q; d->mu held. */
 static bool jobq_has(struct cs_jobq *q, uint8_t kind, uint64_t id)
 {
@@ -362,6 +354,7 @@ void cs_lease_on_disconnect(struct cs_dev *d)
     /* A new daemon starts every client at LC_MODE NONE. */
     d->lc_mode = CS_LC_NONE;
     d->lc_param_us = 0;
+    cs_bound_set_window(&d->bound, 0);
     if (atomic_load(&d->open) == CS_GATE_BOUNDED)
         open_gate_locked(d);
     if (d->ts_want) {
@@ -399,6 +392,8 @@ void cs_lease_on_lc_mode(struct cs_dev *d, uint32_t mode, uint32_t param_us)
     if (d->state != CS_LEASE_DETACHED && d->state != CS_LEASE_UNMANAGED) {
         d->lc_mode = mode;
         d->lc_param_us = param_us;
+        /* Lock order: d->mu, then the bound's own. */
+        cs_bound_set_window(&d->bound, mode == CS_LC_BOUNDED ? param_us : 0);
         if (atomic_load(&d->open) != CS_GATE_CLOSED)
             open_gate_locked(d);
         watch_burst_locked(d);

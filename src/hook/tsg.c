@@ -51,94 +51,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- The driver's ABI (open-gpu-kernel-modules: nv_escape.h, nvos.h,
- * ctrla06c.h, alloc params in nvos.h; checked against a recording of
- * driver 580.159.04). Our own minimal copies: no NVIDIA header is needed to
- * build. ------------------------------------------------------------------ */
-
-#define NV_IOCTL_MAGIC 0x46u /* 'F' */
-#define NV_ESC_RM_FREE 0x29u
-#define NV_ESC_RM_CONTROL 0x2Au
-#define NV_ESC_RM_ALLOC 0x2Bu
-
-/* _IOWR('F', nr, size) */
-#define NV_IOWR(nr, size) ((3ul << 30) | ((unsigned long)(size) << 16) | (NV_IOCTL_MAGIC << 8) | (nr))
-
-struct nvos00 { /* NVOS00_PARAMETERS: RM_FREE */
-    uint32_t hRoot, hObjectParent, hObjectOld, status;
-};
-struct nvos21 { /* NVOS21_PARAMETERS: RM_ALLOC, old form */
-    uint32_t hRoot, hObjectParent, hObjectNew, hClass;
-    uint64_t pAllocParms;
-    uint32_t paramsSize, status;
-};
-struct nvos64 { /* NVOS64_PARAMETERS: RM_ALLOC with rights (what libcuda 580 uses) */
-    uint32_t hRoot, hObjectParent, hObjectNew, hClass;
-    uint64_t pAllocParms, pRightsRequested;
-    uint32_t paramsSize, flags, status;
-};
-struct nvos54 { /* NVOS54_PARAMETERS: RM_CONTROL */
-    uint32_t hClient, hObject, cmd, flags;
-    uint64_t params;
-    uint32_t paramsSize, status;
-};
-/* NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS up to engineType (the full struct
- * is 20 bytes: a trailing NvBool and padding). */
-struct nv_chgrp_alloc {
-    uint32_t hObjectError, hObjectEccError, hVASpace, engineType;
-};
-struct nva06c_timeslice { /* NVA06C_CTRL_TIMESLICE_PARAMS */
-    uint64_t timesliceUs;
-};
-
-_Static_assert(sizeof(struct nvos00) == 16, "NVOS00 is 16 bytes");
-_Static_assert(sizeof(struct nvos21) == 32, "NVOS21 is 32 bytes");
-_Static_assert(offsetof(struct nvos21, pAllocParms) == 16 && offsetof(struct nvos21, status) == 28,
-               "NVOS21 layout");
-_Static_assert(sizeof(struct nvos64) == 48, "NVOS64 is 48 bytes (request 0xc030462b)");
-_Static_assert(offsetof(struct nvos64, pAllocParms) == 16 && offsetof(struct nvos64, flags) == 36 &&
-                   offsetof(struct nvos64, status) == 40,
-               "NVOS64 layout");
-_Static_assert(sizeof(struct nvos54) == 32, "NVOS54 is 32 bytes (request 0xc020462a)");
-_Static_assert(offsetof(struct nvos54, params) == 16 && offsetof(struct nvos54, paramsSize) == 24 &&
-                   offsetof(struct nvos54, status) == 28,
-               "NVOS54 layout");
-_Static_assert(offsetof(struct nv_chgrp_alloc, engineType) == 12, "engineType at offset 12");
-_Static_assert(sizeof(struct nva06c_timeslice) == 8, "timeslice params are one NvU64");
-
-#define REQ_FREE NV_IOWR(NV_ESC_RM_FREE, sizeof(struct nvos00))       /* 0xc0104629 */
-#define REQ_CONTROL NV_IOWR(NV_ESC_RM_CONTROL, sizeof(struct nvos54)) /* 0xc020462a */
-#define REQ_ALLOC21 NV_IOWR(NV_ESC_RM_ALLOC, sizeof(struct nvos21))   /* 0xc020462b */
-#define REQ_ALLOC64 NV_IOWR(NV_ESC_RM_ALLOC, sizeof(struct nvos64))   /* 0xc030462b */
-_Static_assert(REQ_CONTROL == 0xc020462aul && REQ_ALLOC64 == 0xc030462bul, "request codes");
-
-#define CLASS_ROOT 0x0u             /* NV01_ROOT */
-#define CLASS_ROOT_NON_PRIV 0x1u    /* NV01_ROOT_NON_PRIV */
-#define CLASS_ROOT_CLIENT 0x41u     /* NV01_ROOT_CLIENT: what libcuda allocates */
-#define CLASS_CHANNEL_GROUP 0xa06cu /* KEPLER_CHANNEL_GROUP_A */
-
-#define CMD_SET_TIMESLICE 0xa06c0103u /* NVA06C_CTRL_CMD_SET_TIMESLICE */
-#define CMD_GET_TIMESLICE 0xa06c0104u /* NVA06C_CTRL_CMD_GET_TIMESLICE */
-
-#define NVOS64_FLAGS_FINN_SERIALIZED 0x1u
-
-/* NV2080_ENGINE_TYPE_GR0..GR7 (GR1..7 exist under MIG). */
-#define ENGINE_GR_FIRST 0x1u
-#define ENGINE_GR_LAST 0x8u
-#define ENGINE_UNKNOWN 0xffffffffu
-
-/* nvstatuscodes.h */
-#define NV_OK 0x00u
-#define NV_ERR_INSUFFICIENT_PERMISSIONS 0x1Bu
-#define NV_ERR_INVALID_ARGUMENT 0x1Fu
-#define NV_ERR_INVALID_CLIENT 0x23u
-#define NV_ERR_INVALID_OBJECT 0x31u
-#define NV_ERR_INVALID_OBJECT_HANDLE 0x33u
-#define NV_ERR_INVALID_OBJECT_PARENT 0x36u
-#define NV_ERR_INVALID_PARAMETER 0x3Bu
-#define NV_ERR_NOT_SUPPORTED 0x56u
-#define NV_ERR_OBJECT_NOT_FOUND 0x57u
-#define NV_ERR_OUT_OF_RANGE 0x5Bu
+#include "hook/nvrm.h"
 
 /* Driver branches whose layouts above are known to hold (the structures
  * have not changed across them; 580 is recorded). Others need
@@ -193,7 +106,7 @@ static void tbl_release(void)
 
 static bool is_gr(uint32_t engine)
 {
-    return engine >= ENGINE_GR_FIRST && engine <= ENGINE_GR_LAST;
+    return engine >= NV_ENGINE_GR_FIRST && engine <= NV_ENGINE_GR_LAST;
 }
 
 static bool probed(int s)
@@ -360,7 +273,7 @@ static uint32_t rm_control(int fd, uint32_t client, uint32_t obj, uint32_t cmd, 
         .paramsSize = size,
         .status = 0,
     };
-    int rc = cs_ioctl_real(fd, REQ_CONTROL, &p);
+    int rc = cs_ioctl_real(fd, NV_REQ_CONTROL, &p);
     *err = rc ? errno : 0;
     errno = saved;
     return rc ? UINT32_MAX : p.status;
@@ -391,7 +304,7 @@ static enum op_result do_get(const struct group *g, uint64_t *us, uint32_t *stat
 {
     struct nva06c_timeslice p = {0};
     int err = 0;
-    *status = rm_control(g->fd, g->client, g->handle, CMD_GET_TIMESLICE, &p, sizeof p, &err);
+    *status = rm_control(g->fd, g->client, g->handle, NV_CMD_GET_TIMESLICE, &p, sizeof p, &err);
     if (*status == NV_OK) {
         *us = p.timesliceUs;
         return OP_OK;
@@ -409,7 +322,7 @@ static enum op_result do_set(const struct group *g, uint64_t us, uint32_t *statu
 {
     struct nva06c_timeslice p = {.timesliceUs = us};
     int err = 0;
-    *status = rm_control(g->fd, g->client, g->handle, CMD_SET_TIMESLICE, &p, sizeof p, &err);
+    *status = rm_control(g->fd, g->client, g->handle, NV_CMD_SET_TIMESLICE, &p, sizeof p, &err);
     if (*status == NV_OK)
         return OP_OK;
     if (*status == UINT32_MAX) {
@@ -635,16 +548,16 @@ static void new_gr_group(struct group *g)
 
 static bool is_root_class(uint32_t c)
 {
-    return c == CLASS_ROOT || c == CLASS_ROOT_NON_PRIV || c == CLASS_ROOT_CLIENT;
+    return c == NV_CLASS_ROOT || c == NV_CLASS_ROOT_NON_PRIV || c == NV_CLASS_ROOT_CLIENT;
 }
 
 static int on_alloc(int fd, unsigned long req, void *arg)
 {
-    bool is64 = req == REQ_ALLOC64;
+    bool is64 = req == NV_REQ_ALLOC64;
     /* hRoot..hClass are the first 16 bytes of both forms. */
     struct nvos21 *h = arg;
     uint32_t cls = h->hClass;
-    if (cls != CLASS_CHANNEL_GROUP && !is_root_class(cls))
+    if (cls != NV_CLASS_CHANNEL_GROUP && !is_root_class(cls))
         return cs_ioctl_real(fd, req, arg);
     int ret = cs_ioctl_real(fd, req, arg);
     int e = errno;
@@ -661,7 +574,7 @@ static int on_alloc(int fd, unsigned long req, void *arg)
         uint64_t pp = h->pAllocParms;
         uint32_t flags = is64 ? ((struct nvos64 *)arg)->flags : 0;
         uint32_t size = is64 ? ((struct nvos64 *)arg)->paramsSize : h->paramsSize;
-        uint32_t engine = ENGINE_UNKNOWN;
+        uint32_t engine = NV_ENGINE_UNKNOWN;
         /* libcuda passes paramsSize 0 (the RM knows each class's size); a
          * serialized (FINN) block has another layout. The RM copied these
          * bytes successfully, so they are readable. */
@@ -699,7 +612,7 @@ static int on_control(int fd, unsigned long req, void *arg)
 {
     struct nvos54 *p = arg;
     struct group g;
-    if (p->cmd != CMD_SET_TIMESLICE || p->paramsSize != sizeof(struct nva06c_timeslice) ||
+    if (p->cmd != NV_CMD_SET_TIMESLICE || p->paramsSize != sizeof(struct nva06c_timeslice) ||
         p->flags != 0 || !p->params || !atomic_load_explicit(&ngroups, memory_order_relaxed) ||
         !find_group(p->hClient, p->hObject, &g) || !is_gr(g.engine))
         return cs_ioctl_real(fd, req, arg);
@@ -745,11 +658,11 @@ int cs_tsg_ioctl(int fd, unsigned long req, void *arg)
         return cs_ioctl_real(fd, req, arg);
     tls_busy = 1;
     int ret;
-    if (req == REQ_ALLOC64 || req == REQ_ALLOC21) {
+    if (req == NV_REQ_ALLOC64 || req == NV_REQ_ALLOC21) {
         ret = on_alloc(fd, req, arg);
-    } else if (req == REQ_FREE) {
+    } else if (req == NV_REQ_FREE) {
         ret = on_free(fd, req, arg);
-    } else if (req == REQ_CONTROL) {
+    } else if (req == NV_REQ_CONTROL) {
         ret = on_control(fd, req, arg);
     } else {
         unsigned nr = req & 0xff, size = (req >> 16) & 0x3fff;

@@ -19,6 +19,7 @@
 
 #include "hook/config.h"
 #include "hook/tsg.h"
+#include "hook/nvrm.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -30,42 +31,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* ---- The RM's ABI, as the test writes it (independently of tsg.c) ----------- */
-
-struct os00 {
-    uint32_t hRoot, hObjectParent, hObjectOld, status;
-};
-struct os21 {
-    uint32_t hRoot, hObjectParent, hObjectNew, hClass;
-    uint64_t pAllocParms;
-    uint32_t paramsSize, status;
-};
-struct os64 {
-    uint32_t hRoot, hObjectParent, hObjectNew, hClass;
-    uint64_t pAllocParms, pRightsRequested;
-    uint32_t paramsSize, flags, status, pad;
-};
-struct os54 {
-    uint32_t hClient, hObject, cmd, flags;
-    uint64_t params;
-    uint32_t paramsSize, status;
-};
-
-#define REQ_FREE 0xc0104629ul
-#define REQ_CONTROL 0xc020462aul
-#define REQ_ALLOC21 0xc020462bul
-#define REQ_ALLOC64 0xc030462bul
-#define SET_TS 0xa06c0103u
-#define GET_TS 0xa06c0104u
-
-#define OK 0x00u
-#define ERR_PERMS 0x1Bu
-#define ERR_INVALID_ARGUMENT 0x1Fu
-#define ERR_INVALID_CLIENT 0x23u
-#define ERR_PARENT 0x36u
-#define ERR_PARAM_STRUCT 0x3Au
-#define ERR_NOT_SUPPORTED 0x56u
-#define ERR_NOT_FOUND 0x57u
+/* ---- The RM's ABI: hook/nvrm.h, whose static assertions pin every size,
+ * offset and request code to the values recorded from driver 580. ------ */
 
 #define CTL_FD 9
 #define V580 "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n"
@@ -144,12 +111,12 @@ static uint32_t rm_alloc(int fd, uint32_t *root, uint32_t parent, uint32_t *new,
             }
         *new = c;
         *root = c;
-        return OK;
+        return NV_OK;
     }
     if (!find(*root, *root))
-        return ERR_INVALID_CLIENT;
+        return NV_ERR_INVALID_CLIENT;
     if (!find(*root, parent))
-        return ERR_PARENT;
+        return NV_ERR_INVALID_OBJECT_PARENT;
     for (int i = 0; i < MAX_OBJ; i++)
         if (!rm.o[i].live) {
             struct obj *o = &rm.o[i];
@@ -161,40 +128,40 @@ static uint32_t rm_alloc(int fd, uint32_t *root, uint32_t parent, uint32_t *new,
                 o->engine = e;
                 o->ts = 1024; /* what a fresh group reads (libcuda then sets 2048 on GR) */
             }
-            return OK;
+            return NV_OK;
         }
     return 0x1A; /* insufficient resources */
 }
 
-static uint32_t rm_control(int fd, struct os54 *p)
+static uint32_t rm_control(int fd, struct nvos54 *p)
 {
     struct obj *c = find(p->hClient, p->hClient);
     if (!c)
-        return ERR_INVALID_CLIENT;
-    if (p->cmd != SET_TS && p->cmd != GET_TS)
-        return OK;
+        return NV_ERR_INVALID_CLIENT;
+    if (p->cmd != NV_CMD_SET_TIMESLICE && p->cmd != NV_CMD_GET_TIMESLICE)
+        return NV_OK;
     if (c->owner_fd != fd)
-        return ERR_INVALID_CLIENT; /* a fresh nvidiactl descriptor is not libcuda's */
+        return NV_ERR_INVALID_CLIENT; /* a fresh nvidiactl descriptor is not libcuda's */
     struct obj *o = find(p->hClient, p->hObject);
     if (!o)
-        return ERR_NOT_FOUND;
+        return NV_ERR_OBJECT_NOT_FOUND;
     if (o->cls != 0xa06c)
-        return ERR_NOT_SUPPORTED;
+        return NV_ERR_NOT_SUPPORTED;
     if (p->paramsSize != rm.ts_size)
-        return ERR_PARAM_STRUCT;
+        return NV_ERR_INVALID_PARAM_STRUCT;
     uint64_t *v = (uint64_t *)(uintptr_t)p->params;
-    if (p->cmd == GET_TS) {
+    if (p->cmd == NV_CMD_GET_TIMESLICE) {
         rm.gets++;
         *v = o->ts;
-        return OK;
+        return NV_OK;
     }
     rm.sets++;
     if (rm.set_status && (!rm.fail_value || *v == rm.fail_value))
         return rm.set_status;
     if (*v < rm.min_us)
-        return ERR_NOT_SUPPORTED;
+        return NV_ERR_NOT_SUPPORTED;
     o->ts = *v;
-    return OK;
+    return NV_OK;
 }
 
 /* tsg.c's system boundary. */
@@ -213,20 +180,20 @@ int cs_ioctl_real(int fd, unsigned long req, void *arg)
         errno = ENOTTY;
         return req == FIONREAD ? 1234 : -1;
     }
-    if (req == REQ_ALLOC64) {
-        struct os64 *p = arg;
+    if (req == NV_REQ_ALLOC64) {
+        struct nvos64 *p = arg;
         p->status = rm_alloc(fd, &p->hRoot, p->hObjectParent, &p->hObjectNew, p->hClass,
                              (const void *)(uintptr_t)p->pAllocParms);
-    } else if (req == REQ_ALLOC21) {
-        struct os21 *p = arg;
+    } else if (req == NV_REQ_ALLOC21) {
+        struct nvos21 *p = arg;
         p->status = rm_alloc(fd, &p->hRoot, p->hObjectParent, &p->hObjectNew, p->hClass,
                              (const void *)(uintptr_t)p->pAllocParms);
-    } else if (req == REQ_FREE) {
-        struct os00 *p = arg;
+    } else if (req == NV_REQ_FREE) {
+        struct nvos00 *p = arg;
         free_tree(p->hRoot, p->hObjectOld);
-        p->status = OK;
-    } else if (req == REQ_CONTROL) {
-        struct os54 *p = arg;
+        p->status = NV_OK;
+    } else if (req == NV_REQ_CONTROL) {
+        struct nvos54 *p = arg;
         p->status = rm_control(fd, p);
     } else {
         rm.others++;
@@ -349,7 +316,7 @@ static int replay(int strict)
             int root = cls == 0x41;
             if (root)
                 rm.next_client = newh; /* the handle the real RM chose */
-            struct os64 p = {
+            struct nvos64 p = {
                 .hRoot = root ? 0 : field(line, "root="),
                 .hObjectParent = root ? 0 : field(line, "parent="),
                 .hObjectNew = root ? 0 : newh,
@@ -364,7 +331,7 @@ static int replay(int strict)
             unsigned char params[64] = {0};
             uint32_t psize = field(line, "psize=");
             hexbytes(line, params, sizeof params);
-            struct os54 p = {
+            struct nvos54 p = {
                 .hClient = field(line, "client="),
                 .hObject = field(line, "object="),
                 .cmd = field(line, "cmd="),
@@ -375,7 +342,7 @@ static int replay(int strict)
             ret = wrap(fd, req, &p);
             status = p.status;
         } else if (kind == 'F') {
-            struct os00 p = {
+            struct nvos00 p = {
                 .hRoot = field(line, "root="),
                 .hObjectParent = field(line, "parent="),
                 .hObjectOld = field(line, "old="),
@@ -402,12 +369,12 @@ static void gr_alloc(int fd, uint32_t client, uint32_t parent, uint32_t h, uint3
                      unsigned long req)
 {
     uint32_t params[5] = {0, 0, 0, engine, 0};
-    if (req == REQ_ALLOC21) {
-        struct os21 p = {client, parent, h, 0xa06c, (uint64_t)(uintptr_t)params, 0, 0};
+    if (req == NV_REQ_ALLOC21) {
+        struct nvos21 p = {client, parent, h, 0xa06c, (uint64_t)(uintptr_t)params, 0, 0};
         assert_int_equal(wrap(fd, req, &p), 0);
         assert_int_equal(p.status, 0);
     } else {
-        struct os64 p = {client, parent, h, 0xa06c, (uint64_t)(uintptr_t)params, 0, 0, 0, 0, 0};
+        struct nvos64 p = {client, parent, h, 0xa06c, (uint64_t)(uintptr_t)params, 0, 0, 0, 0, 0};
         assert_int_equal(wrap(fd, req, &p), 0);
         assert_int_equal(p.status, 0);
     }
@@ -415,8 +382,8 @@ static void gr_alloc(int fd, uint32_t client, uint32_t parent, uint32_t h, uint3
 
 static void rm_free(int fd, uint32_t client, uint32_t h)
 {
-    struct os00 p = {client, client, h, 0};
-    assert_int_equal(wrap(fd, REQ_FREE, &p), 0);
+    struct nvos00 p = {client, client, h, 0};
+    assert_int_equal(wrap(fd, NV_REQ_FREE, &p), 0);
 }
 
 static int setup(void **state)
@@ -501,7 +468,7 @@ static void nvos21_form(void **state)
 {
     (void)state;
     replay(1);
-    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5c100000, 1, REQ_ALLOC21);
+    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5c100000, 1, NV_REQ_ALLOC21);
     assert_int_equal(cs_tsg_group_count(), 5);
     assert_int_equal(cs_tsg_set_timeslice_us(7), 0);
     assert_int_equal(ts_of(CLIENT, 0x5c100000), 7);
@@ -511,7 +478,7 @@ static void driver_refuses_set(void **state)
 {
     (void)state;
     replay(1);
-    rm.set_status = ERR_PERMS;
+    rm.set_status = NV_ERR_INSUFFICIENT_PERMISSIONS;
     assert_int_equal(cs_tsg_set_timeslice_us(1), -EPERM);
     assert_int_equal(cs_tsg_state(), CS_TSG_UNAVAILABLE);
     assert_non_null(strstr(cs_tsg_reason(), "permission"));
@@ -525,7 +492,7 @@ static void driver_refuses_set(void **state)
     assert_int_equal(counter(&rm.calls), calls);
     /* The wrapper is a pass-through now: one call, nothing recorded. */
     int checks = counter(&rm.fd_checks);
-    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5c100000, 1, REQ_ALLOC64);
+    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5c100000, 1, NV_REQ_ALLOC64);
     assert_int_equal(counter(&rm.calls), calls + 1);
     assert_int_equal(counter(&rm.fd_checks), checks);
     const char *r = cs_tsg_reason();
@@ -538,7 +505,7 @@ static void refusal_after_use_restores(void **state)
 {
     (void)state;
     replay(1);
-    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5c100000, 1, REQ_ALLOC64);
+    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5c100000, 1, NV_REQ_ALLOC64);
     assert_int_equal(cs_tsg_set_timeslice_us(100), 0);
     assert_int_equal(ts_of(CLIENT, GR_GROUP), 100);
     rm.set_status = 0x65; /* timeout: unexpected */
@@ -554,7 +521,7 @@ static void value_refused_changes_nothing(void **state)
 {
     (void)state;
     replay(1);
-    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5c100000, 1, REQ_ALLOC64);
+    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5c100000, 1, NV_REQ_ALLOC64);
     assert_int_equal(cs_tsg_set_timeslice_us(100), 0);
     rm.min_us = 10;
     assert_int_equal(cs_tsg_set_timeslice_us(5), -ERANGE);
@@ -641,6 +608,17 @@ static void rm_free_removes_groups(void **state)
     assert_int_equal(cs_tsg_group_count(), 0);
 }
 
+/* The RM forgets every object of a client, behind the interposer's back
+ * (its descriptor was closed). */
+static void rm_drop_client(uint32_t client)
+{
+    pthread_mutex_lock(&rm.mu);
+    for (int i = 0; i < MAX_OBJ; i++)
+        if (rm.o[i].client == client)
+            rm.o[i].live = 0;
+    pthread_mutex_unlock(&rm.mu);
+}
+
 /* Descriptor reuse: closed, the number reused by a non-NVIDIA file; or by
  * another nvidiactl open whose new client reuses the handle; or whose
  * client is another (the driver answers "invalid client"). */
@@ -657,26 +635,17 @@ static void fd_reuse(void **state)
     rm_reset();
     cs_tsg_configure(CS_TSG_MODE_ON, 0);
     replay(1);
-    /* close(9): the RM frees its clients; open() returns 9 again. */
-    pthread_mutex_lock(&rm.mu);
-    for (int i = 0; i < MAX_OBJ; i++)
-        if (rm.o[i].client == CLIENT)
-            rm.o[i].live = 0;
-    pthread_mutex_unlock(&rm.mu);
+    rm_drop_client(CLIENT); /* close(9): the RM frees its clients; open() returns 9 again */
     rm.next_client = CLIENT;
-    struct os64 root = {.hClass = 0x41};
-    assert_int_equal(wrap(CTL_FD, REQ_ALLOC64, &root), 0);
+    struct nvos64 root = {.hClass = NV_CLASS_ROOT_CLIENT};
+    assert_int_equal(wrap(CTL_FD, NV_REQ_ALLOC64, &root), 0);
     assert_int_equal(root.hObjectNew, CLIENT);
     assert_int_equal(cs_tsg_group_count(), 0);
 
     rm_reset();
     cs_tsg_configure(CS_TSG_MODE_ON, 0);
     replay(1);
-    pthread_mutex_lock(&rm.mu);
-    for (int i = 0; i < MAX_OBJ; i++)
-        if (rm.o[i].client == CLIENT)
-            rm.o[i].live = 0;
-    pthread_mutex_unlock(&rm.mu);
+    rm_drop_client(CLIENT);
     assert_int_equal(cs_tsg_set_timeslice_us(1), 0); /* nothing left to change */
     assert_int_equal(cs_tsg_group_count(), 3);       /* the copy-engine groups wait */
     assert_int_equal(cs_tsg_state(), CS_TSG_ACTIVE);
@@ -700,11 +669,11 @@ static void non_nv_ioctl_untouched(void **state)
     /* An RM_ALLOC of a channel group on something that is not an NVIDIA
      * device: forwarded, not recorded. */
     uint32_t params[5] = {0, 0, 0, 1, 0};
-    struct os64 p = {1, 2, 3, 0xa06c, (uint64_t)(uintptr_t)params, 0, 0, 0, 0, 0};
-    assert_int_equal(wrap(5, REQ_ALLOC64, &p), -1);
+    struct nvos64 p = {1, 2, 3, 0xa06c, (uint64_t)(uintptr_t)params, 0, 0, 0, 0, 0};
+    assert_int_equal(wrap(5, NV_REQ_ALLOC64, &p), -1);
     assert_int_equal(cs_tsg_group_count(), 0);
     /* A NULL parameter block goes straight through. */
-    wrap(CTL_FD, REQ_CONTROL, NULL);
+    wrap(CTL_FD, NV_REQ_CONTROL, NULL);
     assert_null(rm.last_arg);
 }
 
@@ -730,7 +699,7 @@ static void table_full(void **state)
     (void)state;
     replay(1);
     for (uint32_t i = 0; i < 200; i++)
-        gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5d000000 + i, i % 2 ? 1 : 0xb, REQ_ALLOC64);
+        gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5d000000 + i, i % 2 ? 1 : 0xb, NV_REQ_ALLOC64);
     struct cs_tsg_info info;
     cs_tsg_get_info(&info);
     assert_int_equal(info.groups, 128);
@@ -741,7 +710,7 @@ static void table_full(void **state)
     assert_int_equal(ts_of(CLIENT, 0x5d000000 + 199), 1024); /* dropped */
     /* Room again after frees; a new GR group gets the timeslice in force. */
     rm_free(CTL_FD, CLIENT, 0x5d000001);
-    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5e000000, 1, REQ_ALLOC64);
+    gr_alloc(CTL_FD, CLIENT, DEVICE, 0x5e000000, 1, NV_REQ_ALLOC64);
     assert_int_equal(ts_of(CLIENT, 0x5e000000), 9);
 }
 
@@ -805,13 +774,13 @@ static void *churn(void *arg)
     for (uint32_t i = 0; !atomic_load(&stop) && i < 400; i++) {
         uint32_t k = (i * 7) % 16, h = base + k;
         if (live[k]) {
-            struct os00 p = {CLIENT, CLIENT, h, 0};
-            if (wrap(CTL_FD, REQ_FREE, &p) != 0 || p.status != 0)
+            struct nvos00 p = {CLIENT, CLIENT, h, 0};
+            if (wrap(CTL_FD, NV_REQ_FREE, &p) != 0 || p.status != 0)
                 atomic_fetch_add(&thread_failures, 1);
         } else {
             uint32_t params[5] = {0, 0, 0, 1, 0};
-            struct os64 p = {CLIENT, DEVICE, h, 0xa06c, (uint64_t)(uintptr_t)params, 0, 0, 0, 0, 0};
-            if (wrap(CTL_FD, REQ_ALLOC64, &p) != 0 || p.status != 0)
+            struct nvos64 p = {CLIENT, DEVICE, h, 0xa06c, (uint64_t)(uintptr_t)params, 0, 0, 0, 0, 0};
+            if (wrap(CTL_FD, NV_REQ_ALLOC64, &p) != 0 || p.status != 0)
                 atomic_fetch_add(&thread_failures, 1);
         }
         live[k] = !live[k];
