@@ -15,6 +15,11 @@
 #     while one restores after a GRANT, and restarted at once each time: all
 #     three jobs finish with right checksums;
 #  3. afterwards the simulated GPU's free memory is what it was at the start.
+#
+# The jobs that must contend with the victim run until the test touches a
+# stop file (cs_job --until-file), not for a fixed count: a fixed count
+# raced with the moment awaited (a CI run once saw the other jobs finish, and
+# the contention end, before the victim's second REVOKE).
 source "$(dirname "$0")/swap_lib.sh"
 
 ARGS=(--mem-mb 150 --allocs 15 --kernel-ns 2000000)
@@ -28,21 +33,23 @@ start_daemon
 free0=$(free_mem)
 T0=$(now_ms)
 
-slow_job() { # NAME SEED ITERS
-    FAKECUDA_PCIE_GBPS=$SLOW job "$1" "$2" "${ARGS[@]}" --iters "$3"
+slow_job() { # NAME SEED ITERS [cs_job options]
+    local name=$1 seed=$2 iters=$3
+    shift 3
+    FAKECUDA_PCIE_GBPS=$SLOW job "$name" "$seed" "${ARGS[@]}" --iters "$iters" "$@"
 }
 
 # One phase: the victim, then (once its context exists: the GPU is going to
 # be full) two normal jobs; KIND picks the moment the victim is killed.
 kill_job_phase() { # KIND
-    local kind=$1 from v a b n
+    local kind=$1 from v a b n stop="$T/stop-$1"
     from=$(log_lines)
     slow_job "v$kind" 7 400
     v=$JOB_PID
     wait_log "client .*: pid $v " "$from" >/dev/null
-    job "a$kind" 1 "${ARGS[@]}" --iters 12
+    job "a$kind" 1 "${ARGS[@]}" --iters 12 --until-file "$stop"
     a=$JOB_PID
-    job "b$kind" 2 "${ARGS[@]}" --iters 12
+    job "b$kind" 2 "${ARGS[@]}" --iters 12 --until-file "$stop"
     b=$JOB_PID
     case $kind in
     revoke) # its second REVOKE (at the first, the others' memory may not be
@@ -70,6 +77,7 @@ kill_job_phase() { # KIND
     grant) ! grep -q "switch overhead" <<<"$(grep -B100 "(pid $v) left" <<<"$after")" ||
                fail "the victim finished its restore before the kill" ;;
     esac
+    touch "$stop"
     job_ok "a$kind" "$a"
     job_ok "b$kind" "$b"
     echo "$(($(now_ms) - T0)) ms: killed the victim during its $kind swap: the others finished correctly"
@@ -91,12 +99,13 @@ kill_daemon() { # WHAT
     start_daemon
 }
 from=$(log_lines)
-slow_job s 3 16
+stop="$T/stop-daemon"
+slow_job s 3 16 --until-file "$stop"
 s=$JOB_PID
 wait_log "client .*: pid $s " "$from" >/dev/null
-job da 4 "${ARGS[@]}" --iters 12
+job da 4 "${ARGS[@]}" --iters 12 --until-file "$stop"
 da=$JOB_PID
-job db 5 "${ARGS[@]}" --iters 12
+job db 5 "${ARGS[@]}" --iters 12 --until-file "$stop"
 db=$JOB_PID
 n=$(wait_log "revoke lease .*\\(pid $s\\)" "$from")
 n=$(wait_log "revoke lease .*\\(pid $s\\)" "$n")
@@ -105,6 +114,7 @@ kill_daemon "pid $s swapped out"
 n=$(wait_log "grant lease .*\\(pid $s\\)" "$(log_lines)")
 sleep 0.1
 kill_daemon "pid $s restored"
+touch "$stop"
 job_ok s "$s"
 job_ok da "$da"
 job_ok db "$db"

@@ -3,8 +3,8 @@
  *
  *   cs_job [--mem-mb M] [--allocs K] [--iters N] [--kernel-ns NS] [--seed S]
  *          [--streams K] [--copy-mb M] [--gap-ms G] [--sync-every N]
- *          [--start-delay-ms D] [--submit-ns] [--device D]
- *          [--name NAME] [--json]
+ *          [--start-delay-ms D] [--submit-ns] [--until-file F]
+ *          [--device D] [--name NAME] [--json]
  *
  * Allocates M MiB of device memory in K allocations, fills each with a
  * per-element pattern derived from S (through pinned staging memory), then
@@ -29,6 +29,12 @@
  *                        cs_job: submit iter=I ns=T
  *                      T = CLOCK_MONOTONIC ns just before the iteration's
  *                      first GPU call (comparable with FAKECUDA_TRACE times)
+ *   --until-file F     after the N iterations, go on iterating until F
+ *                      exists (checked after each iteration), so that a test
+ *                      can keep jobs contending for as long as it needs them
+ *                      instead of guessing how long N iterations last; the
+ *                      result line gives the iterations done, and the sums
+ *                      are checked for that count (not with --submit-ns)
  */
 #include "fckern.h"
 
@@ -50,7 +56,7 @@ struct opts {
     uint64_t mem_mb, allocs, iters, kernel_ns, seed, streams, copy_mb, gap_ms;
     uint64_t sync_every, start_delay_ms;
     int device;
-    const char *name;
+    const char *name, *until_file;
     bool json, submit_ns;
 };
 
@@ -138,7 +144,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: cs_job [--mem-mb M] [--allocs K] [--iters N] [--kernel-ns NS] "
                     "[--seed S] [--streams K] [--copy-mb M] [--gap-ms G] [--sync-every N] "
-                    "[--start-delay-ms D] [--submit-ns] [--device D] [--name NAME] [--json]\n");
+                    "[--start-delay-ms D] [--submit-ns] [--until-file F] [--device D] "
+                    "[--name NAME] [--json]\n");
     exit(2);
 }
 
@@ -150,7 +157,7 @@ static void parse(int argc, char **argv)
         { "copy-mb", 1, 0, 'c' }, { "gap-ms", 1, 0, 'g' }, { "device", 1, 0, 'd' },
         { "name", 1, 0, 'n' }, { "json", 0, 0, 'j' }, { "sync-every", 1, 0, 'y' },
         { "start-delay-ms", 1, 0, 'D' }, { "submit-ns", 0, 0, 'S' },
-        { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+        { "until-file", 1, 0, 'u' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -169,11 +176,13 @@ static void parse(int argc, char **argv)
         case 'y': o.sync_every = parse_u64(optarg, "--sync-every"); break;
         case 'D': o.start_delay_ms = parse_u64(optarg, "--start-delay-ms"); break;
         case 'S': o.submit_ns = true; break;
+        case 'u': o.until_file = optarg; break;
         default: usage();
         }
     }
     if (optind != argc || o.allocs < 1 || o.allocs > MAX_ALLOCS || o.streams < 1
-        || o.streams > MAX_STREAMS || o.mem_mb < 1 || (o.mem_mb << 20) / o.allocs < 4)
+        || o.streams > MAX_STREAMS || o.mem_mb < 1 || (o.mem_mb << 20) / o.allocs < 4
+        || (o.until_file && o.submit_ns))
         usage();
 }
 
@@ -235,9 +244,19 @@ static void setup(struct job *j)
     }
 }
 
+/* True while the loop should go on once DONE iterations are queued. */
+static bool more_iterations(uint64_t done)
+{
+    if (done < o.iters)
+        return true;
+    return o.until_file && access(o.until_file, F_OK) != 0;
+}
+
+/* Runs the iterations; with --until-file o.iters becomes the count done. */
 static void run_iterations(struct job *j)
 {
-    for (uint64_t it = 0; it < o.iters; it++) {
+    uint64_t it;
+    for (it = 0; more_iterations(it); it++) {
         if (j->submit)
             j->submit[it] = now_ns();
         for (uint64_t a = 0; a < o.allocs; a++) {
@@ -257,6 +276,7 @@ static void run_iterations(struct job *j)
             nanosleep(&ts, NULL);
         }
     }
+    o.iters = it;
     check(cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
