@@ -23,7 +23,9 @@
 #             training): makespan under cushared vs the sum of solo runs;
 #             OVERSUB_CASES picks among add2x48 add4x30 gpt3x30 (default) and
 #             add4x24r3 add4x20r3 gpt4x20r3 (3x, scaled to the host's RAM
-#             with mem_reserve_mb)
+#             with mem_reserve_mb); each job's hook logs at
+#             OVERSUB_HOOK_LOG_LEVEL (default debug: idle reports, room
+#             waits, evictions, restores, with times) into its job log
 # --quick (about 13 minutes on an H100) runs every section once through:
 # one run per workload and side, one LC repetition, one oversubscribed case,
 # a short swap benchmark. Recorded results come from the full run (about 25
@@ -287,7 +289,8 @@ oversub_case() { # LABEL N GB_PER_JOB ENV CMD...: solo natively, then N at once
     "$@" >"$OUT/oversub-solo-$label.log" 2>&1 || fail "$label solo"
     t1=$(now)
     solo=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
-    r=$(shared_makespan "oversub-$label" "$n" "$envs" "$@")
+    r=$(shared_makespan "oversub-$label" "$n" \
+        "$envs CUSHARE_LOG_LEVEL=${OVERSUB_HOOK_LOG_LEVEL:-debug}" "$@")
     set -- $r
     [ "$2" -eq "$n" ] || fail "$label: $2 of $n jobs correct"
     say "$(awk -v m="$1" -v s="$solo" -v n="$n" -v g="$gb" -v l="$label" 'BEGIN {printf "%s: %d jobs x %s GB on one GPU: makespan %.1f s, sum of solo runs %.1f s (solo %.1f s), ratio %.3f", l, n, g, m, n*s, s, m/(n*s)}')"

@@ -7,6 +7,10 @@
  *   FAKECUDA_PCIE_GBPS host<->device bandwidth per direction (default 10)
  *   FAKECUDA_SHM       cross-process state name (default uid<uid>)
  *   FAKECUDA_TRACE     file receiving one line per executed kernel
+ *   FAKECUDA_MEMCREATE_GBPS  the rate at which device memory is created
+ *                      (cuMemAlloc, cuMemCreate); the driver clears and maps
+ *                      the pages, so a large allocation takes time (default
+ *                      0: instant), per process
  *
  * Fork: a child inherits none of the parent's CUDA state. Its first call
  * after fork sees an uninitialized driver (CUDA_ERROR_NOT_INITIALIZED, the
@@ -75,6 +79,7 @@ static void read_config(struct fc_config *c)
     c->bytes_per_ns = fc_env_double("FAKECUDA_PCIE_GBPS", 10.0, 0.001, 100000.0);
     c->concurrent = fc_env_u64("FAKECUDA_CONCURRENT", 0, 0, 1) == 1;
     c->timeslice_ns = fc_env_u64("FAKECUDA_TIMESLICE_US", 0, 0, 1000000) * 1000;
+    c->create_bytes_per_ns = fc_env_double("FAKECUDA_MEMCREATE_GBPS", 0.0, 0.0, 100000.0);
     const char *name = getenv("FAKECUDA_SHM");
     if (name && !shm_name_ok(name)) {
         fc_log("FAKECUDA_SHM=\"%s\" is not a name of 1-100 letters, digits, "
@@ -86,6 +91,12 @@ static void read_config(struct fc_config *c)
     else
         snprintf(c->shm_name, sizeof c->shm_name, "/fakecuda-uid%u",
                  (unsigned)getuid());
+}
+
+void fc_create_delay(uint64_t size)
+{
+    if (fc_proc.cfg.create_bytes_per_ns > 0)
+        fc_sleep_ns((uint64_t)((double)size / fc_proc.cfg.create_bytes_per_ns));
 }
 
 static void open_trace(void)

@@ -105,6 +105,8 @@ static CUresult dev_alloc(struct fc_ctx *c, size_t size, int kind, struct fc_poo
         return rc;
     }
     pool_account(pool, (int64_t)len);
+    if (charged)
+        fc_create_delay(len);
     *out = (CUdeviceptr)p;
     return CUDA_SUCCESS;
 }

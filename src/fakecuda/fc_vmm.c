@@ -188,6 +188,8 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         phys_maybe_free(p);
     }
     pthread_mutex_unlock(&vmm_lock);
+    if (r == CUDA_SUCCESS && dev >= 0)
+        fc_create_delay(size);
     return r;
 }
 

@@ -242,7 +242,8 @@ int cs_client_request_room_flags(int slot, uint64_t bytes, uint32_t flags)
 
     /* A holder blocked here is busy, not idle (the idle report would make
      * the daemon revoke the very lease the room is being made for). */
-    atomic_fetch_add(&cs_devs[slot].room_waits, 1);
+    cs_dev_host_begin(&cs_devs[slot]);
+    uint64_t t0 = cs_now_ns();
     struct cs_msg m = {.type = CS_MSG_ROOM};
     m.u.room.slot = (uint32_t)slot;
     m.u.room.flags = flags;
@@ -260,7 +261,9 @@ int cs_client_request_room_flags(int slot, uint64_t bytes, uint32_t flags)
     int32_t status = room[i].done ? room[i].status : -1;
     room[i].id = 0;
     pthread_mutex_unlock(&room_mu);
-    atomic_fetch_sub(&cs_devs[slot].room_waits, 1);
+    cs_dev_host_end(&cs_devs[slot]);
+    cs_debug("GPU %d: room for %llu bytes %s after %.1f ms", slot, (unsigned long long)bytes,
+             rc == 0 && status == 0 ? "made" : "refused", (double)(cs_now_ns() - t0) / 1e6);
     return rc == 0 && status == 0 ? 0 : -1;
 }
 

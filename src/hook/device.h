@@ -94,11 +94,18 @@ struct cs_dev {
 
     /* idle detection: owned by the client I/O thread */
     uint32_t idle_last_entries;
+    uint32_t idle_last_host_done;
     uint64_t idle_last_activity_ns;
     bool idle_reported;
     bool idle_probe_pending;  /* a CS_JOB_IDLE_PROBE is queued or running (mu) */
-    _Atomic uint32_t room_waits; /* threads waiting for the scheduler to make room:
-                                    busy, not idle (client.c counts them) */
+    /* Application threads working toward the GPU without passing the gate:
+     * an allocation or free (which may materialize gigabytes), a wait for
+     * room. Busy while inside, activity when done: on the H100 a job
+     * allocating its tensors right after a grant was reported idle 250 ms
+     * in, revoked, and then drained 5 s of work it queued meanwhile.
+     * cs_dev_host_begin/end; read by the idle detection. */
+    _Atomic uint32_t host_busy;
+    _Atomic uint32_t host_done; /* such calls finished (wrapping) */
     bool idle_gpu_done;       /* the probe found no work left in flight (mu) */
     uint64_t ts_want;         /* the daemon's last TIMESLICE for this GPU, µs;
                                  0 = the defaults (mu) */
@@ -129,6 +136,19 @@ struct cs_dev {
 };
 
 extern struct cs_dev cs_devs[CS_MAX_DEVICES];
+
+/* Around an application call that works toward the GPU without passing the
+ * gate (see host_busy). Not for the launch path: two atomics. */
+static inline void cs_dev_host_begin(struct cs_dev *d)
+{
+    atomic_fetch_add_explicit(&d->host_busy, 1, memory_order_relaxed);
+}
+
+static inline void cs_dev_host_end(struct cs_dev *d)
+{
+    atomic_fetch_add_explicit(&d->host_done, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&d->host_busy, 1, memory_order_relaxed);
+}
 
 /* Bumped whenever a context goes away, so that per-thread caches of
  * "current context -> device" are dropped (relaxed: a stale hit can only

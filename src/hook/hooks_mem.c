@@ -44,9 +44,11 @@ static CUresult seg_alloc(struct cs_dev *d, uint64_t bytes, CUdeviceptr *out, co
     CUresult r = cs_mem_charge(d, bytes, what);
     if (r != CUDA_SUCCESS)
         return r;
+    cs_dev_host_begin(d);
     cs_nest_enter();
     r = cs_seg_alloc(d, bytes, out);
     cs_nest_exit();
+    cs_dev_host_end(d);
     if (r == CUDA_SUCCESS)
         cs_mem_record(CS_MEM_SEG, (uintptr_t)*out, bytes, d->ordinal, cs_tls.ctx);
     else
@@ -63,6 +65,9 @@ static bool seg_free(CUdeviceptr ptr, CUresult *r)
     int dev;
     if (!cs_mem_find(CS_MEM_SEG, (uintptr_t)ptr, &bytes, &dev))
         return false;
+    struct cs_dev *d = dev >= 0 && dev < CS_MAX_DEVICES ? &cs_devs[dev] : NULL;
+    if (d)
+        cs_dev_host_begin(d);
     cs_nest_enter();
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     cs_real.cuThreadExchangeStreamCaptureMode(&mode);
@@ -72,6 +77,8 @@ static bool seg_free(CUdeviceptr ptr, CUresult *r)
     int pdev;
     bool ok = cs_seg_free(ptr, &placed, &pdev);
     cs_nest_exit();
+    if (d)
+        cs_dev_host_end(d);
     if (ok)
         cs_mem_release(CS_MEM_SEG, (uintptr_t)ptr);
     *r = ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -87,10 +94,13 @@ static bool seg_free(CUdeviceptr ptr, CUresult *r)
         return err_;                                                           \
     if (d_ && (err_ = cs_mem_charge(d_, (bytes), what)) != CUDA_SUCCESS)       \
         return err_;                                                           \
+    if (d_)                                                                    \
+        cs_dev_host_begin(d_);                                                 \
     cs_nest_enter();                                                           \
     CUresult r_ = call;                                                        \
     cs_nest_exit();                                                            \
     if (d_) {                                                                  \
+        cs_dev_host_end(d_);                                                   \
         if (r_ == CUDA_SUCCESS)                                                \
             cs_mem_record(CS_MEM_PTR, (uintptr_t)(ptrexpr), (bytes), d_->ordinal, cs_tls.ctx); \
         else                                                                   \
@@ -291,10 +301,13 @@ CS_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, siz
     } else if (cs_real_init() < 0) {
         return CUDA_ERROR_NOT_INITIALIZED;
     }
+    if (d)
+        cs_dev_host_begin(d);
     cs_nest_enter();
     CUresult r = cs_real.cuMemCreate(handle, size, prop, flags);
     cs_nest_exit();
     if (d) {
+        cs_dev_host_end(d);
         if (r == CUDA_SUCCESS)
             cs_mem_record(CS_MEM_HANDLE, (uintptr_t)*handle, size, d->ordinal, NULL);
         else

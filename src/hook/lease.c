@@ -67,6 +67,7 @@ static void hold_locked(struct cs_dev *d, uint64_t lease_id)
     d->acquire_sent = false;
     d->grants++;
     d->idle_last_entries = (uint32_t)(atomic_load(&d->subm) >> 32);
+    d->idle_last_host_done = atomic_load(&d->host_done);
     d->idle_last_activity_ns = cs_now_ns();
     d->idle_reported = false;
     d->idle_gpu_done = false;
@@ -475,8 +476,11 @@ static bool idle_changed_locked(struct cs_dev *d, uint64_t now, bool *idle_now)
     if (d->state != CS_LEASE_HELD || idle_ms == 0)
         return false;
     uint32_t entries = (uint32_t)(atomic_load_explicit(&d->subm, memory_order_relaxed) >> 32);
-    if (entries != d->idle_last_entries || atomic_load(&d->room_waits) > 0) {
+    uint32_t host_done = atomic_load_explicit(&d->host_done, memory_order_relaxed);
+    if (entries != d->idle_last_entries || host_done != d->idle_last_host_done ||
+        atomic_load_explicit(&d->host_busy, memory_order_relaxed) > 0) {
         d->idle_last_entries = entries;
+        d->idle_last_host_done = host_done;
         d->idle_last_activity_ns = now;
         d->idle_gpu_done = false;
     } else if (now - d->idle_last_activity_ns >= (uint64_t)idle_ms * 1000000ull) {
@@ -507,6 +511,8 @@ static void tick_report(struct cs_dev *d, uint64_t now)
             bool idle = d->state == CS_LEASE_HELD && (idle_flip ? idle_now : d->idle_reported);
             m.u.usage.flags = idle ? CS_USAGE_IDLE : 0;
             if (cs_client_send(&m) == 0) {
+                if (idle_flip)
+                    cs_debug("GPU %d: %s", d->ordinal, idle ? "idle" : "busy again");
                 d->idle_reported = m.u.usage.flags & CS_USAGE_IDLE;
                 d->usage_sent[0] = m.u.usage.resident;
                 d->usage_sent[1] = m.u.usage.swapped;

@@ -16,8 +16,10 @@
  *      footprints (from USAGE) of the holders and its own fit in the GPU's
  *      memory minus mem_reserve_mb. Repeat with the next waiter.
  *   3. When it does not fit, holders are revoked to make room, but only
- *      those that policy lets go now: idle ones (REVOKE IDLE), lower classes
- *      (PREEMPT), and same-class ones past their quantum (QUANTUM); and only
+ *      those that policy lets go now: idle ones (REVOKE IDLE; on an
+ *      oversubscribed GPU only once idle for as long as a switch costs, see
+ *      idle_grace_ns), lower classes (PREEMPT), and same-class ones past
+ *      their quantum (QUANTUM); and only
  *      when revoking them is enough. Otherwise the earliest quantum end is
  *      the GPU's next deadline. Nobody waiting means nobody is revoked.
  * vtime advances by held time / weight when a lease ends; a client that
@@ -115,6 +117,7 @@ struct sd_member {
     uint32_t state;       /* enum cs_lease_state */
     bool want;            /* ACQUIRE arrived while REVOKING: wait again after */
     bool idle;            /* last USAGE said idle */
+    uint64_t idle_ns;     /* ...since (when that USAGE came) */
     bool timeout_reported;
     uint32_t revoke_reason;
     uint64_t lease_id;    /* current lease (HOLDING, REVOKING) */

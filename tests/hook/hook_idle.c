@@ -3,7 +3,11 @@
  * With a 100 ms idle period: a holder blocked in a synchronize on a 600 ms
  * kernel is not reported idle while the kernel runs; once the kernel is done
  * and nothing new comes, USAGE IDLE arrives no earlier than 100 ms after the
- * kernel ended and not much later; new work clears it.
+ * kernel ended and not much later; new work clears it. A holder that
+ * submits nothing for a second because it is allocating (device memory is
+ * created at 0.25 GB/s here: 64 MiB takes ~270 ms) is not idle either: on
+ * the H100 a job allocating its tensors right after its grant was revoked
+ * as idle, then drained seconds of work it had queued meanwhile.
  */
 #include "hooktest.h"
 #include "mock_sched.h"
@@ -52,17 +56,51 @@ static void busy_holder_is_not_idle(void **state)
     CK(cuMemFree(p));
 }
 
+static void allocating_holder_is_not_idle(void **state)
+{
+    (void)state;
+    ht_context();
+    CUdeviceptr p[4];
+    CK(cuMemAlloc(&p[0], 4096));
+    CK(fck_fill32(0, p[0], 1024, 1)); /* takes the lease */
+    CK(cuCtxSynchronize());
+    struct cs_msg m;
+    while (mock_wait(mock, CS_MSG_USAGE, 0, NULL, NULL))
+        ;
+    uint64_t t0 = ht_now_ns();
+    for (int i = 1; i < 4; i++)
+        CK(cuMemAlloc(&p[i], 64u << 20));
+    uint64_t t_end = ht_now_ns();
+    print_message("three 64 MiB allocations took %.0f ms (idle period 100 ms)\n",
+                  (double)(t_end - t0) / 1e6);
+    assert_true(t_end - t0 >= 300000000ull); /* the premise: longer than the period */
+    uint64_t at;
+    while (mock_wait(mock, CS_MSG_USAGE, 0, &m, &at))
+        if ((m.u.usage.flags & CS_USAGE_IDLE) && at < t_end)
+            fail_msg("reported idle %.0f ms into allocations lasting %.0f ms",
+                     (double)(at - t0) / 1e6, (double)(t_end - t0) / 1e6);
+    /* Nothing more: idle comes one period after the last allocation. */
+    bool idle = false;
+    while (!idle && mock_wait(mock, CS_MSG_USAGE, 2000, &m, &at))
+        idle = m.u.usage.flags & CS_USAGE_IDLE;
+    assert_true(idle);
+    assert_true(at - t_end >= 95000000ull);
+    for (int i = 0; i < 4; i++)
+        CK(cuMemFree(p[i]));
+}
+
 int main(int argc, char **argv)
 {
     static char env_sock[4200];
     snprintf(env_sock, sizeof env_sock, "CUSHARE_SOCKET=%s", ht_path("idle.sock"));
-    const char *const env[] = {env_sock, NULL};
+    const char *const env[] = {env_sock, "FAKECUDA_MEMCREATE_GBPS=0.25", NULL};
     hooktest_preload(argc, argv, env);
     mock = mock_start(ht_path("idle.sock"), 100);
     assert_non_null(mock);
     mock_set_auto_grant(mock, true);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(busy_holder_is_not_idle),
+        cmocka_unit_test(allocating_holder_is_not_idle),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mock_stop(mock);

@@ -1217,6 +1217,45 @@ static void test_capacity_model(void **state)
     assert_int_equal(a->unswappable, 512 << 20);
 }
 
+/* On an oversubscribed GPU an idle holder is revoked only once it has been
+ * idle for the predicted switch cost (less the idle period the client
+ * waited before saying so): a pause shorter than a switch is cheaper to sit
+ * out than to swap for. A higher class still preempts it at once. */
+static void test_idle_revoke_waits_for_switch_cost(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *h = attach(client(CS_PRIO_HIGH, 1, "h"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 20 * GiB;
+    acquire(a);
+    usage(a, 0, 16 * GiB, 0, 16 * GiB);
+    usage(b, 0, 0, 16 * GiB, 16 * GiB);
+    uint64_t cap = sd_gpu_capacity(&pol, g);
+    uint64_t moved = 32 * GiB - cap < 16 * GiB ? 32 * GiB - cap : 16 * GiB;
+    uint64_t grace = (uint64_t)((double)moved / 1e10 * 1e9) - cfg.idle_release_ms * MS;
+    assert_true(grace > 500 * MS); /* the premise: a switch costs more than the idle period */
+    usage(a, CS_USAGE_IDLE, 16 * GiB, 0, 16 * GiB);
+    uint64_t t_idle = now;
+    acquire(b);
+    assert_int_equal(count(EV_REVOKE, a), 0);
+    assert_int_equal(sd_policy_deadline(&pol), t_idle + grace);
+    run_until(t_idle + grace - 1);
+    assert_int_equal(count(EV_REVOKE, a), 0);
+    run_until(t_idle + grace);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
+    release_swap(a, 0, 100 * MS, last()->evict);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    /* b idles in turn; a higher class does not wait for the grace. */
+    usage(b, CS_USAGE_IDLE, 16 * GiB, 0, 16 * GiB);
+    usage(h, 0, 0, 0, GiB);
+    acquire(h);
+    assert_int_equal(count(EV_REVOKE, b), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
+}
+
 /* A holds 6 of 10 GiB, B (6 GiB, swapped out) is next, C (2 GiB) is idle.
  * While A computes, C is evicted (all of it: 2 of the 4 GiB missing) and
  * B prefetches what then fits; A's slice ends with REVOKE evict_bytes =
@@ -2001,6 +2040,7 @@ int main(void)
         T(test_priority_preempts_at_once),
         T(test_three_classes_order),
         T(test_idle_holder_revoked_for_waiter),
+        T(test_idle_revoke_waits_for_switch_cost),
         T(test_usage_busy_clears_idle),
         T(test_weighted_shares_1_2_4),
         T(test_slice_renewed_while_owed),
