@@ -464,7 +464,8 @@ static void tick_lost_daemon_locked(struct cs_dev *d, uint64_t now)
 }
 
 /* Idle tracking while held: a holder that has submitted nothing for the
- * daemon's idle period *and* has no work left on the GPU says so, and says
+ * daemon's idle period (no gated call begun or still running, no allocation,
+ * free or room wait: host_busy) *and* has no work left on the GPU says so, and says
  * so again when work resumes. Submissions are counted by the gate; whether
  * work is still in flight is asked by the worker (an idle probe: it waits
  * for the contexts, then restarts the idle clock from when the GPU finished,
@@ -475,9 +476,12 @@ static bool idle_changed_locked(struct cs_dev *d, uint64_t now, bool *idle_now)
     *idle_now = false;
     if (d->state != CS_LEASE_HELD || idle_ms == 0)
         return false;
-    uint32_t entries = (uint32_t)(atomic_load_explicit(&d->subm, memory_order_relaxed) >> 32);
+    uint64_t subm = atomic_load_explicit(&d->subm, memory_order_relaxed);
+    uint32_t entries = (uint32_t)(subm >> 32), inside = (uint32_t)subm;
     uint32_t host_done = atomic_load_explicit(&d->host_done, memory_order_relaxed);
-    if (entries != d->idle_last_entries || host_done != d->idle_last_host_done ||
+    /* A thread still inside a gated call (a synchronous copy, a launch the
+     * driver holds back while its queue is full) is busy too. */
+    if (entries != d->idle_last_entries || inside > 0 || host_done != d->idle_last_host_done ||
         atomic_load_explicit(&d->host_busy, memory_order_relaxed) > 0) {
         d->idle_last_entries = entries;
         d->idle_last_host_done = host_done;

@@ -7,12 +7,15 @@
  * submits nothing for a second because it is allocating (device memory is
  * created at 0.25 GB/s here: 64 MiB takes ~270 ms) is not idle either: on
  * the H100 a job allocating its tensors right after its grant was revoked
- * as idle, then drained seconds of work it had queued meanwhile.
+ * as idle, then drained seconds of work it had queued meanwhile. Nor is
+ * one inside a long synchronous copy (0.25 GB/s here).
  */
 #include "hooktest.h"
 #include "mock_sched.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static struct mock_sched *mock;
 
@@ -89,11 +92,44 @@ static void allocating_holder_is_not_idle(void **state)
         CK(cuMemFree(p[i]));
 }
 
+/* A synchronous copy of 96 MiB at 0.25 GB/s (~400 ms) submits nothing new
+ * while it runs, and its holder is not idle meanwhile. */
+static void copying_holder_is_not_idle(void **state)
+{
+    (void)state;
+    ht_context();
+    enum { BYTES = 96u << 20 };
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, BYTES));
+    CK(fck_fill32(0, p, 1024, 1)); /* takes the lease */
+    CK(cuCtxSynchronize());
+    void *h = malloc(BYTES);
+    assert_non_null(h);
+    memset(h, 7, BYTES);
+    struct cs_msg m;
+    while (mock_wait(mock, CS_MSG_USAGE, 0, NULL, NULL))
+        ;
+    uint64_t t0 = ht_now_ns();
+    CK(cuMemcpyHtoD(p, h, BYTES));
+    uint64_t t_end = ht_now_ns();
+    print_message("a %u MiB synchronous copy took %.0f ms (idle period 100 ms)\n", BYTES >> 20,
+                  (double)(t_end - t0) / 1e6);
+    assert_true(t_end - t0 >= 300000000ull); /* the premise */
+    uint64_t at;
+    while (mock_wait(mock, CS_MSG_USAGE, 0, &m, &at))
+        if ((m.u.usage.flags & CS_USAGE_IDLE) && at < t_end)
+            fail_msg("reported idle %.0f ms into a copy lasting %.0f ms", (double)(at - t0) / 1e6,
+                     (double)(t_end - t0) / 1e6);
+    free(h);
+    CK(cuMemFree(p));
+}
+
 int main(int argc, char **argv)
 {
     static char env_sock[4200];
     snprintf(env_sock, sizeof env_sock, "CUSHARE_SOCKET=%s", ht_path("idle.sock"));
-    const char *const env[] = {env_sock, "FAKECUDA_MEMCREATE_GBPS=0.25", NULL};
+    const char *const env[] = {env_sock, "FAKECUDA_MEMCREATE_GBPS=0.25", "FAKECUDA_PCIE_GBPS=0.25",
+                               NULL};
     hooktest_preload(argc, argv, env);
     mock = mock_start(ht_path("idle.sock"), 100);
     assert_non_null(mock);
@@ -101,6 +137,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(busy_holder_is_not_idle),
         cmocka_unit_test(allocating_holder_is_not_idle),
+        cmocka_unit_test(copying_holder_is_not_idle),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mock_stop(mock);
