@@ -52,7 +52,8 @@ struct msgdesc {
 #define SLOT(s) U32(s, slot, 0, CS_MAX_DEVICES - 1)
 
 static const struct field f_hello[] = {
-    U32(cs_msg_hello, flags, 0, CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC),
+    U32(cs_msg_hello, flags, 0,
+        CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN),
     U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
@@ -307,6 +308,11 @@ static const struct field f_lc_mode[] = {
     U32(cs_msg_lc_mode, param_us, 0, CS_LC_PARAM_MAX_US),
     U32(cs_msg_lc_mode, flags, 0, 0),
 };
+static const struct field f_pinned[] = {
+    SLOT(cs_msg_pinned),
+    U32(cs_msg_pinned, flags, 0, 0),
+    U64(cs_msg_pinned, bytes, BYTES62),
+};
 static const struct field f_lc_burst[] = {
     SLOT(cs_msg_lc_burst),
     U32(cs_msg_lc_burst, flags, 0, 0),
@@ -354,6 +360,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_TIMESLICE, "TIMESLICE", f_timeslice),
     DESC(CS_MSG_LC_MODE, "LC_MODE", f_lc_mode),
     DESC(CS_MSG_LC_BURST, "LC_BURST", f_lc_burst),
+    DESC(CS_MSG_PINNED, "PINNED", f_pinned),
     DESC(CS_MSG_ERROR, "ERROR", f_error),
     DESC(CS_MSG_CTL_STATUS, "CTL_STATUS", f_ctl_status),
     DESC(CS_MSG_CTL_SET, "CTL_SET", f_ctl_set),

@@ -54,6 +54,7 @@ enum cs_msg_type {
     CS_MSG_PREFETCHED = 9, /* reply to PREFETCH */
     CS_MSG_TSG_STATE = 10, /* channel-group timeslice mechanism report (CS_HELLO_TSG) */
     CS_MSG_LC_BURST = 11,  /* a latency-critical burst ended: its timings (CS_HELLO_LC) */
+    CS_MSG_PINNED = 12,    /* host memory pinned as swap backing (CS_HELLO_PIN) */
     /* daemon -> client */
     CS_MSG_WELCOME = 32, /* reply to HELLO */
     CS_MSG_GRANT = 33,   /* you hold the lease: open the gate */
@@ -94,6 +95,9 @@ enum cs_msg_type {
  * CS_HELLO_TSG; a client that is refused with both bits retries with
  * CS_HELLO_TSG alone, then with neither. */
 #define CS_HELLO_LC 0x8u
+/* Capability: the client sends PINNED (a GPU client only; nothing is sent
+ * to it). Same rules; the fallback order is TSG|LC|PIN, TSG|LC, TSG, none. */
+#define CS_HELLO_PIN 0x10u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect */
 #define CS_ATTACH_HOLDING 0x1u /* my gate is open under lease_id */
@@ -303,6 +307,16 @@ struct cs_msg_lc_burst {
     uint64_t lease_id;      /* the lease it released */
     uint64_t wait_ns;       /* first blocked submission -> gate open (0 if none blocked) */
     uint64_t busy_ns;       /* gate open -> the GPU had finished the burst's work */
+};
+
+/* Client -> daemon (CS_HELLO_PIN only): the host memory this process holds
+ * pinned as swap backing for one GPU, for swapped-out memory and kept for
+ * resident memory (CUSHARE_PIN_KEEP) alike; sent when it changes. The
+ * daemon's pin-ahead budget counts it instead of estimating. */
+struct cs_msg_pinned {
+    uint32_t slot;
+    uint32_t flags;         /* reserved, 0 */
+    uint64_t bytes;
 };
 
 struct cs_msg_grant {
@@ -536,6 +550,7 @@ struct cs_msg {
         struct cs_msg_tsg_state tsg_state;
         struct cs_msg_lc_mode lc_mode;
         struct cs_msg_lc_burst lc_burst;
+        struct cs_msg_pinned pinned;
         struct cs_msg_grant grant;
         struct cs_msg_revoke revoke;
         struct cs_msg_evict evict;

@@ -31,7 +31,7 @@ static struct {
     _Atomic uint32_t idle_ms;
     bool ever_connected;  /* I/O thread only */
     bool tsg;             /* I/O thread only: the daemon took CS_HELLO_TSG */
-    bool lc;              /* mu: the daemon of send_fd took CS_HELLO_LC */
+    uint32_t caps;        /* mu: the capabilities the daemon of send_fd took */
     bool tsg_sent;        /* I/O thread only: tsg_last went out on this connection */
     struct cs_msg_tsg_state tsg_last;
 } cl = {
@@ -64,10 +64,10 @@ int cs_client_send(const struct cs_msg *m)
     return rc < 0 ? -1 : 0;
 }
 
-int cs_client_send_lc(const struct cs_msg *m)
+int cs_client_send_cap(uint32_t cap, const struct cs_msg *m)
 {
     pthread_mutex_lock(&cl.mu);
-    int rc = cl.send_fd >= 0 && cl.lc ? cs_send(cl.send_fd, m) : -ENOTCONN;
+    int rc = cl.send_fd >= 0 && (cl.caps & cap) == cap ? cs_send(cl.send_fd, m) : -ENOTCONN;
     pthread_mutex_unlock(&cl.mu);
     return rc < 0 ? -1 : 0;
 }
@@ -176,9 +176,11 @@ static int connect_hello(uint32_t caps)
 static bool try_connect(void)
 {
     /* Every decoder rejects what it does not know, an older daemon the
-     * CS_HELLO_LC and CS_HELLO_TSG bits too (docs/protocol.md, Versioning):
-     * on a refusal, say HELLO again with fewer, as the client it then is. */
-    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
+     * CS_HELLO_PIN, CS_HELLO_LC and CS_HELLO_TSG bits too (docs/protocol.md,
+     * Versioning): on a refusal, say HELLO again with fewer, as the client it
+     * then is. */
+    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN,
+                                    CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
     int fd = HELLO_REFUSED;
     size_t k = 0;
     for (; k < sizeof caps / sizeof caps[0] && fd == HELLO_REFUSED; k++)
@@ -192,7 +194,7 @@ static bool try_connect(void)
     pthread_mutex_lock(&cl.mu);
     cl.fd = fd;
     cl.send_fd = fd;
-    cl.lc = (caps[k - 1] & CS_HELLO_LC) != 0;
+    cl.caps = caps[k - 1];
     cl.gen++;
     cl.lost_ns = 0;
     pthread_mutex_unlock(&cl.mu);
@@ -271,7 +273,7 @@ static void disconnect(const char *why)
 {
     pthread_mutex_lock(&cl.mu);
     cl.send_fd = -1;
-    cl.lc = false;
+    cl.caps = 0;
     cl.lost_ns = cs_now_ns();
     pthread_mutex_unlock(&cl.mu);
     close(cl.fd);
@@ -478,7 +480,7 @@ void cs_client_reset_after_fork(void)
     cl.ever_connected = false;
     cl.tsg = false;
     cl.tsg_sent = false;
-    cl.lc = false;
+    cl.caps = 0;
     atomic_store(&cl.idle_ms, 0);
     start_once = PTHREAD_ONCE_INIT;
     pthread_mutex_init(&room_mu, NULL);

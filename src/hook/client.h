@@ -20,9 +20,9 @@ void cs_client_start(void);
 
 /* Sends on the shared connection. 0, or -1 when not connected. */
 int cs_client_send(const struct cs_msg *m);
-/* The same for a message only a daemon that took CS_HELLO_LC understands:
- * dropped (-1) on a connection without it. */
-int cs_client_send_lc(const struct cs_msg *m);
+/* The same for a message only a daemon that took capability CAP (a
+ * CS_HELLO_* bit) understands: dropped (-1) on a connection without it. */
+int cs_client_send_cap(uint32_t cap, const struct cs_msg *m);
 
 bool cs_client_is_connected(void);
 /* Bumped by each successful connection (a RELEASE is only meaningful on

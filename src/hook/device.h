@@ -110,6 +110,7 @@ struct cs_dev {
     uint64_t ts_want;         /* the daemon's last TIMESLICE for this GPU, µs;
                                  0 = the defaults (mu) */
     uint64_t usage_sent[3];   /* resident, swapped, footprint last reported */
+    uint64_t pinned_sent;     /* host backing last reported (PINNED) */
     /* beside a latency-critical job (LC_MODE; mu) */
     uint32_t lc_mode;         /* enum cs_lc_mode the daemon asked for */
     uint32_t lc_param_us;     /* its linger or window */

@@ -100,6 +100,7 @@ static void after_attach_sent_locked(struct cs_dev *d, const struct cs_msg *m)
 {
     d->attach_sent = true;
     memset(d->usage_sent, 0, sizeof d->usage_sent); /* report afresh */
+    d->pinned_sent = 0;
     d->lost_warned = false;
     if (m->u.attach.flags & CS_ATTACH_HOLDING) {
         if (d->state == CS_LEASE_UNMANAGED) {
@@ -497,6 +498,20 @@ static bool idle_changed_locked(struct cs_dev *d, uint64_t now, bool *idle_now)
     return *idle_now != d->idle_reported;
 }
 
+/* PINNED goes out when the host backing held for this GPU changed (to a
+ * daemon that took CS_HELLO_PIN; others never see it). */
+static void report_pinned_locked(struct cs_dev *d)
+{
+    uint64_t bytes = cs_seg_backing(d->ordinal);
+    if (bytes == d->pinned_sent)
+        return;
+    struct cs_msg m = {.type = CS_MSG_PINNED};
+    m.u.pinned.slot = (uint32_t)d->ordinal;
+    m.u.pinned.bytes = bytes;
+    if (cs_client_send_cap(CS_HELLO_PIN, &m) == 0)
+        d->pinned_sent = bytes;
+}
+
 /* USAGE goes out when idleness flips or the memory picture changed. The
  * usage is computed before taking d->mu (segment lock order). */
 static void tick_report(struct cs_dev *d, uint64_t now)
@@ -523,6 +538,7 @@ static void tick_report(struct cs_dev *d, uint64_t now)
                 d->usage_sent[2] = m.u.usage.footprint;
             }
         }
+        report_pinned_locked(d);
     }
     pthread_mutex_unlock(&d->mu);
 }
@@ -866,7 +882,7 @@ static void release_burst_locked(struct cs_dev *d, const struct cs_job *job, uin
         b.u.lc_burst.lease_id = job->id;
         b.u.lc_burst.wait_ns = d->burst_wait_ns;
         b.u.lc_burst.busy_ns = done_ns > d->burst_open_ns ? done_ns - d->burst_open_ns : 0;
-        cs_client_send_lc(&b);
+        cs_client_send_cap(CS_HELLO_LC, &b);
     }
     d->bursts++;
     d->state = CS_LEASE_IDLE;

@@ -431,6 +431,11 @@ void cs_seg_counts(int dev, uint64_t *resident, uint64_t *swapped, uint64_t *res
     *reserved = atomic_load_explicit(&s->reserved, memory_order_relaxed);
 }
 
+uint64_t cs_seg_backing(int dev)
+{
+    return atomic_load_explicit(&cs_segs[dev].backing, memory_order_relaxed);
+}
+
 void cs_seg_reset_after_fork(void)
 {
     /* Device memory does not survive fork: the child starts empty. The

@@ -69,7 +69,7 @@ struct cs_segs {
     _Atomic uint64_t resident;  /* bytes of RESIDENT segments */
     _Atomic uint64_t swapped;   /* bytes of SWAPPED segments */
     _Atomic uint64_t reserved;  /* bytes of RESERVED segments */
-    uint64_t backing;       /* pinned host bytes held */
+    _Atomic uint64_t backing;   /* pinned host bytes held (written under mu) */
     uint64_t swap_out_bytes, swap_in_bytes;  /* totals */
     uint64_t swap_out_ns, swap_in_ns;
     uint64_t swap_outs, swap_ins;            /* operations */
@@ -100,6 +100,8 @@ bool cs_seg_any_absent(int dev);
 
 /* Memory counters for USAGE and the stats API. */
 void cs_seg_counts(int dev, uint64_t *resident, uint64_t *swapped, uint64_t *reserved);
+/* Pinned host backing held for dev's segments (without the lock). */
+uint64_t cs_seg_backing(int dev);
 
 /* Device memory currently mapped by this process through segments, used by
  * the swap engine; the caller holds segs.mu. */

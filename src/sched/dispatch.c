@@ -157,7 +157,7 @@ static void refuse(struct sd_server *s, struct sd_conn *c, const char *why)
 
 static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg_hello *h)
 {
-    c->caps = h->flags & (CS_HELLO_TSG | CS_HELLO_LC);
+    c->caps = h->flags & (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN);
     if (h->flags & CS_HELLO_CONTROL) {
         c->kind = SD_CONN_CONTROL;
         send_welcome(s, c, c->id);
@@ -176,6 +176,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
         .reconnect = (h->flags & CS_HELLO_RECONNECT) != 0,
         .tsg = (h->flags & CS_HELLO_TSG) != 0,
         .lc = (h->flags & CS_HELLO_LC) != 0,
+        .pin = (h->flags & CS_HELLO_PIN) != 0,
         .prev_id = h->prev_client_id,
     };
     memcpy(info.name, h->name, sizeof info.name);
@@ -235,6 +236,9 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
         break;
     case CS_MSG_LC_BURST:
         rc = sd_policy_lc_burst(&s->policy, cl, &m->u.lc_burst, &why);
+        break;
+    case CS_MSG_PINNED:
+        rc = sd_policy_pinned(&s->policy, cl, &m->u.pinned, now, &why);
         break;
     default:
         rc = SD_EPROTO;

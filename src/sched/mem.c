@@ -285,20 +285,49 @@ static uint64_t pin_budget(const struct sd_policy *p)
     return ram ? ram / 2 : UINT64_MAX;
 }
 
-/* What the clients hold pinned for swapping, as far as the daemon knows:
- * their swapped bytes and what they pinned ahead (or were asked to). */
+/* What one member holds pinned for swapping. A client that reports it
+ * (PINNED) is taken at its word, which includes backing kept for resident
+ * memory (CUSHARE_PIN_KEEP, invisible otherwise: four jobs keeping 16 GB
+ * each were 64 GB the budget did not see); a PREPARE still in flight may
+ * raise it to the bytes asked. For an older client: its swapped bytes and
+ * what it pinned ahead (or was asked to). */
+static uint64_t member_pinned(const struct sd_member *m)
+{
+    uint64_t ahead = m->prep_covered;
+    if (m->prep_id && m->prep_asked > ahead)
+        ahead = m->prep_asked;
+    uint64_t est = sd_add_sat(m->swapped, ahead);
+    if (!m->pinned_known)
+        return est;
+    uint64_t held = m->pinned > m->swapped ? m->pinned : m->swapped;
+    return m->prep_id && est > held ? est : held;
+}
+
 static uint64_t pinned_estimate(const struct sd_policy *p)
 {
     uint64_t s = 0;
     for (size_t i = 0; i < p->ngpu; i++)
-        for (size_t j = 0; j < p->gpu[i]->n; j++) {
-            const struct sd_member *m = p->gpu[i]->m[j];
-            uint64_t ahead = m->prep_covered;
-            if (m->prep_id && m->prep_asked > ahead)
-                ahead = m->prep_asked;
-            s = sd_add_sat(s, sd_add_sat(m->swapped, ahead));
-        }
+        for (size_t j = 0; j < p->gpu[i]->n; j++)
+            s = sd_add_sat(s, member_pinned(p->gpu[i]->m[j]));
     return s;
+}
+
+int sd_policy_pinned(struct sd_policy *p, struct sd_client *c, const struct cs_msg_pinned *m,
+                     uint64_t now, const char **why)
+{
+    if (!c->info.pin) {
+        *why = "PINNED from a client that did not announce CS_HELLO_PIN";
+        return SD_EPROTO;
+    }
+    struct sd_member *mb = c->slot[m->slot];
+    if (!mb) {
+        *why = "PINNED for a slot that is not attached";
+        return SD_EPROTO;
+    }
+    mb->pinned_known = true;
+    mb->pinned = m->bytes;
+    sd_gpu_reschedule(p, mb->gpu, now);
+    return SD_OK;
 }
 
 /* g's members, furthest from running first (the first to be evicted get

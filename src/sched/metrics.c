@@ -118,6 +118,7 @@ static uint64_t m_fp(const struct sd_member *m, uint64_t now) { (void)now; retur
 static uint64_t m_swapns(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_ns; }
 static uint64_t m_state(const struct sd_member *m, uint64_t now) { (void)now; return m->state; }
 static uint64_t m_unsw(const struct sd_member *m, uint64_t now) { (void)now; return m->unswappable; }
+static uint64_t m_pinned(const struct sd_member *m, uint64_t now) { (void)now; return m->pinned; }
 static uint64_t m_outb(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_out_bytes; }
 static uint64_t m_inb(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_in_bytes; }
 static uint64_t m_inns(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_in_ns; }
@@ -172,6 +173,9 @@ static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t
                   "Everything the client allocated on the GPU.", m_fp, V_U64);
     client_series(b, p, now, "cushare_client_memory_unswappable_bytes", "gauge",
                   "Part of the resident memory that can never move.", m_unsw, V_U64);
+    client_series(b, p, now, "cushare_client_pinned_bytes", "gauge",
+                  "Host memory the client holds pinned as swap backing, as it reports it "
+                  "(PINNED; 0 from a client that does not).", m_pinned, V_U64);
     client_series(b, p, now, "cushare_client_swap_seconds_total", "counter",
                   "Swap-out time the client reported (RELEASE and EVICTED).", m_swapns, V_SEC);
     client_series(b, p, now, "cushare_client_swap_out_bytes_total", "counter",

@@ -79,6 +79,7 @@ struct sd_client_info {
     bool reconnect;    /* HELLO carried CS_HELLO_RECONNECT */
     bool tsg;          /* HELLO carried CS_HELLO_TSG: it may be sent TIMESLICE */
     bool lc;           /* HELLO carried CS_HELLO_LC: it may be sent LC_MODE */
+    bool pin;          /* HELLO carried CS_HELLO_PIN: it reports PINNED */
     uint64_t prev_id;  /* its client id under the previous daemon */
     char name[CS_NAME_LEN];
     char pod[CS_NAME_LEN];
@@ -160,6 +161,8 @@ struct sd_member {
     uint64_t prep_ns;         /* last PREPARE sent at (rate limit) */
     uint64_t prep_asked;      /* movable bytes the outstanding PREPARE covers */
     uint64_t prep_covered;    /* movable bytes known to have host backing */
+    bool pinned_known;        /* a PINNED came: pinned is the client's word */
+    uint64_t pinned;          /* host bytes pinned as swap backing (PINNED) */
     /* a ROOM this member asked for, being made (room.c) */
     bool room_active;
     uint32_t room_wait;       /* EVICTs outstanding on its behalf */
@@ -352,6 +355,12 @@ int sd_policy_prefetched(struct sd_policy *p, struct sd_client *c,
  * it, lcgate.c). SD_EPROTO from a client that did not announce CS_HELLO_TSG. */
 int sd_policy_tsg_state(struct sd_policy *p, struct sd_client *c,
                         const struct cs_msg_tsg_state *t, uint64_t now, const char **why);
+
+/* PINNED (mem.c): the member's pinned host backing, for the node's pin-ahead
+ * budget. SD_EPROTO from a client that did not announce CS_HELLO_PIN or for
+ * a slot not attached. */
+int sd_policy_pinned(struct sd_policy *p, struct sd_client *c, const struct cs_msg_pinned *m,
+                     uint64_t now, const char **why);
 
 /* LC_BURST (lcgate.c): into the member's burst histograms. SD_EPROTO from a
  * client that did not announce CS_HELLO_LC or for a slot not attached. */

@@ -92,7 +92,7 @@ static const uint16_t types[] = {
     CS_MSG_HELLO, CS_MSG_ATTACH,     CS_MSG_ACQUIRE, CS_MSG_RELEASE,  CS_MSG_USAGE,
     CS_MSG_EVICTED, CS_MSG_ROOM,     CS_MSG_CTL_STATUS, CS_MSG_CTL_SET, CS_MSG_CTL_DRAIN,
     CS_MSG_GRANT, CS_MSG_RESTORED,   CS_MSG_PREFETCHED, CS_MSG_TSG_STATE,
-    CS_MSG_LC_BURST,
+    CS_MSG_LC_BURST, CS_MSG_PINNED,
 };
 
 /* A record of a chosen type with a valid header and length; the body comes

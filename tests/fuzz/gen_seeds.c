@@ -18,7 +18,7 @@ static const uint16_t all[] = {
     CS_MSG_CTL_DRAIN,  CS_MSG_CTL_GPU, CS_MSG_CTL_CLIENT, CS_MSG_CTL_DONE, CS_MSG_CTL_DAEMON,
     CS_MSG_RESTORED,   CS_MSG_PREFETCH, CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
-    CS_MSG_LC_MODE, CS_MSG_LC_BURST, CS_MSG_CTL_CLIENT_LC,
+    CS_MSG_LC_MODE, CS_MSG_LC_BURST, CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED,
 };
 
 /* The smallest valid message of a type (fields with a lower bound at it). */
@@ -97,7 +97,7 @@ static uint8_t sel(uint16_t type)
         CS_MSG_HELLO,   CS_MSG_ATTACH, CS_MSG_ACQUIRE,    CS_MSG_RELEASE, CS_MSG_USAGE,
         CS_MSG_EVICTED, CS_MSG_ROOM,   CS_MSG_CTL_STATUS, CS_MSG_CTL_SET, CS_MSG_CTL_DRAIN,
         CS_MSG_GRANT,   CS_MSG_RESTORED, CS_MSG_PREFETCHED, CS_MSG_TSG_STATE,
-        CS_MSG_LC_BURST,
+        CS_MSG_LC_BURST, CS_MSG_PINNED,
     };
     for (uint8_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (types[i] == type)
@@ -273,6 +273,19 @@ static void gen_dispatch(const char *dir)
     op(&s, 3, 0, 0);
     op(&s, 5, 1, 0);
     write_file(dir, "timeslice", s.b, s.n);
+
+    /* a client that reports its pinned backing, then one that may not */
+    s.n = 0;
+    put(&s, &start, 1);
+    hello(&s, 0, CS_PRIO_NORMAL, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN);
+    hello(&s, 1, CS_PRIO_NORMAL, 0);
+    for (uint8_t k = 0; k < 2; k++)
+        attach(&s, k, 0, 0);
+    struct cs_msg pm = {.type = CS_MSG_PINNED};
+    pm.u.pinned.bytes = 1u << 30;
+    msg(&s, 0, &pm);
+    msg(&s, 1, &pm);
+    write_file(dir, "pinned", s.b, s.n);
 }
 
 int main(int argc, char **argv)

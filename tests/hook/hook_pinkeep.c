@@ -3,7 +3,9 @@
  *
  * With CUSHARE_PIN_KEEP=40M, a job of 64 + 32 MiB swapped out and restored
  * keeps backing for the 32 MiB segment only (the largest goes first), the
- * next swap-out pins again what it needs, and the data survives both.
+ * next swap-out pins again what it needs, and the data survives both. The
+ * scheduler hears of what is pinned (PINNED: its pin-ahead budget counts the
+ * kept backing it could not otherwise see).
  */
 #include "hooktest.h"
 #include "mock_sched.h"
@@ -17,6 +19,18 @@ static void revoke_all(void)
     struct cs_msg_release r;
     assert_true(mock_revoke_wait(mock, 0, CS_ALL_BYTES, &r));
     assert_true(r.swapped_bytes >= 96 * MiB);
+}
+
+/* Waits (up to 2 s) for a PINNED report of exactly `want` bytes. */
+static bool pinned_reported(uint64_t want)
+{
+    struct cs_msg m;
+    while (mock_wait(mock, CS_MSG_PINNED, 2000, &m, NULL)) {
+        assert_int_equal(m.u.pinned.slot, 0);
+        if (m.u.pinned.bytes == want)
+            return true;
+    }
+    return false;
 }
 
 static void backing_trimmed_after_restore(void **state)
@@ -37,11 +51,13 @@ static void backing_trimmed_after_restore(void **state)
         for (int i = 0; i < 200 && ht_stats(0).mem_pinned > 40 * MiB; i++)
             ht_sleep_ms(10);
         assert_int_equal(ht_stats(0).mem_pinned, 32 * MiB);
+        assert_true(pinned_reported(32 * MiB));
     }
     assert_int_equal(ht_device_sum(b, 8 * MiB), 13ull * 8 * MiB);
     CK(cuMemFree(a));
     CK(cuMemFree(b));
     assert_int_equal(ht_stats(0).mem_pinned, 0);
+    assert_true(pinned_reported(0));
 }
 
 int main(int argc, char **argv)

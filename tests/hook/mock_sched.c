@@ -28,6 +28,7 @@ struct mock_sched {
     uint32_t idle_ms;
     int32_t room_status;   /* guarded by mu */
     bool auto_grant;       /* guarded by mu */
+    uint32_t refuse_caps;  /* guarded by mu */
     void (*room_hook)(const struct cs_msg_room *, void *); /* set before use */
     void *room_arg;
     uint64_t next_lease;   /* guarded by mu */
@@ -57,7 +58,15 @@ static void handle(struct mock_sched *m, int fd, const struct cs_msg *msg)
 {
     struct cs_msg r;
     memset(&r, 0, sizeof r);
-    if (msg->type == CS_MSG_HELLO) {
+    pthread_mutex_lock(&m->mu);
+    uint32_t refuse = m->refuse_caps;
+    pthread_mutex_unlock(&m->mu);
+    if (msg->type == CS_MSG_HELLO && (msg->u.hello.flags & refuse)) {
+        r.type = CS_MSG_ERROR;
+        r.u.error.code = EPROTO;
+        snprintf(r.u.error.text, sizeof r.u.error.text, "protocol error: field out of range");
+        cs_send(fd, &r);
+    } else if (msg->type == CS_MSG_HELLO) {
         r.type = CS_MSG_WELCOME;
         r.u.welcome.client_id = 1;
         r.u.welcome.epoch = 1;
@@ -274,6 +283,13 @@ void mock_set_room_status(struct mock_sched *m, int32_t status)
 {
     pthread_mutex_lock(&m->mu);
     m->room_status = status;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void mock_refuse_caps(struct mock_sched *m, uint32_t caps)
+{
+    pthread_mutex_lock(&m->mu);
+    m->refuse_caps = caps;
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -51,6 +51,11 @@ void mock_set_room_status(struct mock_sched *m, int32_t status);
 void mock_set_room_hook(struct mock_sched *m, void (*fn)(const struct cs_msg_room *, void *),
                         void *arg);
 
+/* Behave like an older daemon that does not know these HELLO capability
+ * bits: a HELLO carrying any of them is answered with ERROR. Set before the
+ * client connects. */
+void mock_refuse_caps(struct mock_sched *m, uint32_t caps);
+
 /* Grant every ACQUIRE at once (lease ids 1, 2, ...). */
 void mock_set_auto_grant(struct mock_sched *m, bool on);
 /* The lease id last granted on a slot (0 if none). */

@@ -1644,6 +1644,45 @@ static void test_prepare_within_budget(void **state)
     assert_int_equal(count(EV_PREPARE, NULL), 3);
 }
 
+/* Backing a client keeps for resident memory (CUSHARE_PIN_KEEP) is only
+ * seen through its PINNED reports: the same set-up as above, but the idle
+ * client says it holds 2 GiB pinned already, so pinning 2.5 GiB more would
+ * break the 4 GiB budget and it is not asked. PINNED is refused from a
+ * client that did not announce CS_HELLO_PIN, or for a slot not attached. */
+static void test_prepare_counts_reported_pinned(void **state)
+{
+    (void)state;
+    cfg.pin_budget_mb = 4096;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "holder"), 0);
+    struct sd_member *w = attach(client(CS_PRIO_NORMAL, 1, "waiter"), 0);
+    struct sd_client_info info = {.pid = 4242, .priority = CS_PRIO_LOW, .weight = 1, .pin = true};
+    strcpy(info.name, "idle");
+    struct sd_member *i = attach(sd_policy_client_add(&pol, &info, now), 0);
+    const char *why = NULL;
+    struct cs_msg_pinned pm = {.slot = 0, .bytes = 2 * GiB};
+    assert_int_equal(sd_policy_pinned(&pol, h->client, &pm, now, &why), SD_EPROTO);
+    assert_non_null(strstr(why, "CS_HELLO_PIN"));
+    pm.slot = 1;
+    assert_int_equal(sd_policy_pinned(&pol, i->client, &pm, now, &why), SD_EPROTO);
+    pm.slot = 0;
+    assert_int_equal(sd_policy_pinned(&pol, i->client, &pm, now, &why), SD_OK);
+    assert_int_equal(i->pinned, 2 * GiB);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 14 * GiB;
+    cfg.client_reserve_mb = 1024;
+    usage4(h, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(h);
+    usage4(w, 3 * GiB, GiB, 0, 4 * GiB);
+    usage4(i, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(w);
+    assert_int_equal(count(EV_PREPARE, i), 0);
+    /* It lets 1.5 GiB go: now the 2.5 GiB fit (0.5 + 1 swapped + 2.5). */
+    pm.bytes = GiB / 2;
+    assert_int_equal(sd_policy_pinned(&pol, i->client, &pm, now, &why), SD_OK);
+    run_until(now + 2 * SEC);
+    assert_int_equal(count(EV_PREPARE, i), 1);
+}
+
 static void test_grant_when_nothing_can_move(void **state)
 {
     (void)state;
@@ -2087,6 +2126,7 @@ int main(void)
         T(test_grant_when_nothing_can_move),
         T(test_predicted_quantum),
         T(test_prepare_within_budget),
+        T(test_prepare_counts_reported_pinned),
         T(test_memory_bookkeeping),
         T(test_switch_overhead_excludes_drain),
         T(test_restart_resumed_holder_first),

@@ -28,7 +28,7 @@ static const uint16_t all_types[] = {
     CS_MSG_CTL_GPU,    CS_MSG_CTL_CLIENT, CS_MSG_CTL_DONE,   CS_MSG_CTL_DAEMON,
     CS_MSG_RESTORED,   CS_MSG_PREFETCH,   CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
-    CS_MSG_LC_MODE,    CS_MSG_LC_BURST,   CS_MSG_CTL_CLIENT_LC,
+    CS_MSG_LC_MODE,    CS_MSG_LC_BURST,   CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -196,6 +196,9 @@ static void sample(uint16_t type, struct cs_msg *m)
     case CS_MSG_LC_BURST:
         m->u.lc_burst = (struct cs_msg_lc_burst){1, 0, 77, 120000, 450000};
         break;
+    case CS_MSG_PINNED:
+        m->u.pinned = (struct cs_msg_pinned){1, 0, 3ull << 30};
+        break;
     case CS_MSG_CTL_CLIENT_LC:
         m->u.ctl_client_lc = (struct cs_msg_ctl_client_lc){
             9, 0, CS_LC_MECH_GATE, CS_LC_BOUNDED, 1000, 42, 3, 250000, 500000, 1000000, 2500000};
@@ -268,6 +271,7 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_TSG), 64 + CS_TEXT_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_LC_MODE), 24);
     assert_int_equal(cs_msg_size(CS_MSG_LC_BURST), 40);
+    assert_int_equal(cs_msg_size(CS_MSG_PINNED), 24);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LC), 80);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(0), 0);
@@ -368,9 +372,13 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x10, RANGE);
+    reject_u32(CS_MSG_HELLO, 8, 0x20, RANGE);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC);
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN);
+    /* PINNED: flags 12, bytes 16 */
+    reject_u32(CS_MSG_PINNED, 12, 1, RANGE);
+    reject_u64(CS_MSG_PINNED, 16, 1ull << 62 | 1, RANGE);
     /* LC_MODE: slot 8, mode 12, param_us 16, flags 20; LC_BURST: flags 12 */
     reject_u32(CS_MSG_LC_MODE, 8, CS_MAX_DEVICES, RANGE);
     reject_u32(CS_MSG_LC_MODE, 12, CS_LC_MODE_MAX + 1, RANGE);
