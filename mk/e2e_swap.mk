@@ -21,5 +21,6 @@ TEST_BINS += $(SWAP_PROBE)
 # tree's; the sanitizer tree runs shorter jobs and holds the ratio to 1.3
 # (see swap_jobs.sh). Not under ThreadSanitizer: the hook's swap threading
 # is covered there by hook_swap, the daemon's by test_daemon.
-SWAP_TESTS := tests/e2e/swap_poison.sh tests/e2e/swap_kill.sh tests/e2e/swap_jobs.sh
+SWAP_TESTS := tests/e2e/swap_poison.sh tests/e2e/swap_kill.sh tests/e2e/swap_jobs.sh \
+              tests/e2e/swap_pauses.sh
 TESTS += $(SWAP_TESTS)
