@@ -67,4 +67,7 @@ TESTS      += tests/hook/coverage_check.sh tests/hook/exports_check.sh $(HOOK_TB
 # in SizeClassAllocator64::GetFromAllocator). The test forks on purpose while
 # threads are busy; it runs in the optimized tree.
 ASAN_SKIP  += $(HOOK_TDIR)/hook_fork
-TSAN_TESTS += $(HOOK_TDIR)/hook_gate_stress $(HOOK_TDIR)/hook_swap $(HOOK_TDIR)/hook_tsg
+# hook_idle and hook_pinkeep: the I/O thread's idle and PINNED reports read
+# counters the application's threads and the worker write.
+TSAN_TESTS += $(HOOK_TDIR)/hook_gate_stress $(HOOK_TDIR)/hook_swap $(HOOK_TDIR)/hook_tsg \
+              $(HOOK_TDIR)/hook_idle $(HOOK_TDIR)/hook_pinkeep
