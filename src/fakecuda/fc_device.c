@@ -11,6 +11,11 @@
  *                      (cuMemAlloc, cuMemCreate); the driver clears and maps
  *                      the pages, so a large allocation takes time (default
  *                      0: instant), per process
+ *   FAKECUDA_PIN_GBPS  the rate at which host memory is pinned
+ *                      (cuMemHostAlloc, cuMemHostRegister, cuMemCreate of
+ *                      host memory; the H100's host pins at ~2-3 GB/s,
+ *                      a twentieth of its copy rate); default 0: instant,
+ *                      per process
  *
  * Fork: a child inherits none of the parent's CUDA state. Its first call
  * after fork sees an uninitialized driver (CUDA_ERROR_NOT_INITIALIZED, the
@@ -80,6 +85,7 @@ static void read_config(struct fc_config *c)
     c->concurrent = fc_env_u64("FAKECUDA_CONCURRENT", 0, 0, 1) == 1;
     c->timeslice_ns = fc_env_u64("FAKECUDA_TIMESLICE_US", 0, 0, 1000000) * 1000;
     c->create_bytes_per_ns = fc_env_double("FAKECUDA_MEMCREATE_GBPS", 0.0, 0.0, 100000.0);
+    c->pin_bytes_per_ns = fc_env_double("FAKECUDA_PIN_GBPS", 0.0, 0.0, 100000.0);
     const char *name = getenv("FAKECUDA_SHM");
     if (name && !shm_name_ok(name)) {
         fc_log("FAKECUDA_SHM=\"%s\" is not a name of 1-100 letters, digits, "
@@ -93,10 +99,20 @@ static void read_config(struct fc_config *c)
                  (unsigned)getuid());
 }
 
+static void rate_delay(uint64_t size, double bytes_per_ns)
+{
+    if (bytes_per_ns > 0)
+        fc_sleep_ns((uint64_t)((double)size / bytes_per_ns));
+}
+
 void fc_create_delay(uint64_t size)
 {
-    if (fc_proc.cfg.create_bytes_per_ns > 0)
-        fc_sleep_ns((uint64_t)((double)size / fc_proc.cfg.create_bytes_per_ns));
+    rate_delay(size, fc_proc.cfg.create_bytes_per_ns);
+}
+
+void fc_pin_delay(uint64_t size)
+{
+    rate_delay(size, fc_proc.cfg.pin_bytes_per_ns);
 }
 
 static void open_trace(void)

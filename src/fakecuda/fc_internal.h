@@ -62,8 +62,10 @@ void fc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t fc_now_ns(void);
 void fc_sleep_until(uint64_t deadline_ns);
 void fc_sleep_ns(uint64_t ns);
-/* What creating SIZE bytes of device memory costs (FAKECUDA_MEMCREATE_GBPS). */
+/* What creating SIZE bytes of device memory costs (FAKECUDA_MEMCREATE_GBPS),
+ * and pinning SIZE bytes of host memory (FAKECUDA_PIN_GBPS): sleeps. */
 void fc_create_delay(uint64_t size);
+void fc_pin_delay(uint64_t size);
 /* Reads an environment variable as a number within [lo, hi]; a malformed
  * or out-of-range value is reported on stderr and def is used. */
 uint64_t fc_env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi);
@@ -105,6 +107,7 @@ struct fc_config {
     bool concurrent;                 /* FAKECUDA_CONCURRENT: kernels skip the engine */
     uint64_t timeslice_ns;           /* FAKECUDA_TIMESLICE_US; per device (shm) */
     double create_bytes_per_ns;      /* FAKECUDA_MEMCREATE_GBPS; 0 = instant */
+    double pin_bytes_per_ns;         /* FAKECUDA_PIN_GBPS; 0 = instant */
     char shm_name[160];              /* "/fakecuda-<FAKECUDA_SHM>" */
 };
 

@@ -271,6 +271,7 @@ CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
         munmap(p, len);
         return r;
     }
+    fc_pin_delay(len);
     *pp = p;
     return CUDA_SUCCESS;
 }
@@ -310,6 +311,8 @@ CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fla
         .prot = (Flags & CU_MEMHOSTREGISTER_READ_ONLY) ? FC_PROT_R : FC_PROT_R | FC_PROT_W,
     };
     r = fc_map_insert(&rg);
+    if (r == CUDA_SUCCESS)
+        fc_pin_delay(bytesize);
     return r == CUDA_ERROR_INVALID_VALUE ? CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED : r;
 }
 

@@ -190,6 +190,8 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     pthread_mutex_unlock(&vmm_lock);
     if (r == CUDA_SUCCESS && dev >= 0)
         fc_create_delay(size);
+    else if (r == CUDA_SUCCESS)
+        fc_pin_delay(size);
     return r;
 }
 
