@@ -83,12 +83,17 @@ static void test_copy_overlaps_kernel(void **state)
     CK(cuStreamDestroy(b));
 }
 
-/* Device-to-device copies do not go through PCIe. */
+/* Device-to-device copies do not go through PCIe, nor are they charged to
+ * a copy engine: one takes the host's memcpy time, under
+ * the 100 ms the same bytes take over "PCIe" (a charged copy sleeps that
+ * long by construction, so a D2D wrongly charged always fails). The bound
+ * was 60 ms once: under AddressSanitizer on a loaded 2-core machine the
+ * memcpy itself took 77 ms. */
 static void test_d2d_fast(void **state)
 {
     uint64_t t0 = fct_now_ns();
     CK(cuMemcpyDtoD(dbuf[1], dbuf[0], COPY));
-    within(fct_ms_since(t0), 0, 60, "100 MB D2D");
+    within(fct_ms_since(t0), 0, 99, "100 MB D2D");
 }
 
 /* Kernels of two contexts never run together; two streams of one context
