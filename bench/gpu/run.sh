@@ -282,22 +282,40 @@ shared_makespan() { # TAG N ENV CMD...
     echo "$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}') $(cat "$OUT"/$tag-*.log | grep -c '"ok": true')"
 }
 
+# The switches of one shared run, from the daemon's debug lines after line
+# FROM: revokes by reason (1 quantum, 2 preempt, 3 idle, 5 memory), the
+# longest drain and restore, and what was swapped out at revokes.
+switch_summary() { # FROM
+    awk -v s="$1" 'NR > s' "$OUT/cushared.log" | awk '
+        /revoke lease/ { for (i = 1; i <= NF; i++) if ($i == "reason") r[$(i + 1)]++ }
+        /released lease/ { for (i = 1; i <= NF; i++) {
+            if ($i == "drain" && $(i + 1) + 0 > d) d = $(i + 1) + 0
+            if ($i == "swap-out") { gsub(/\(/, "", $(i + 3)); out += $(i + 3) } } }
+        /switch overhead/ { for (i = 1; i <= NF; i++) if ($i == "(restore" && $(i + 1) + 0 > rs) rs = $(i + 1) + 0 }
+        END { printf "revokes by reason:"; for (k in r) printf " %s:%d", k, r[k]
+              printf "; longest drain %.0f ms, longest restore %.0f ms; %.1f GB swapped out at revokes", d, rs, out / 1e9 }'
+}
+
 oversub_case() { # LABEL N GB_PER_JOB ENV CMD...: solo natively, then N at once
-    local label=$1 n=$2 gb=$3 envs=$4 t0 t1 solo r
+    local label=$1 n=$2 gb=$3 envs=$4 t0 t1 solo r from
     shift 4
     t0=$(now)
     "$@" >"$OUT/oversub-solo-$label.log" 2>&1 || fail "$label solo"
     t1=$(now)
     solo=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    from=$(wc -l <"$OUT/cushared.log")
     r=$(shared_makespan "oversub-$label" "$n" \
         "$envs CUSHARE_LOG_LEVEL=${OVERSUB_HOOK_LOG_LEVEL:-debug}" "$@")
     set -- $r
     [ "$2" -eq "$n" ] || fail "$label: $2 of $n jobs correct"
     say "$(awk -v m="$1" -v s="$solo" -v n="$n" -v g="$gb" -v l="$label" 'BEGIN {printf "%s: %d jobs x %s GB on one GPU: makespan %.1f s, sum of solo runs %.1f s (solo %.1f s), ratio %.3f", l, n, g, m, n*s, s, m/(n*s)}')"
+    say "  $label switches: $(switch_summary "$from")"
 }
 
 section_oversub() {
     say "## oversubscription (sum of job memory > GPU memory)"
+    # The switch summaries read the daemon's debug lines.
+    local DAEMON_LOG_LEVEL=${DAEMON_LOG_LEVEL:-debug}
     # A context on an H100 costs ~500 MiB the hook cannot see: the daemon
     # reserves it per client so that a grant's restore fits the first time.
     # PyTorch queues up to ~1000 kernels; at 16 ms each (an add over 16 GB)
