@@ -54,22 +54,19 @@ static struct {
 } room[ROOM_MAX];
 static uint64_t room_next_id = 1;
 
-int cs_client_send(const struct cs_msg *m)
+int cs_client_send_cap(uint32_t cap, const struct cs_msg *m)
 {
     pthread_mutex_lock(&cl.mu);
-    int rc = cl.send_fd >= 0 ? cs_send(cl.send_fd, m) : -ENOTCONN;
+    int rc = cl.send_fd >= 0 && (cl.caps & cap) == cap ? cs_send(cl.send_fd, m) : -ENOTCONN;
     pthread_mutex_unlock(&cl.mu);
     if (rc < 0 && rc != -ENOTCONN)
         cs_debug("send %s: %s", cs_msg_name(m->type), strerror(-rc));
     return rc < 0 ? -1 : 0;
 }
 
-int cs_client_send_cap(uint32_t cap, const struct cs_msg *m)
+int cs_client_send(const struct cs_msg *m)
 {
-    pthread_mutex_lock(&cl.mu);
-    int rc = cl.send_fd >= 0 && (cl.caps & cap) == cap ? cs_send(cl.send_fd, m) : -ENOTCONN;
-    pthread_mutex_unlock(&cl.mu);
-    return rc < 0 ? -1 : 0;
+    return cs_client_send_cap(0, m);
 }
 
 bool cs_client_is_connected(void)

@@ -15,7 +15,6 @@
 #define MS 1000000ull
 
 static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
-static uint64_t predicted_switch_ns(const struct sd_policy *p, const struct sd_gpu *g);
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -364,6 +363,59 @@ bool sd_fits_beside_holders(const struct sd_policy *p, const struct sd_gpu *g,
     return fits(p, g, w);
 }
 
+/* While a GPU is oversubscribed, its switch cost is at least what moving
+ * the overflow (at most one job's footprint) takes at SD_PREDICT_BPS: the
+ * measured cost lags (an EWMA), and switches measured while the jobs still
+ * fitted (start-up, allocations under way) cost nothing. Without this floor
+ * the quantum stayed at 1 s while 30 GB working sets started swapping, and
+ * a first switch swapped a whole working set whose host backing was not
+ * pinned yet (~0.3 s/GiB). 10 GB/s lies between a copy to pinned backing
+ * (~50 GB/s) and a first one that pins (~3 GB/s). */
+#define SD_PREDICT_BPS 10000000000.0
+static uint64_t predicted_switch_ns(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    uint64_t cap = sd_gpu_capacity(p, g), fp = sd_gpu_footprint(g), largest = 0;
+    if (!cap || fp <= cap)
+        return 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i]->footprint > largest)
+            largest = g->m[i]->footprint;
+    uint64_t moved = fp - cap < largest ? fp - cap : largest;
+    return (uint64_t)((double)moved / SD_PREDICT_BPS * 1e9);
+}
+
+/* The switch cost the daemon plans with: the measured EWMA, and at least
+ * the prediction while the GPU is oversubscribed (*over, when not NULL). */
+static uint64_t planned_switch_ns(const struct sd_policy *p, const struct sd_gpu *g, bool *over)
+{
+    uint64_t sw = predicted_switch_ns(p, g);
+    if (over)
+        *over = sw > 0;
+    return g->switch_ewma_ns > sw ? g->switch_ewma_ns : sw;
+}
+
+/* The quantum for a switch cost of sw: sw / switch_cost_target, within
+ * floor..cap. */
+static uint64_t quantum_for(const struct sd_policy *p, uint64_t sw)
+{
+    uint64_t lo = (uint64_t)p->cfg->quantum_floor_ms * MS;
+    uint64_t hi = (uint64_t)p->cfg->quantum_cap_ms * MS;
+    /* Clamped as a double: a footprint a client may claim (up to 2^62) over
+     * a 0.001 target does not fit in 64 bits. */
+    double qd = (double)sw / p->cfg->switch_cost_target;
+    uint64_t q = qd >= (double)hi ? hi : (uint64_t)qd;
+    if (q < lo)
+        q = lo;
+    if (q > hi)
+        q = hi;
+    return q;
+}
+
+uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    return quantum_for(p, planned_switch_ns(p, g, NULL));
+}
+
 /* How long an idle holder stays before an idle revoke, beyond the idle
  * period the client already waited before it said so. On a GPU whose jobs
  * fit, a switch moves no memory and the answer is 0. On an oversubscribed
@@ -376,15 +428,12 @@ bool sd_fits_beside_holders(const struct sd_policy *p, const struct sd_gpu *g,
  * quantum). */
 static uint64_t idle_grace_ns(const struct sd_policy *p, const struct sd_gpu *g)
 {
-    uint64_t sw = predicted_switch_ns(p, g);
-    if (sw == 0)
+    bool over;
+    uint64_t sw = planned_switch_ns(p, g, &over);
+    if (!over)
         return 0;
-    if (g->switch_ewma_ns > sw)
-        sw = g->switch_ewma_ns;
-    uint64_t q = sd_gpu_quantum_ns(p, g);
-    if (sw > q)
-        sw = q;
-    return sub0(sw, (uint64_t)p->cfg->idle_release_ms * MS);
+    uint64_t q = quantum_for(p, sw);
+    return sub0(sw < q ? sw : q, (uint64_t)p->cfg->idle_release_ms * MS);
 }
 
 static bool idle_revocable(const struct sd_policy *p, const struct sd_gpu *g,
@@ -1061,45 +1110,6 @@ struct sd_gpu *sd_policy_gpu_by_text(const struct sd_policy *p, const char *text
             if (p->gpu[i]->index == idx)
                 return p->gpu[i];
     return NULL;
-}
-
-/* While a GPU is oversubscribed, its switch cost is at least what moving
- * the overflow (at most one job's footprint) takes at SD_PREDICT_BPS: the
- * measured cost lags (an EWMA), and switches measured while the jobs still
- * fitted (start-up, allocations under way) cost nothing. Without this floor
- * the quantum stayed at 1 s while 30 GB working sets started swapping, and
- * a first switch swapped a whole working set whose host backing was not
- * pinned yet (~0.3 s/GiB). 10 GB/s lies between a copy to pinned backing
- * (~50 GB/s) and a first one that pins (~3 GB/s). */
-#define SD_PREDICT_BPS 10000000000.0
-static uint64_t predicted_switch_ns(const struct sd_policy *p, const struct sd_gpu *g)
-{
-    uint64_t cap = sd_gpu_capacity(p, g), fp = sd_gpu_footprint(g), largest = 0;
-    if (!cap || fp <= cap)
-        return 0;
-    for (size_t i = 0; i < g->n; i++)
-        if (g->m[i]->footprint > largest)
-            largest = g->m[i]->footprint;
-    uint64_t moved = fp - cap < largest ? fp - cap : largest;
-    return (uint64_t)((double)moved / SD_PREDICT_BPS * 1e9);
-}
-
-uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
-{
-    uint64_t lo = (uint64_t)p->cfg->quantum_floor_ms * MS;
-    uint64_t hi = (uint64_t)p->cfg->quantum_cap_ms * MS;
-    uint64_t sw = predicted_switch_ns(p, g);
-    if (g->switch_ewma_ns > sw)
-        sw = g->switch_ewma_ns;
-    /* Clamped as a double: a footprint a client may claim (up to 2^62) over
-     * a 0.001 target does not fit in 64 bits. */
-    double qd = (double)sw / p->cfg->switch_cost_target;
-    uint64_t q = qd >= (double)hi ? hi : (uint64_t)qd;
-    if (q < lo)
-        q = lo;
-    if (q > hi)
-        q = hi;
-    return q;
 }
 
 void sd_gpu_times(const struct sd_gpu *g, uint64_t now, uint64_t *idle_ns, uint64_t *busy_ns)

@@ -1614,6 +1614,20 @@ static void test_predicted_quantum(void **state)
     assert_int_equal(sd_gpu_quantum_ns(&pol, g), (uint64_t)cfg.quantum_cap_ms * MS);
 }
 
+/* Three 4 GiB jobs on a 10 GiB GPU, a 4 GiB pin budget, 1 GiB already
+ * swapped: h holds, w asks, i (low class) is idle. */
+static void pin_budget_scene(struct sd_member *h, struct sd_member *w, struct sd_member *i)
+{
+    cfg.pin_budget_mb = 4096;
+    gpu(0)->mem_total = 14 * GiB; /* capacity 10 GiB beside the client reserves */
+    cfg.client_reserve_mb = 1024;
+    usage4(h, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(h);
+    usage4(w, 3 * GiB, GiB, 0, 4 * GiB);
+    usage4(i, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(w);
+}
+
 /* Pin-ahead stays within the node's budget, the clients furthest from
  * running first: three 4 GiB jobs on a 10 GiB GPU (2 GiB over: each may
  * pin 2.5 GiB ahead) with a 4 GiB budget and 1 GiB already swapped: only
@@ -1621,18 +1635,10 @@ static void test_predicted_quantum(void **state)
 static void test_prepare_within_budget(void **state)
 {
     (void)state;
-    cfg.pin_budget_mb = 4096;
     struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "holder"), 0);
     struct sd_member *w = attach(client(CS_PRIO_NORMAL, 1, "waiter"), 0);
     struct sd_member *i = attach(client(CS_PRIO_LOW, 1, "idle"), 0);
-    struct sd_gpu *g = gpu(0);
-    g->mem_total = 14 * GiB; /* capacity 10 GiB beside the client reserves */
-    cfg.client_reserve_mb = 1024;
-    usage4(h, 4 * GiB, 0, 0, 4 * GiB);
-    acquire(h);
-    usage4(w, 3 * GiB, GiB, 0, 4 * GiB);
-    usage4(i, 4 * GiB, 0, 0, 4 * GiB);
-    acquire(w);
+    pin_budget_scene(h, w, i);
     assert_int_equal(count(EV_PREPARE, NULL), 1);
     const struct ev *e = find(EV_PREPARE, i);
     assert_non_null(e); /* lowest class, not asking: evicted first, prepared first */
@@ -1652,7 +1658,6 @@ static void test_prepare_within_budget(void **state)
 static void test_prepare_counts_reported_pinned(void **state)
 {
     (void)state;
-    cfg.pin_budget_mb = 4096;
     struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "holder"), 0);
     struct sd_member *w = attach(client(CS_PRIO_NORMAL, 1, "waiter"), 0);
     struct sd_client_info info = {.pid = 4242, .priority = CS_PRIO_LOW, .weight = 1, .pin = true};
@@ -1667,14 +1672,7 @@ static void test_prepare_counts_reported_pinned(void **state)
     pm.slot = 0;
     assert_int_equal(sd_policy_pinned(&pol, i->client, &pm, now, &why), SD_OK);
     assert_int_equal(i->pinned, 2 * GiB);
-    struct sd_gpu *g = gpu(0);
-    g->mem_total = 14 * GiB;
-    cfg.client_reserve_mb = 1024;
-    usage4(h, 4 * GiB, 0, 0, 4 * GiB);
-    acquire(h);
-    usage4(w, 3 * GiB, GiB, 0, 4 * GiB);
-    usage4(i, 4 * GiB, 0, 0, 4 * GiB);
-    acquire(w);
+    pin_budget_scene(h, w, i);
     assert_int_equal(count(EV_PREPARE, i), 0);
     /* It lets 1.5 GiB go: now the 2.5 GiB fit (0.5 + 1 swapped + 2.5). */
     pm.bytes = GiB / 2;
