@@ -10,6 +10,7 @@ ALL_TARGETS += $(CS_OVERHEAD)
 
 CS_PINBENCH  := $(BUILD)/bin/cs_pinbench
 CS_SWAPBENCH := $(BUILD)/bin/cs_swapbench
+CS_PINCONTEND := $(BUILD)/bin/cs_pincontend
 
 $(CS_PINBENCH): $(OBJ)/bench/swap/cs_pinbench.o | $(FC_LINK)
 	@mkdir -p $(dir $@)
@@ -19,7 +20,11 @@ $(CS_SWAPBENCH): $(OBJ)/bench/swap/cs_swapbench.o $(OBJ)/tests/hook/mock_sched.o
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
 
-ALL_TARGETS += $(CS_PINBENCH) $(CS_SWAPBENCH)
+$(CS_PINCONTEND): $(OBJ)/bench/swap/cs_pincontend.o | $(FC_LINK)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -pthread
+
+ALL_TARGETS += $(CS_PINBENCH) $(CS_SWAPBENCH) $(CS_PINCONTEND)
 
 # bench/lc: the LC/BE latency benchmark (bench/lc/run.sh on a GPU; smoked on
 # the simulated driver by bench/lc/smoke.sh) and nvtrace, the recorder of

@@ -149,6 +149,19 @@ void cs_config_load(void)
         cs_cfg.host_reserve = total / 10 > (4ull << 30) ? total / 10 : (4ull << 30);
     }
 
+    /* One cuMemCreate(HOST) holds a driver lock that device allocations
+     * in every process wait for: 64 MiB pieces pin as fast as one 8 GiB
+     * block (5.0 vs 4.5 GB/s on an H100) and keep the wait at ~10 ms. */
+    v = env("CUSHARE_PIN_PIECE");
+    cs_cfg.pin_piece = 64ull << 20;
+    if (v && strcasecmp(v, "whole") && cs_parse_size(v, &cs_cfg.pin_piece) < 0) {
+        cs_warn("CUSHARE_PIN_PIECE=%s is not a size such as 64M (or whole); using 64M", v);
+        cs_cfg.pin_piece = 64ull << 20;
+    }
+    if (v && !strcasecmp(v, "whole"))
+        cs_cfg.pin_piece = 0;
+    cs_cfg.pin_piece = (cs_cfg.pin_piece + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);
+
     v = env("CUSHARE_HOST_BACKING");
     cs_cfg.host_backing_vmm = true;
     if (v && !strcasecmp(v, "hostalloc"))

@@ -26,6 +26,9 @@ struct cs_config {
                                     swappable allocations */
     uint64_t pin_keep;           /* CUSHARE_PIN_KEEP: pinned backing kept for
                                     resident memory, bytes (UINT64_MAX: all) */
+    uint64_t pin_piece;          /* CUSHARE_PIN_PIECE: bytes pinned per driver
+                                    call for swap backing (0: a segment's
+                                    whole backing at once); default 64 MiB */
     bool host_backing_vmm;       /* CUSHARE_HOST_BACKING=vmm (default) |
                                     hostalloc: how swap backing is pinned */
     uint64_t host_reserve;       /* CUSHARE_HOST_RESERVE: host memory that pinning

@@ -360,6 +360,15 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
     pthread_mutex_lock(&idx_mu);
     g = idx_find_locked(ptr);
     pthread_mutex_unlock(&idx_mu);
+    /* A piece being pinned into this segment's backing lands first (the
+     * wait releases the lock: look it up once more). */
+    bool held = g && s->pinning == g;
+    if (held) {
+        cs_swap_hold_pinner_locked(s);
+        pthread_mutex_lock(&idx_mu);
+        g = idx_find_locked(ptr);
+        pthread_mutex_unlock(&idx_mu);
+    }
     bool ok = false;
     if (g && g->dev == d) {
         if (!g->chunk && ptr == g->va) {
@@ -381,6 +390,8 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
             }
         }
     }
+    if (held)
+        cs_swap_release_pinner_locked(s);
     pthread_mutex_unlock(&s->mu);
     *dev = d;
     return ok;
@@ -447,6 +458,7 @@ void cs_seg_reset_after_fork(void)
     for (int i = 0; i < CS_MAX_DEVICES; i++) {
         memset(&cs_segs[i], 0, sizeof cs_segs[i]);
         pthread_mutex_init(&cs_segs[i].mu, NULL);
+        pthread_cond_init(&cs_segs[i].pin_cv, NULL);
         peer_count[i] = 0;
     }
 }

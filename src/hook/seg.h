@@ -34,14 +34,23 @@ enum cs_seg_state {
     CS_SEG_SWAPPED = 2,
 };
 
-/* Pinned host memory holding a swapped-out segment's bytes. Device copies
- * address it by `va` in either form: a cuMemCreate(HOST) allocation mapped
- * into the unified address space (h != 0; the cheapest to pin, bench/results
- * /oversubscription.md), or cuMemHostAlloc memory (h == 0, the fallback). */
+/* Pinned host memory holding a swapped-out segment's bytes, addressed by
+ * `va` in either form:
+ *   - cuMemCreate(HOST) memory in pieces of `piece` bytes, mapped one after
+ *     another into a range reserved for the whole segment (the cheapest to
+ *     pin). Pieces, because the driver holds a lock that every process's
+ *     device allocations need for as long as one cuMemCreate pins: a 10 GiB
+ *     backing in one piece stalled another job's allocation for seconds on
+ *     an H100, in 64 MiB pieces for milliseconds
+ *     (bench/results/oversubscription.md, cs_pincontend).
+ *   - one cuMemHostAlloc block (piece == 0), the fallback.
+ * A backing is pinned a prefix at a time and usable once complete
+ * (pinned == size). */
 struct cs_backing {
     CUdeviceptr va;
-    CUmemGenericAllocationHandle h;
-    uint64_t size;                   /* 0 = none */
+    uint64_t size;                   /* bytes at va (the segment's), 0 = none */
+    uint64_t pinned;                 /* the prefix pinned so far */
+    uint64_t piece;                  /* VMM piece size; 0 = cuMemHostAlloc */
 };
 
 struct cs_seg {
@@ -73,6 +82,14 @@ struct cs_segs {
     uint64_t swap_out_bytes, swap_in_bytes;  /* totals */
     uint64_t swap_out_ns, swap_in_ns;
     uint64_t swap_outs, swap_ins;            /* operations */
+    /* The pinner (cs_swap_prepare) pins one piece at a time with mu
+     * released; `pinning` names the segment meanwhile (written under mu).
+     * Whatever must not race it (a swap-out, a trim, freeing the segment)
+     * raises pin_holdoff and waits on pin_cv until `pinning` is NULL; no
+     * piece starts while pin_holdoff is non-zero (cs_swap_hold_pinner). */
+    struct cs_seg *pinning;
+    uint32_t pin_holdoff;
+    pthread_cond_t pin_cv;
     CUcontext pctx;         /* retained primary context for swap work */
     CUstream stream;        /* the swap stream, in pctx */
     bool ready;             /* pctx and stream exist */

@@ -13,47 +13,18 @@
  * Measured on an H100 (bench/results/oversubscription.md): cuMemCreate with a
  * HOST location pins in ~0.21 s/GiB against ~0.35 for mmap+cuMemHostRegister
  * and ~0.43 for cuMemHostAlloc, and copies at full PCIe speed both ways. So
- * that is the default (CUSHARE_HOST_BACKING=vmm); where the driver refuses it,
- * cuMemHostAlloc takes over for the rest of the process's life. */
+ * that is the default (CUSHARE_HOST_BACKING=vmm), in CUSHARE_PIN_PIECE pieces
+ * (seg.h says why); where the driver refuses it, cuMemHostAlloc takes over
+ * for the rest of the process's life. */
 
 /* Cleared the first time the driver refuses a HOST-located cuMemCreate.
  * Read and written by the device workers; a relaxed atomic is enough (the
  * worst race is one more refused attempt). */
 static _Atomic bool vmm_backing_ok = true;
 
-/* Returns the driver's answer to the cuMemCreate; the other steps failing
- * count as CUDA_ERROR_UNKNOWN. */
-static CUresult backing_alloc_vmm(struct cs_backing *b, uint64_t bytes, int dev)
+static bool backing_complete(const struct cs_backing *b)
 {
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_HOST;
-    CUmemGenericAllocationHandle h;
-    CUresult r = cs_real.cuMemCreate(&h, bytes, &p, 0);
-    if (r != CUDA_SUCCESS)
-        return r;
-    CUdeviceptr va;
-    if (cs_real.cuMemAddressReserve(&va, bytes, CS_CHUNK_SIZE, 0, 0) != CUDA_SUCCESS) {
-        cs_real.cuMemRelease(h);
-        return CUDA_ERROR_UNKNOWN;
-    }
-    CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof acc);
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = dev;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (cs_real.cuMemMap(va, bytes, 0, h, 0) != CUDA_SUCCESS ||
-        cs_real.cuMemSetAccess(va, bytes, &acc, 1) != CUDA_SUCCESS) {
-        cs_real.cuMemUnmap(va, bytes);
-        cs_real.cuMemAddressFree(va, bytes);
-        cs_real.cuMemRelease(h);
-        return CUDA_ERROR_UNKNOWN;
-    }
-    b->va = va;
-    b->h = h;
-    b->size = bytes;
-    return CUDA_SUCCESS;
+    return b->size && b->pinned == b->size;
 }
 
 /* Pinning that would leave the host less than CUSHARE_HOST_RESERVE
@@ -79,38 +50,108 @@ static bool host_has_room(uint64_t bytes)
     return false;
 }
 
-static bool backing_alloc(struct cs_backing *b, uint64_t bytes, int dev)
+/* The next piece a backing of `size` bytes needs: its length, and the
+ * range to reserve first when there is none yet. */
+static uint64_t next_piece_len(const struct cs_backing *b, uint64_t size)
 {
-    if (!host_has_room(bytes))
-        return false;
-    if (cs_cfg.host_backing_vmm && atomic_load_explicit(&vmm_backing_ok, memory_order_relaxed)) {
-        CUresult r = backing_alloc_vmm(b, bytes, dev);
-        if (r == CUDA_SUCCESS)
-            return true;
-        /* Only a driver that does not do host-located VMM turns it off for
-         * good; running out of host memory is tried again next time. */
-        if ((r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE) &&
-            atomic_exchange(&vmm_backing_ok, false))
-            cs_info("the driver refuses host-located cuMemCreate (error %d): using "
-                    "cuMemHostAlloc for swap backing", (int)r);
+    uint64_t piece = cs_cfg.pin_piece ? cs_cfg.pin_piece : size;
+    uint64_t left = size - b->pinned;
+    return left < piece ? left : piece;
+}
+
+/* Pins one piece at va: create, map, let the mapping own it, give the GPU
+ * access. Returns the driver's answer to the cuMemCreate; the other steps
+ * failing count as CUDA_ERROR_UNKNOWN. Touches nothing but [va, va + n). */
+static CUresult pin_vmm_piece(CUdeviceptr va, uint64_t n, int dev)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    CUmemGenericAllocationHandle h;
+    CUresult r = cs_real.cuMemCreate(&h, n, &p, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (cs_real.cuMemMap(va, n, 0, h, 0) != CUDA_SUCCESS) {
+        cs_real.cuMemRelease(h);
+        return CUDA_ERROR_UNKNOWN;
     }
-    void *p = NULL;
-    if (cs_real.cuMemHostAlloc(&p, bytes, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
+    cs_real.cuMemRelease(h); /* freed by the unmap */
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = dev;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (cs_real.cuMemSetAccess(va, n, &acc, 1) != CUDA_SUCCESS) {
+        cs_real.cuMemUnmap(va, n);
+        return CUDA_ERROR_UNKNOWN;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The driver refused host-located VMM for good: say so once. */
+static void vmm_backing_refused(CUresult r)
+{
+    if (atomic_exchange(&vmm_backing_ok, false))
+        cs_info("the driver refuses host-located cuMemCreate (error %d): using "
+                "cuMemHostAlloc for swap backing", (int)r);
+}
+
+/* One step towards a complete backing of `size` bytes in *b: the whole
+ * block with cuMemHostAlloc, else the next VMM piece (reserving the range
+ * first). Whoever calls it owns *b for the duration: a worker holding
+ * segs.mu with the pinner held off, or the pinner with `pinning` set.
+ * Returns false when no more can be pinned now (host memory, the guard,
+ * the driver). */
+static bool backing_step(struct cs_backing *b, uint64_t size, int dev)
+{
+    bool vmm = cs_cfg.host_backing_vmm &&
+               atomic_load_explicit(&vmm_backing_ok, memory_order_relaxed);
+    if (!b->size && !vmm) {
+        void *p = NULL;
+        if (!host_has_room(size) ||
+            cs_real.cuMemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
+            return false;
+        *b = (struct cs_backing){(CUdeviceptr)p, size, size, 0};
+        return true;
+    }
+    if (!b->size) {
+        CUdeviceptr va;
+        if (cs_real.cuMemAddressReserve(&va, size, CS_CHUNK_SIZE, 0, 0) != CUDA_SUCCESS)
+            return false;
+        uint64_t piece = cs_cfg.pin_piece ? cs_cfg.pin_piece : size;
+        *b = (struct cs_backing){va, size, 0, piece};
+    }
+    uint64_t n = next_piece_len(b, size);
+    if (!host_has_room(n))
         return false;
-    b->va = (CUdeviceptr)p;
-    b->h = 0;
-    b->size = bytes;
-    return true;
+    CUresult r = pin_vmm_piece(b->va + b->pinned, n, dev);
+    if (r == CUDA_SUCCESS) {
+        b->pinned += n;
+        return true;
+    }
+    /* Only a driver that does not do host-located VMM turns it off for
+     * good (and only before a piece exists: the rest of this backing must
+     * be VMM too); running out of host memory is tried again next time. */
+    if ((r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE) && !b->pinned) {
+        vmm_backing_refused(r);
+        cs_real.cuMemAddressFree(b->va, b->size);
+        memset(b, 0, sizeof *b);
+        return backing_step(b, size, dev);
+    }
+    return false;
 }
 
 static void backing_free(struct cs_backing *b)
 {
     if (!b->size)
         return;
-    if (b->h) {
-        cs_real.cuMemUnmap(b->va, b->size);
+    if (b->piece) {
+        /* A mapping is unmapped whole: one piece at a time. */
+        for (uint64_t off = 0; off < b->pinned; off += b->piece)
+            cs_real.cuMemUnmap(b->va + off,
+                               b->pinned - off < b->piece ? b->pinned - off : b->piece);
         cs_real.cuMemAddressFree(b->va, b->size);
-        cs_real.cuMemRelease(b->h);
     } else {
         cs_real.cuMemFreeHost((void *)b->va);
     }
@@ -121,18 +162,33 @@ void cs_swap_drop_backing_locked(struct cs_segs *s, struct cs_seg *g)
 {
     if (!g->backing.size)
         return;
-    s->backing -= g->backing.size;
+    s->backing -= g->backing.pinned;
     backing_free(&g->backing);
 }
 
+/* Completes g's backing (the pinner is held off). */
 static bool ensure_backing_locked(struct cs_segs *s, struct cs_seg *g)
 {
-    if (g->backing.size)
-        return true;
-    if (!backing_alloc(&g->backing, g->size, g->dev))
-        return false;
-    s->backing += g->size;
+    while (!backing_complete(&g->backing)) {
+        uint64_t before = g->backing.pinned;
+        if (!backing_step(&g->backing, g->size, g->dev))
+            return false;
+        s->backing += g->backing.pinned - before;
+    }
     return true;
+}
+
+void cs_swap_hold_pinner_locked(struct cs_segs *s)
+{
+    s->pin_holdoff++;
+    while (s->pinning)
+        pthread_cond_wait(&s->pin_cv, &s->mu);
+}
+
+void cs_swap_release_pinner_locked(struct cs_segs *s)
+{
+    if (--s->pin_holdoff == 0)
+        pthread_cond_broadcast(&s->pin_cv);
 }
 
 /* ---- the swap context and stream ----------------------------------------- */
@@ -202,18 +258,38 @@ CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_s
 
 /* ---- swap-out -------------------------------------------------------------- */
 
-/* Eviction order: segments whose host backing is already pinned first
- * (pinning costs ~0.2 s/GiB, copying ~0.02), then whole large segments
- * before shared chunks, larger before smaller (fewest operations per byte
- * moved). */
-static int victim_cmp(const void *a, const void *b)
+/* ---- choosing what to move out ---------------------------------------------
+ * A swap-out is all-or-nothing per segment, and segments range from 2 MiB
+ * chunks to one 27 GB tensor. Taking the largest first moved that whole
+ * tensor (29 GB, 14 s with its backing still to pin) when the scheduler
+ * asked for 1.6 GB on the H100. So each pick is costed: copying out and
+ * later back in (~0.04 s/GiB at ~50 GB/s each way) and pinning what
+ * backing it still lacks (~0.25 s/GiB). A pick is the cheapest segment
+ * that covers the rest of the request on its own, or, when none does, the
+ * one moving the most bytes per unit of cost (then the next). With every
+ * backing pinned that is best fit: the smallest segment that is enough,
+ * else the largest. */
+
+/* Cost of moving g out and back, in 16 MiB copy units (integer: the
+ * comparisons must be exact). */
+static uint64_t evict_cost(const struct cs_seg *g)
 {
-    const struct cs_seg *x = *(struct cs_seg *const *)a, *y = *(struct cs_seg *const *)b;
-    if (!x->backing.size != !y->backing.size)
-        return x->backing.size ? -1 : 1;
-    if (x->chunk != y->chunk)
-        return x->chunk ? 1 : -1;
-    return x->size < y->size ? 1 : (x->size > y->size ? -1 : 0);
+    uint64_t pinned = backing_complete(&g->backing) ? g->size : g->backing.pinned;
+    return (g->size >> 24) + ((g->size - pinned) >> 24) * 6 + 1; /* 0.04 : 0.25 s/GiB */
+}
+
+/* True if a is the better pick than b for `rest` more bytes. */
+static bool better_pick(const struct cs_seg *a, const struct cs_seg *b, uint64_t rest)
+{
+    bool ac = a->size >= rest, bc = b->size >= rest;
+    if (ac != bc)
+        return ac;
+    uint64_t ca = evict_cost(a), cb = evict_cost(b);
+    if (ac) /* both enough alone: the cheaper; whole segments before shared chunks */
+        return ca != cb ? ca < cb : (a->chunk != b->chunk ? !a->chunk : a->size < b->size);
+    /* neither: the most bytes per cost, then the larger (fewer operations) */
+    unsigned __int128 ra = (unsigned __int128)a->size * cb, rb = (unsigned __int128)b->size * ca;
+    return ra != rb ? ra > rb : a->size > b->size;
 }
 
 /* Fills out[] with up to max resident segments totalling at least `want`
@@ -232,12 +308,16 @@ static int choose_victims_locked(struct cs_segs *s, uint64_t want, struct cs_seg
     for (struct cs_seg *g = s->head; g; g = g->next)
         if (g->state == CS_SEG_RESIDENT)
             cand[k++] = g;
-    qsort(cand, (size_t)k, sizeof *cand, victim_cmp);
     int n = 0;
     uint64_t got = 0;
-    for (int i = 0; i < k && n < max && got < want; i++) {
-        out[n++] = cand[i];
-        got += cand[i]->size;
+    while (k > 0 && n < max && got < want) {
+        int best = 0;
+        for (int i = 1; i < k; i++)
+            if (better_pick(cand[i], cand[best], want - got))
+                best = i;
+        out[n++] = cand[best];
+        got += cand[best]->size;
+        cand[best] = cand[--k];
     }
     free(cand);
     return n;
@@ -307,6 +387,11 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
         res.status = CUDA_ERROR_NOT_INITIALIZED;
         return res;
     }
+    /* The pinner stops between pieces (its piece in flight lands first):
+     * the backing it has started is finished here rather than pinned
+     * twice, and this swap-out's own pinning, if any, has the host to
+     * itself. */
+    cs_swap_hold_pinner_locked(s);
     cs_real.cuCtxPushCurrent_v2(s->pctx);
     while (res.bytes < bytes && res.status == CUDA_SUCCESS) {
         int n = choose_victims_locked(s, bytes - res.bytes, v, SWAP_BATCH);
@@ -316,6 +401,7 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
     }
     CUcontext popped;
     cs_real.cuCtxPopCurrent_v2(&popped);
+    cs_swap_release_pinner_locked(s);
     res.ns = cs_now_ns() - t0;
     if (res.bytes) {
         s->swap_out_bytes += res.bytes;
@@ -386,21 +472,45 @@ struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool 
 
 /* ---- pinning ahead of need -------------------------------------------------- */
 
-/* A resident segment without backing, or NULL. */
+/* A resident segment whose backing is not complete, or NULL. */
 static struct cs_seg *unbacked_locked(struct cs_segs *s)
 {
     for (struct cs_seg *g = s->head; g; g = g->next)
-        if (!g->backing.size && g->state == CS_SEG_RESIDENT)
+        if (g->state == CS_SEG_RESIDENT && !backing_complete(&g->backing))
             return g;
     return NULL;
 }
 
-static bool still_listed_locked(struct cs_segs *s, const struct cs_seg *want, uint64_t size)
+/* Pin-ahead gives way to the job's own allocations and frees: in one
+ * process the driver lets a pinning thread hold the lock they need for the
+ * whole of a pin, piece after piece (cs_pincontend: a 1 GiB allocation
+ * waited 1.4 s behind an 8 GiB pin in 64 MiB pieces). Waits, between
+ * pieces, while an application thread is inside one. */
+static void yield_to_app(struct cs_dev *d)
 {
-    for (struct cs_seg *g = s->head; g; g = g->next)
-        if (g == want && g->size == size)
-            return true;
-    return false;
+    struct timespec ms = {0, 1000000};
+    while (atomic_load_explicit(&d->host_busy, memory_order_relaxed) > 0)
+        nanosleep(&ms, NULL);
+}
+
+/* Claims the next piece to pin (setting s->pinning), or returns NULL when
+ * nothing is left to pin. Waits while the pinner is held off. */
+static struct cs_seg *claim_piece_locked(struct cs_segs *s)
+{
+    while (s->pin_holdoff)
+        pthread_cond_wait(&s->pin_cv, &s->mu);
+    struct cs_seg *g = unbacked_locked(s);
+    s->pinning = g;
+    return g;
+}
+
+/* The claimed piece landed (or did not): s->pinning is released, and who
+ * waits for it is woken. */
+static void piece_done_locked(struct cs_segs *s, struct cs_seg *g, uint64_t before)
+{
+    s->backing += g->backing.pinned - before;
+    s->pinning = NULL;
+    pthread_cond_broadcast(&s->pin_cv);
 }
 
 struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes)
@@ -417,27 +527,25 @@ struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes)
         return res;
     }
     while (res.bytes < bytes) {
+        yield_to_app(d);
         pthread_mutex_lock(&s->mu);
-        struct cs_seg *g = unbacked_locked(s);
-        uint64_t size = g ? g->size : 0;
+        struct cs_seg *g = claim_piece_locked(s);
         pthread_mutex_unlock(&s->mu);
         if (!g)
             break;
-        /* Pin without the lock: it takes ~0.2-0.4 s per GiB. */
-        struct cs_backing b;
-        if (!backing_alloc(&b, size, d->ordinal)) {
+        /* Pin without the lock (~15 ms per 64 MiB piece): while `pinning`
+         * names g, nothing else touches its backing or frees it. */
+        uint64_t before = g->backing.pinned;
+        bool ok = backing_step(&g->backing, g->size, g->dev);
+        uint64_t got = g->backing.pinned - before;
+        pthread_mutex_lock(&s->mu);
+        piece_done_locked(s, g, before);
+        pthread_mutex_unlock(&s->mu);
+        if (!ok) {
             res.status = CUDA_ERROR_OUT_OF_MEMORY;
             break;
         }
-        pthread_mutex_lock(&s->mu);
-        if (still_listed_locked(s, g, size) && !g->backing.size) {
-            g->backing = b;
-            s->backing += size;
-            b.size = 0;
-        }
-        pthread_mutex_unlock(&s->mu);
-        backing_free(&b);
-        res.bytes += size;
+        res.bytes += got;
     }
     CUcontext popped;
     cs_real.cuCtxPopCurrent_v2(&popped);
@@ -464,18 +572,20 @@ void cs_swap_trim_backing(struct cs_dev *d)
         struct cs_backing drop[BATCH];
         int n = 0;
         pthread_mutex_lock(&s->mu);
+        cs_swap_hold_pinner_locked(s);
         while (n < BATCH && s->backing > keep) {
             struct cs_seg *big = NULL;
             for (struct cs_seg *g = s->head; g; g = g->next)
                 if (g->state == CS_SEG_RESIDENT && g->backing.size &&
-                    (!big || g->backing.size > big->backing.size))
+                    (!big || g->backing.pinned > big->backing.pinned))
                     big = g;
             if (!big)
                 break;
             drop[n++] = big->backing;
-            s->backing -= big->backing.size;
+            s->backing -= big->backing.pinned;
             memset(&big->backing, 0, sizeof big->backing);
         }
+        cs_swap_release_pinner_locked(s);
         pthread_mutex_unlock(&s->mu);
         for (int i = 0; i < n; i++)
             backing_free(&drop[i]);

@@ -48,6 +48,12 @@ struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes);
  * next swap-out. Takes cs_segs[d].mu briefly; the freeing runs unlocked. */
 void cs_swap_trim_backing(struct cs_dev *d);
 
+/* Keeps the pinner from starting a piece, and waits (releasing mu) for
+ * the one in flight to land: for code that changes segments' backing or
+ * frees segments. Every hold is released. Caller holds segs.mu. */
+void cs_swap_hold_pinner_locked(struct cs_segs *s);
+void cs_swap_release_pinner_locked(struct cs_segs *s);
+
 /* seg.c helpers (segs.mu held). */
 CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g);
 void cs_swap_drop_backing_locked(struct cs_segs *s, struct cs_seg *g);

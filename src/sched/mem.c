@@ -28,11 +28,14 @@
  *      earlier. A prefetch that stops short (the client's cuMemCreate
  *      failed) is not repeated until some memory is freed on the GPU.
  *   3. Preparation: on an oversubscribed GPU (sum of footprints above the
- *      capacity), every member with resident memory not yet known to have
- *      host backing is sent EVICT PREPARE for it, so that pinning (0.2-0.6
- *      s/GiB) happens before the first swap-out rather than inside it:
- *      once per member per footprint change, at most once per
- *      PREP_INTERVAL per member.
+ *      capacity), members with resident memory not yet known to have host
+ *      backing are sent EVICT PREPARE for it, so that pinning (0.2-0.6
+ *      s/GiB) happens before the first swap-out rather than inside it.
+ *      The driver pins for one process at a time, so the node has one
+ *      PREPARE out at a time, of at most PREP_CHUNK, none while an EVICT
+ *      for ROOM is outstanding, furthest from running first; a member is asked
+ *      again when its footprint changes (at most once per PREP_INTERVAL)
+ *      or at once for the next chunk of its target.
  *
  * Everything here runs inside policy calls, on simulated time in the unit
  * tests; nothing a client reports can make it loop: every EVICT, PREFETCH
@@ -48,6 +51,10 @@
 
 #define PREFETCH_MIN (4ull << 20)
 #define PREP_INTERVAL_NS (1000ull * SD_MS)
+/* One PREPARE asks for at most this much (~1 s of pinning on an H100): the
+ * next one in line, or an eviction someone waits for, is never stuck
+ * behind a long pin. */
+#define PREP_CHUNK (4ull << 30)
 
 uint64_t sd_add_sat(uint64_t a, uint64_t b)
 {
@@ -346,10 +353,68 @@ static struct sd_member **by_eviction_order(const struct sd_gpu *g)
     return v;
 }
 
+/* Pinning is one resource per node: the driver pins for one process at a
+ * time (cs_pincontend on an H100: 4-5 GB/s in all whether 1 or 4 processes
+ * pin at once), so PREPAREs pinning side by side all finish late, and an
+ * eviction someone waits for that must pin (its memory had no backing yet)
+ * shares the host with them: on the H100 a 10 GiB room eviction took 4.8 s
+ * beside two PREPAREs. So: one PREPARE at a time on the node, none while an
+ * EVICT making room for someone's allocation is outstanding (a planned
+ * eviction, made while the holder computes, waits for nobody: it does not
+ * hold pin-ahead back). */
+static bool node_pinning(const struct sd_policy *p)
+{
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++) {
+            const struct sd_member *m = p->gpu[i]->m[j];
+            if (m->prep_id || (m->evict_id && m->evict_for))
+                return true;
+        }
+    return false;
+}
+
+/* The next PREPARE for m, or 0: what it should have pinned beyond what it
+ * has, in PREP_CHUNK steps, within the node's budget (*pinned counts it). */
+static uint64_t prepare_ask(const struct sd_member *m, uint64_t over, uint64_t budget,
+                            uint64_t *pinned, uint64_t *have_out)
+{
+    if (m->no_swap || m->state == CS_STATE_REVOKING)
+        return 0;
+    uint64_t movable = prepare_target(m, over);
+    /* What a client reports pinned beyond its swapped bytes backs resident
+     * memory already (kept backing, or pinned ahead before the footprint
+     * last changed). */
+    uint64_t have = m->prep_covered;
+    if (m->pinned_known && sub0(m->pinned, m->swapped) > have)
+        have = sub0(m->pinned, m->swapped);
+    if (movable <= sd_add_sat(have, SD_MEM_SLACK))
+        return 0;
+    uint64_t ask = min64(movable - have, PREP_CHUNK);
+    if (sd_add_sat(*pinned, ask) > budget)
+        return 0; /* over the node's budget: it pins when it must */
+    *pinned = sd_add_sat(*pinned, ask);
+    *have_out = have;
+    return ask;
+}
+
+static void send_prepare(struct sd_policy *p, struct sd_gpu *g, struct sd_member *m,
+                         uint64_t have, uint64_t ask, uint64_t now)
+{
+    m->prep_id = ++p->next_evict_id;
+    m->prep_ns = now;
+    m->prep_covered = have;
+    m->prep_asked = have + ask;
+    m->st.prepares++;
+    g->st.prepares++;
+    cs_debug("gpu %u: prepare pid %u: pin %llu bytes ahead", g->index, m->client->info.pid,
+             (unsigned long long)ask);
+    p->ops.prepare(p->ctx, m, m->prep_id, ask);
+}
+
 static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, uint64_t now)
 {
     uint64_t footprint = sd_gpu_footprint(g);
-    if (!p->ops.prepare || footprint <= cap)
+    if (!p->ops.prepare || footprint <= cap || node_pinning(p))
         return;
     uint64_t over = footprint - cap;
     uint64_t budget = pin_budget(p), pinned = pinned_estimate(p);
@@ -358,27 +423,17 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
         return; /* the next decision retries */
     for (size_t i = 0; i < g->n; i++) {
         struct sd_member *m = order[i];
-        if (m->prep_id || m->no_swap || m->state == CS_STATE_REVOKING)
+        uint64_t have = 0, ask = prepare_ask(m, over, budget, &pinned, &have);
+        if (!ask)
             continue;
-        uint64_t movable = prepare_target(m, over);
-        if (movable <= sd_add_sat(m->prep_covered, SD_MEM_SLACK))
-            continue;
-        uint64_t extra = movable - m->prep_covered;
-        if (sd_add_sat(pinned, extra) > budget)
-            continue; /* over the node's budget: it pins when it must */
-        pinned = sd_add_sat(pinned, extra);
-        if (m->prep_ns && now < m->prep_ns + PREP_INTERVAL_NS) {
+        /* A footprint that keeps changing is not chased more than once a
+         * second; the next chunk of a target is asked at once. */
+        if (!m->prep_more && m->prep_ns && now < m->prep_ns + PREP_INTERVAL_NS) {
             sd_gpu_want_at(g, m->prep_ns + PREP_INTERVAL_NS);
             continue;
         }
-        m->prep_id = ++p->next_evict_id;
-        m->prep_ns = now;
-        m->prep_asked = movable;
-        m->st.prepares++;
-        g->st.prepares++;
-        cs_debug("gpu %u: prepare pid %u: pin %llu bytes ahead", g->index, m->client->info.pid,
-                 (unsigned long long)movable);
-        p->ops.prepare(p->ctx, m, m->prep_id, movable);
+        send_prepare(p, g, m, have, ask, now);
+        break;
     }
     free(order);
 }
@@ -485,8 +540,10 @@ static void prepared(struct sd_member *m, const struct cs_msg_evicted *e)
     m->prep_id = 0;
     if (e->status == CUDA_ERROR_NOT_SUPPORTED)
         m->no_swap = true;
-    /* Done, or failed for host memory: either way not asked again until
-     * its footprint changes. */
+    /* A chunk pinned in full: the rest of the target follows at once.
+     * Short, or failed for host memory: not asked again until the
+     * footprint changes. */
+    m->prep_more = e->status == 0 && e->bytes >= m->prep_asked - m->prep_covered;
     if (m->prep_asked > m->prep_covered)
         m->prep_covered = m->prep_asked;
 }

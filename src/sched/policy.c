@@ -674,6 +674,12 @@ void sd_gpu_reschedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     gpu_schedule(p, g, now);
 }
 
+void sd_node_reschedule(struct sd_policy *p, uint64_t now)
+{
+    for (size_t i = 0; i < p->ngpu; i++)
+        gpu_schedule(p, p->gpu[i], now);
+}
+
 /* ---- domains -------------------------------------------------------------- */
 
 static struct sd_gpu *gpu_new(struct sd_policy *p, const uint8_t *uuid, uint32_t index,
@@ -827,7 +833,7 @@ void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t 
         if (!m)
             continue;
         struct sd_gpu *g = m->gpu;
-        bool held = is_holder(m);
+        bool held = is_holder(m), pinning = m->prep_id || m->evict_id;
         if (held) {
             m->want = false;
             end_lease(p, m, now);
@@ -842,6 +848,8 @@ void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t 
         c->slot[s] = NULL;
         gpu_account(g, now);
         gpu_schedule(p, g, now);
+        if (pinning) /* the node's pinning is free for other GPUs' members */
+            sd_node_reschedule(p, now);
     }
     if (c->prev)
         c->prev->next = c->next;

@@ -161,6 +161,8 @@ struct sd_member {
     uint64_t prep_ns;         /* last PREPARE sent at (rate limit) */
     uint64_t prep_asked;      /* movable bytes the outstanding PREPARE covers */
     uint64_t prep_covered;    /* movable bytes known to have host backing */
+    bool prep_more;           /* its last PREPARE was pinned in full: the next
+                                 chunk goes without the rate limit */
     bool pinned_known;        /* a PINNED came: pinned is the client's word */
     uint64_t pinned;          /* host bytes pinned as swap backing (PINNED) */
     /* a ROOM this member asked for, being made (room.c) */

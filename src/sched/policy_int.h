@@ -13,6 +13,8 @@
 void sd_gpu_want_at(struct sd_gpu *g, uint64_t t);
 /* Re-evaluates g after memory changed. */
 void sd_gpu_reschedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
+/* The same for every GPU: something node-wide (host pinning) came free. */
+void sd_node_reschedule(struct sd_policy *p, uint64_t now);
 
 bool sd_is_holder(const struct sd_member *m);
 /* Whether w may run beside the current holders (always when there are

@@ -171,8 +171,10 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
         *why = "slot not attached";
         return SD_EPROTO;
     }
+    /* Either answer frees the node's pinning (mem.c): every GPU may now
+     * send its next PREPARE. */
     if (sd_mem_evicted_prepare(v, e)) {
-        sd_gpu_reschedule(p, v->gpu, now);
+        sd_node_reschedule(p, now);
         return SD_OK;
     }
     /* An answer to an EVICT of an earlier connection (the hook's worker can
@@ -187,7 +189,7 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
         if (--asker->room_wait == 0)
             answer(p, asker, outcome(asker), now);
     }
-    sd_gpu_reschedule(p, v->gpu, now);
+    sd_node_reschedule(p, now);
     return SD_OK;
 }
 

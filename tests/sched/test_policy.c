@@ -1486,7 +1486,8 @@ static void test_prefetch_limits(void **state)
 }
 
 /* Host backing is pinned ahead of need on an oversubscribed GPU: once per
- * client per footprint change, rate limited, never when everything fits. */
+ * client per footprint change, rate limited, never when everything fits,
+ * one client at a time (furthest from running first). */
 static void test_prepare_when_oversubscribed(void **state)
 {
     (void)state;
@@ -1499,43 +1500,122 @@ static void test_prepare_when_oversubscribed(void **state)
     acquire(a);
     assert_int_equal(count(EV_PREPARE, NULL), 0); /* 8 <= 10 */
     usage4(b, 2 * GiB, 0, 0, 7 * GiB); /* 11 > 10: oversubscribed */
-    const struct ev *ea = find(EV_PREPARE, a), *eb = find(EV_PREPARE, b);
-    assert_non_null(ea);
+    /* b first: it is not running. 1 GiB over capacity: that and a quarter
+     * more, not the whole footprint. a waits for b's answer. */
+    assert_int_equal(count(EV_PREPARE, NULL), 1);
+    const struct ev *eb = find(EV_PREPARE, b);
     assert_non_null(eb);
-    /* 1 GiB over capacity: that and a quarter more, not a's whole 4 GiB. */
-    assert_int_equal(ea->evict, GiB + GiB / 4);
     assert_int_equal(eb->evict, GiB + GiB / 4);
+    assert_int_equal(evicted(b, eb->lease, 0, GiB + GiB / 4), SD_OK);
+    const struct ev *ea = find(EV_PREPARE, a);
+    assert_non_null(ea);
+    assert_int_equal(ea->evict, GiB + GiB / 4);
     assert_int_equal(g->st.prepares, 2);
     /* Answered: not again while nothing changes. */
-    assert_int_equal(evicted(a, ea->lease, 0, 4 * GiB), SD_OK);
-    assert_int_equal(evicted(b, eb->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(evicted(a, ea->lease, 0, GiB + GiB / 4), SD_OK);
     assert_int_equal(a->resident, 4 * GiB); /* a PREPARE moves nothing */
     assert_int_equal(a->st.evictions, 0);
     run_until(now + 5 * SEC);
     usage4(a, 4 * GiB, 0, 0, 4 * GiB);
     assert_int_equal(count(EV_PREPARE, NULL), 2);
-    /* A new allocation: prepared again, but not within a second of the
-     * last one. */
+    /* A new allocation: b's target grew too (2.5 GiB, but only 2 GiB are
+     * resident to pin, 1.25 covered): b goes first, for what it lacks. */
     advance(10 * MS);
     usage4(a, 5 * GiB, 0, 0, 5 * GiB);
+    assert_int_equal(count(EV_PREPARE, a), 1);
+    assert_int_equal(count(EV_PREPARE, b), 2);
+    assert_int_equal(find(EV_PREPARE, b)->evict, 3 * GiB / 4);
+    assert_int_equal(evicted(b, find(EV_PREPARE, b)->lease, 0, 3 * GiB / 4), SD_OK);
+    /* Then a, at once (its last PREPARE was 5 s ago). */
     assert_int_equal(count(EV_PREPARE, a), 2);
     assert_int_equal(find(EV_PREPARE, a)->evict, 2 * GiB + GiB / 2); /* 2 GiB over now */
-    /* b's target grew too (2.5 GiB), but it has only 2 GiB resident to pin. */
-    assert_int_equal(count(EV_PREPARE, b), 2);
-    assert_int_equal(find(EV_PREPARE, b)->evict, 2 * GiB);
     usage4(a, 6 * GiB, 0, 0, 6 * GiB);
     assert_int_equal(count(EV_PREPARE, a), 2); /* the first is unanswered */
     assert_int_equal(evicted(a, find(EV_PREPARE, a)->lease, 0, GiB), SD_OK);
-    assert_int_equal(count(EV_PREPARE, a), 2); /* rate limit: 1 s */
-    run_until(find(EV_PREPARE, a) ? now + 1 * SEC : now);
+    /* Short of what was asked: the footprint changed meanwhile, and a
+     * footprint is not chased more than once a second. */
+    assert_int_equal(count(EV_PREPARE, a), 2);
+    run_until(now + 1 * SEC);
     assert_int_equal(count(EV_PREPARE, a), 3);
-    assert_int_equal(find(EV_PREPARE, a)->evict, 3 * GiB + 3 * GiB / 4);
+    assert_int_equal(find(EV_PREPARE, a)->evict, GiB + GiB / 4); /* 3.75, 2.5 covered */
     /* A client whose swapping is off says so once. */
     assert_int_equal(evicted(a, last()->lease, 801, 0), SD_OK);
     assert_true(a->no_swap);
     usage4(a, 7 * GiB, 0, 0, 7 * GiB);
     run_until(now + 5 * SEC);
     assert_int_equal(count(EV_PREPARE, a), 3);
+}
+
+/* Pinning is one resource per node: one PREPARE out at a time across GPUs,
+ * none while an EVICT is outstanding, large targets in 4 GiB chunks asked
+ * back to back, and what a client reports pinned counts as covered. */
+static void test_prepare_one_at_a_time(void **state)
+{
+    (void)state;
+    cfg.client_reserve_mb = 0;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *i = attach(client(CS_PRIO_LOW, 1, "i"), 0);
+    struct sd_member *o = attach(client(CS_PRIO_NORMAL, 1, "o"), 1);
+    struct sd_client_info info = {.pid = 4343, .priority = CS_PRIO_NORMAL, .weight = 1,
+                                  .pin = true};
+    strcpy(info.name, "p");
+    struct sd_member *p = attach(sd_policy_client_add(&pol, &info, now), 1);
+    gpu(0)->mem_total = 16 * GiB;
+    gpu(1)->mem_total = 16 * GiB;
+    usage4(h, 10 * GiB, 0, 0, 10 * GiB);
+    acquire(h);
+    usage4(i, 6 * GiB, 4 * GiB, 0, 10 * GiB); /* 4 over: each may pin 5 GiB */
+    usage4(o, 8 * GiB, 0, 0, 8 * GiB);
+    acquire(o);
+    usage4(p, 8 * GiB, 0, 0, 8 * GiB); /* gpu 1 fits */
+    /* One for the node: i (lowest class, not running), a 4 GiB chunk. */
+    assert_int_equal(count(EV_PREPARE, NULL), 1);
+    const struct ev *e = find(EV_PREPARE, i);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 4 * GiB);
+    /* Pinned in full: the last gigabyte of its target is asked at once. */
+    assert_int_equal(evicted(i, e->lease, 0, 4 * GiB), SD_OK);
+    assert_int_equal(count(EV_PREPARE, i), 2);
+    assert_int_equal(find(EV_PREPARE, i)->evict, GiB);
+    /* gpu 1 outgrows its memory while i pins: nothing there yet. */
+    usage4(p, 8 * GiB, 0, 0, 12 * GiB);
+    assert_int_equal(count(EV_PREPARE, NULL), 2);
+    /* o asks for room: p is evicted, and while that EVICT is out no
+     * PREPARE starts, though i's is answered. */
+    assert_int_equal(room(o, 1, 2 * GiB), SD_OK);
+    const struct ev *ev = find(EV_EVICT, p);
+    assert_non_null(ev);
+    assert_int_equal(evicted(i, find(EV_PREPARE, i)->lease, 0, GiB), SD_OK);
+    run_until(now + 2 * SEC);
+    assert_int_equal(count(EV_PREPARE, NULL), 2);
+    /* p says 5 GiB are pinned; 2 of them will be its swapped bytes, so 3
+     * back its resident memory already. */
+    struct cs_msg_pinned pm = {.slot = p->slot, .bytes = 5 * GiB};
+    const char *why;
+    assert_int_equal(sd_policy_pinned(&pol, p->client, &pm, now, &why), SD_OK);
+    assert_int_equal(evicted(p, ev->lease, 0, 2 * GiB), SD_OK);
+    usage4(p, 6 * GiB, 2 * GiB, 0, 12 * GiB);
+    usage4(o, 10 * GiB, 0, 0, 10 * GiB);
+    /* Then h, o and p in turn, each answered in full. */
+    struct sd_member *all[] = {h, i, o, p};
+    for (int k = 0; k < 16; k++) {
+        struct sd_member *out = NULL;
+        for (size_t j = 0; j < 4; j++) {
+            if (all[j]->prep_id) {
+                assert_null(out); /* never two at once */
+                out = all[j];
+            }
+        }
+        if (!out)
+            break;
+        const struct ev *x = find(EV_PREPARE, out);
+        assert_int_equal(evicted(out, x->lease, 0, x->evict), SD_OK);
+    }
+    assert_int_equal(count(EV_PREPARE, h), 2); /* gpu 0, 4 over: 5 GiB = 4 + 1 */
+    assert_int_equal(count(EV_PREPARE, o), 2); /* gpu 1, 6 over: 7.5 GiB = 4 + 3.5 */
+    assert_int_equal(find(EV_PREPARE, o)->evict, 3 * GiB + GiB / 2);
+    assert_int_equal(count(EV_PREPARE, p), 1); /* its 6 GiB movable, 3 covered */
+    assert_int_equal(find(EV_PREPARE, p)->evict, 3 * GiB);
 }
 
 /* An allocation that cannot fit even with the GPU to itself is refused:
@@ -1628,6 +1708,16 @@ static void pin_budget_scene(struct sd_member *h, struct sd_member *w, struct sd
     acquire(w);
 }
 
+/* Answers m's outstanding EVICT, if any, as having moved `bytes` (or all
+ * that was asked: CS_ALL_BYTES). */
+static void answer_evict(struct sd_member *m, uint64_t bytes)
+{
+    const struct ev *e = find(EV_EVICT, m);
+    if (m->evict_id && e && e->lease == m->evict_id)
+        assert_int_equal(evicted(m, e->lease, 0, bytes == CS_ALL_BYTES ? e->evict : bytes),
+                         SD_OK);
+}
+
 /* Pin-ahead stays within the node's budget, the clients furthest from
  * running first: three 4 GiB jobs on a 10 GiB GPU (2 GiB over: each may
  * pin 2.5 GiB ahead) with a 4 GiB budget and 1 GiB already swapped: only
@@ -1643,42 +1733,65 @@ static void test_prepare_within_budget(void **state)
     const struct ev *e = find(EV_PREPARE, i);
     assert_non_null(e); /* lowest class, not asking: evicted first, prepared first */
     assert_int_equal(e->evict, 2 * GiB + GiB / 2);
-    /* Without the budget every one of them would have been asked. */
-    cfg.pin_budget_mb = 1024u * 1024;
+    assert_int_equal(evicted(i, e->lease, 0, 2 * GiB + GiB / 2), SD_OK);
     run_until(now + 2 * SEC);
+    assert_int_equal(count(EV_PREPARE, NULL), 1); /* 1 + 2.5 pinned: no room for 2.5 more */
+    /* Without the budget the others are asked too, in turn (the planned
+     * eviction of the idle client for the waiter, made while the holder
+     * computes, does not hold them back). */
+    cfg.pin_budget_mb = 1024u * 1024;
+    assert_true(i->evict_id && !i->evict_for);
     usage4(h, 4 * GiB, 0, 0, 4 * GiB);
+    assert_int_equal(count(EV_PREPARE, NULL), 2);
+    e = find(EV_PREPARE, w); /* the waiter next: it is not running */
+    assert_non_null(e);
+    assert_int_equal(evicted(w, e->lease, 0, e->evict), SD_OK);
     assert_int_equal(count(EV_PREPARE, NULL), 3);
+    assert_int_equal(count(EV_PREPARE, h), 1);
+    assert_int_equal(count(EV_PREPARE, w), 1);
 }
 
 /* Backing a client keeps for resident memory (CUSHARE_PIN_KEEP) is only
- * seen through its PINNED reports: the same set-up as above, but the idle
- * client says it holds 2 GiB pinned already, so pinning 2.5 GiB more would
- * break the 4 GiB budget and it is not asked. PINNED is refused from a
- * client that did not announce CS_HELLO_PIN, or for a slot not attached. */
+ * seen through its PINNED reports. The same set-up as above, but the
+ * waiter says it holds 3 GiB pinned (its 1 GiB swapped and 2 kept): the
+ * idle client's 2.5 GiB would break the 4 GiB budget and it is not asked,
+ * while the waiter is asked only for the 0.5 GiB its target lacks. Once the
+ * waiter lets its kept backing go, the idle client fits. PINNED is refused
+ * from a client that did not announce CS_HELLO_PIN, or for a slot not
+ * attached. */
 static void test_prepare_counts_reported_pinned(void **state)
 {
     (void)state;
     struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "holder"), 0);
-    struct sd_member *w = attach(client(CS_PRIO_NORMAL, 1, "waiter"), 0);
-    struct sd_client_info info = {.pid = 4242, .priority = CS_PRIO_LOW, .weight = 1, .pin = true};
-    strcpy(info.name, "idle");
-    struct sd_member *i = attach(sd_policy_client_add(&pol, &info, now), 0);
+    struct sd_client_info info = {.pid = 4242, .priority = CS_PRIO_NORMAL, .weight = 1,
+                                  .pin = true};
+    strcpy(info.name, "waiter");
+    struct sd_member *w = attach(sd_policy_client_add(&pol, &info, now), 0);
+    struct sd_member *i = attach(client(CS_PRIO_LOW, 1, "idle"), 0);
     const char *why = NULL;
-    struct cs_msg_pinned pm = {.slot = 0, .bytes = 2 * GiB};
+    struct cs_msg_pinned pm = {.slot = 0, .bytes = 3 * GiB};
     assert_int_equal(sd_policy_pinned(&pol, h->client, &pm, now, &why), SD_EPROTO);
     assert_non_null(strstr(why, "CS_HELLO_PIN"));
     pm.slot = 1;
-    assert_int_equal(sd_policy_pinned(&pol, i->client, &pm, now, &why), SD_EPROTO);
+    assert_int_equal(sd_policy_pinned(&pol, w->client, &pm, now, &why), SD_EPROTO);
     pm.slot = 0;
-    assert_int_equal(sd_policy_pinned(&pol, i->client, &pm, now, &why), SD_OK);
-    assert_int_equal(i->pinned, 2 * GiB);
+    assert_int_equal(sd_policy_pinned(&pol, w->client, &pm, now, &why), SD_OK);
+    assert_int_equal(w->pinned, 3 * GiB);
     pin_budget_scene(h, w, i);
     assert_int_equal(count(EV_PREPARE, i), 0);
-    /* It lets 1.5 GiB go: now the 2.5 GiB fit (0.5 + 1 swapped + 2.5). */
-    pm.bytes = GiB / 2;
-    assert_int_equal(sd_policy_pinned(&pol, i->client, &pm, now, &why), SD_OK);
+    assert_int_equal(count(EV_PREPARE, w), 1);
+    assert_int_equal(find(EV_PREPARE, w)->evict, GiB / 2);
+    assert_int_equal(evicted(w, find(EV_PREPARE, w)->lease, 0, GiB / 2), SD_OK);
+    assert_int_equal(count(EV_PREPARE, i), 0);
+    /* It lets the kept 2 GiB go: 1 pinned, and the 2.5 GiB fit (the
+     * eviction making room for the waiter moved nothing, so nothing of the
+     * idle client's is pinned yet). */
+    answer_evict(i, 0);
+    pm.bytes = GiB;
+    assert_int_equal(sd_policy_pinned(&pol, w->client, &pm, now, &why), SD_OK);
     run_until(now + 2 * SEC);
     assert_int_equal(count(EV_PREPARE, i), 1);
+    assert_int_equal(find(EV_PREPARE, i)->evict, 2 * GiB + GiB / 2);
 }
 
 static void test_grant_when_nothing_can_move(void **state)
@@ -2120,6 +2233,7 @@ int main(void)
         T(test_prefetch_when_it_fits),
         T(test_prefetch_limits),
         T(test_prepare_when_oversubscribed),
+        T(test_prepare_one_at_a_time),
         T(test_room_cannot_fit_alone),
         T(test_grant_when_nothing_can_move),
         T(test_predicted_quantum),
