@@ -13,6 +13,7 @@
 #include "hook/gate.h"
 #include "hook/mem.h"
 #include "hook/seg.h"
+#include "common/log.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -133,6 +134,31 @@ CS_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
             *(void **)data[i] = NULL;
     }
     return CUDA_SUCCESS;
+}
+
+/* CUDA IPC. A legacy IPC handle cannot name VMM memory, and every swappable
+ * allocation is VMM (so that it can leave the GPU and come back at the same
+ * address): the driver would refuse with an error that names neither cause
+ * nor cure. Say both, once, and refuse the same way for every such pointer;
+ * memory the driver allocated itself (CUSHARE_SWAP=off, pools) exports as
+ * on a bare GPU. Exporting through VMM shareable handles is follow-up work
+ * (bench/results/oversubscription.md). */
+CS_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    if (cs_real_init() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUdeviceptr base;
+    uint64_t size;
+    int dev;
+    if (!pHandle || !cs_seg_lookup(dptr, &base, &size, &dev))
+        return cs_real.cuIpcGetMemHandle(pHandle, dptr);
+    static _Atomic bool warned;
+    if (!atomic_exchange(&warned, true))
+        cs_warn("CUDA IPC cannot export memory cushare can swap (GPU %d, 0x%llx): IPC handles "
+                "cannot name the VMM memory swapping needs; run the exporting job with "
+                "CUSHARE_SWAP=off (docs/compatibility.md)",
+                dev, (unsigned long long)dptr);
+    return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 CS_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
