@@ -4,6 +4,7 @@
 #include "hook/config.h"
 #include "hook/mem.h"
 #include "hook/swap.h"
+#include "hook/backing.h"
 #include "hook/tsg.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -733,7 +734,7 @@ static void job_grant(struct cs_dev *d, const struct cs_job *job)
             pthread_mutex_unlock(&d->mu);
             pthread_mutex_unlock(&s->mu);
             if (cs_cfg.swap)
-                cs_swap_trim_backing(d); /* after the gate opened: off the critical path */
+                cs_backing_trim(d); /* after the gate opened: off the critical path */
             return;
         }
         restored += sw.bytes;
@@ -762,7 +763,7 @@ static void job_evict(struct cs_dev *d, const struct cs_job *job)
     if (!cs_cfg.swap) {
         sw.status = CUDA_ERROR_NOT_SUPPORTED;
     } else if (job->flags & CS_EVICT_PREPARE) {
-        sw = cs_swap_prepare(d, job->bytes);
+        sw = cs_backing_prepare(d, job->bytes);
     } else if (open) {
         sw.status = CUDA_ERROR_NOT_PERMITTED; /* running: only a revoke may move it */
     } else {

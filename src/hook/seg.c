@@ -4,6 +4,7 @@
 #include "hook/config.h"
 #include "hook/mem.h"
 #include "hook/swap.h"
+#include "hook/backing.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -297,7 +298,7 @@ static void seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
     if (g->state == CS_SEG_RESIDENT)
         cs_seg_unmap_locked(g);
     cs_real.cuMemAddressFree(g->va, g->size);
-    cs_swap_drop_backing_locked(s, g);
+    cs_backing_drop_locked(s, g);
     free(g);
 }
 
@@ -364,7 +365,7 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
      * wait releases the lock: look it up once more). */
     bool held = g && s->pinning == g;
     if (held) {
-        cs_swap_hold_pinner_locked(s);
+        cs_backing_hold_pinner_locked(s);
         pthread_mutex_lock(&idx_mu);
         g = idx_find_locked(ptr);
         pthread_mutex_unlock(&idx_mu);
@@ -391,7 +392,7 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
         }
     }
     if (held)
-        cs_swap_release_pinner_locked(s);
+        cs_backing_release_pinner_locked(s);
     pthread_mutex_unlock(&s->mu);
     *dev = d;
     return ok;

@@ -82,11 +82,11 @@ struct cs_segs {
     uint64_t swap_out_bytes, swap_in_bytes;  /* totals */
     uint64_t swap_out_ns, swap_in_ns;
     uint64_t swap_outs, swap_ins;            /* operations */
-    /* The pinner (cs_swap_prepare) pins one piece at a time with mu
+    /* The pinner (cs_backing_prepare) pins one piece at a time with mu
      * released; `pinning` names the segment meanwhile (written under mu).
      * Whatever must not race it (a swap-out, a trim, freeing the segment)
      * raises pin_holdoff and waits on pin_cv until `pinning` is NULL; no
-     * piece starts while pin_holdoff is non-zero (cs_swap_hold_pinner). */
+     * piece starts while pin_holdoff is non-zero (backing.h). */
     struct cs_seg *pinning;
     uint32_t pin_holdoff;
     pthread_cond_t pin_cv;

@@ -5,8 +5,8 @@
  * physical memory: a failure anywhere leaves the segment resident and the
  * data where it was. Swap-in creates physical memory, maps it at the same
  * address, copies the backing back, and waits, before the gate reopens.
- * Host backing is pinned once and kept for the next swap: pinning costs far
- * more than copying (see bench/results/oversubscription.md).
+ * Host backing (backing.c) is pinned once and kept for the next swap:
+ * pinning costs far more than copying (see bench/results/oversubscription.md).
  *
  * All of it runs on the device's worker thread (never on an application
  * thread, never inside a hook), with the job's work drained or its gate
@@ -38,25 +38,8 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes);
  * the scheduler offered what is free, not more. */
 struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool prefetch);
 
-/* Pins host backing for up to `bytes` of resident memory ahead of need, so
- * that a later swap-out does not pay for pinning. Takes cs_segs[d].mu only
- * briefly: the pinning itself runs unlocked. */
-struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes);
-
-/* Frees the host backing of resident segments beyond CUSHARE_PIN_KEEP bytes
- * (largest first): host memory back for the price of pinning again at the
- * next swap-out. Takes cs_segs[d].mu briefly; the freeing runs unlocked. */
-void cs_swap_trim_backing(struct cs_dev *d);
-
-/* Keeps the pinner from starting a piece, and waits (releasing mu) for
- * the one in flight to land: for code that changes segments' backing or
- * frees segments. Every hold is released. Caller holds segs.mu. */
-void cs_swap_hold_pinner_locked(struct cs_segs *s);
-void cs_swap_release_pinner_locked(struct cs_segs *s);
-
 /* seg.c helpers (segs.mu held). */
 CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g);
-void cs_swap_drop_backing_locked(struct cs_segs *s, struct cs_seg *g);
 CUresult cs_seg_map_locked(struct cs_seg *g);
 void cs_seg_unmap_locked(struct cs_seg *g);
 void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st);
