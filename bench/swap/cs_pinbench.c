@@ -18,29 +18,14 @@
  */
 #include <cuda.h>
 
+#include "bench_util.h"
+
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void check(CUresult r, const char *what)
-{
-    if (r != CUDA_SUCCESS) {
-        const char *n = "?";
-        cuGetErrorName(r, &n);
-        fprintf(stderr, "cs_pinbench: %s: %s\n", what, n);
-        exit(1);
-    }
-}
 
 struct pinned {
     void *host;       /* CPU pointer, or NULL for vmmhost */
@@ -51,7 +36,7 @@ struct pinned {
 
 static void get_hostalloc(struct pinned *p)
 {
-    check(cuMemHostAlloc(&p->host, p->size, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
+    bench_check(cuMemHostAlloc(&p->host, p->size, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
     p->dptr = (CUdeviceptr)p->host;
 }
 
@@ -68,7 +53,8 @@ static void get_register(struct pinned *p)
         perror("mmap");
         exit(1);
     }
-    check(cuMemHostRegister(p->host, p->size, CU_MEMHOSTREGISTER_PORTABLE), "cuMemHostRegister");
+    bench_check(cuMemHostRegister(p->host, p->size, CU_MEMHOSTREGISTER_PORTABLE),
+                "cuMemHostRegister");
     p->dptr = (CUdeviceptr)p->host;
 }
 
@@ -85,15 +71,15 @@ static void get_vmmhost(struct pinned *p)
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
     prop.location.id = 0;
-    check(cuMemCreate(&p->h, p->size, &prop, 0), "cuMemCreate(HOST)");
-    check(cuMemAddressReserve(&p->dptr, p->size, 0, 0, 0), "cuMemAddressReserve");
-    check(cuMemMap(p->dptr, p->size, 0, p->h, 0), "cuMemMap");
+    bench_check(cuMemCreate(&p->h, p->size, &prop, 0), "cuMemCreate(HOST)");
+    bench_check(cuMemAddressReserve(&p->dptr, p->size, 0, 0, 0), "cuMemAddressReserve");
+    bench_check(cuMemMap(p->dptr, p->size, 0, p->h, 0), "cuMemMap");
     CUmemAccessDesc acc;
     memset(&acc, 0, sizeof acc);
     acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     acc.location.id = 0;
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    check(cuMemSetAccess(p->dptr, p->size, &acc, 1), "cuMemSetAccess");
+    bench_check(cuMemSetAccess(p->dptr, p->size, &acc, 1), "cuMemSetAccess");
     p->host = NULL;
 }
 
@@ -119,15 +105,9 @@ static void put_pageable(struct pinned *p)
     free(p->host);
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return v[n / 2];
 }
 
@@ -153,11 +133,11 @@ int main(int argc, char **argv)
     CUcontext ctx;
     CUdeviceptr dev;
     CUstream s;
-    check(cuInit(0), "cuInit");
-    check(cuDevicePrimaryCtxRetain(&ctx, 0), "retain");
-    check(cuCtxSetCurrent(ctx), "set current");
-    check(cuMemAlloc(&dev, size), "cuMemAlloc");
-    check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "stream");
+    bench_check(cuInit(0), "cuInit");
+    bench_check(cuDevicePrimaryCtxRetain(&ctx, 0), "retain");
+    bench_check(cuCtxSetCurrent(ctx), "set current");
+    bench_check(cuMemAlloc(&dev, size), "cuMemAlloc");
+    bench_check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "stream");
     static const struct {
         const char *name;
         void (*get)(struct pinned *);
@@ -173,23 +153,23 @@ int main(int argc, char **argv)
         double obtain[20], d2h[20], h2d[20];
         for (int r = 0; r < reps; r++) {
             struct pinned p = {.size = size};
-            double t0 = now_s();
+            double t0 = bench_now_s();
             kinds[k].get(&p);
-            obtain[r] = (now_s() - t0) / ((double)size / (1ull << 30));
-            t0 = now_s();
+            obtain[r] = (bench_now_s() - t0) / ((double)size / (1ull << 30));
+            t0 = bench_now_s();
             if (p.dptr)
-                check(cuMemcpyAsync(p.dptr, dev, size, s), "D2H");
+                bench_check(cuMemcpyAsync(p.dptr, dev, size, s), "D2H");
             else
-                check(cuMemcpyDtoHAsync(p.host, dev, size, s), "D2H");
-            check(cuStreamSynchronize(s), "sync");
-            d2h[r] = (double)size / (now_s() - t0) / 1e9;
-            t0 = now_s();
+                bench_check(cuMemcpyDtoHAsync(p.host, dev, size, s), "D2H");
+            bench_check(cuStreamSynchronize(s), "sync");
+            d2h[r] = (double)size / (bench_now_s() - t0) / 1e9;
+            t0 = bench_now_s();
             if (p.dptr)
-                check(cuMemcpyAsync(dev, p.dptr, size, s), "H2D");
+                bench_check(cuMemcpyAsync(dev, p.dptr, size, s), "H2D");
             else
-                check(cuMemcpyHtoDAsync(dev, p.host, size, s), "H2D");
-            check(cuStreamSynchronize(s), "sync");
-            h2d[r] = (double)size / (now_s() - t0) / 1e9;
+                bench_check(cuMemcpyHtoDAsync(dev, p.host, size, s), "H2D");
+            bench_check(cuStreamSynchronize(s), "sync");
+            h2d[r] = (double)size / (bench_now_s() - t0) / 1e9;
             kinds[k].put(&p);
         }
         printf("| %s | %.3f | %.1f | %.1f |\n", kinds[k].name, median(obtain, reps),

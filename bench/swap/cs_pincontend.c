@@ -16,6 +16,8 @@
  */
 #include <cuda.h>
 
+#include "bench_util.h"
+
 #include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -31,29 +33,12 @@
 #define MAX_PROCS 16
 #define MAX_SAMPLES 4096
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void check(CUresult r, const char *what)
-{
-    if (r != CUDA_SUCCESS) {
-        const char *n = "?";
-        cuGetErrorName(r, &n);
-        fprintf(stderr, "cs_pincontend[%d]: %s: %s\n", (int)getpid(), what, n);
-        exit(1);
-    }
-}
-
 static void init_ctx(void)
 {
     CUcontext ctx;
-    check(cuInit(0), "cuInit");
-    check(cuDevicePrimaryCtxRetain(&ctx, 0), "retain");
-    check(cuCtxSetCurrent(ctx), "set current");
+    bench_check(cuInit(0), "cuInit");
+    bench_check(cuDevicePrimaryCtxRetain(&ctx, 0), "retain");
+    bench_check(cuCtxSetCurrent(ctx), "set current");
 }
 
 static void access_rw(CUdeviceptr va, size_t size)
@@ -63,7 +48,7 @@ static void access_rw(CUdeviceptr va, size_t size)
     acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     acc.location.id = 0;
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    check(cuMemSetAccess(va, size, &acc, 1), "cuMemSetAccess");
+    bench_check(cuMemSetAccess(va, size, &acc, 1), "cuMemSetAccess");
 }
 
 /* Pins `size` bytes in pieces of `piece` (the handle is released once
@@ -75,17 +60,17 @@ static double pin_and_free(size_t size, size_t piece)
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.location.type = CU_MEM_LOCATION_TYPE_HOST;
     CUdeviceptr va;
-    double t0 = now_s();
-    check(cuMemAddressReserve(&va, size, 2u << 20, 0, 0), "reserve");
+    double t0 = bench_now_s();
+    bench_check(cuMemAddressReserve(&va, size, 2u << 20, 0, 0), "reserve");
     for (size_t off = 0; off < size; off += piece) {
         size_t n = size - off < piece ? size - off : piece;
         CUmemGenericAllocationHandle h;
-        check(cuMemCreate(&h, n, &p, 0), "cuMemCreate(HOST)");
-        check(cuMemMap(va + off, n, 0, h, 0), "map");
-        check(cuMemRelease(h), "release");
+        bench_check(cuMemCreate(&h, n, &p, 0), "cuMemCreate(HOST)");
+        bench_check(cuMemMap(va + off, n, 0, h, 0), "map");
+        bench_check(cuMemRelease(h), "release");
         access_rw(va + off, n);
     }
-    double t = now_s() - t0;
+    double t = bench_now_s() - t0;
     for (size_t off = 0; off < size; off += piece)
         cuMemUnmap(va + off, size - off < piece ? size - off : piece);
     cuMemAddressFree(va, size);
@@ -102,15 +87,15 @@ static double place_device_gib(void)
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     CUdeviceptr va;
     CUmemGenericAllocationHandle h;
-    double t0 = now_s();
-    check(cuMemAddressReserve(&va, size, 2u << 20, 0, 0), "reserve");
-    check(cuMemCreate(&h, size, &p, 0), "cuMemCreate(DEVICE)");
-    check(cuMemMap(va, size, 0, h, 0), "map");
+    double t0 = bench_now_s();
+    bench_check(cuMemAddressReserve(&va, size, 2u << 20, 0, 0), "reserve");
+    bench_check(cuMemCreate(&h, size, &p, 0), "cuMemCreate(DEVICE)");
+    bench_check(cuMemMap(va, size, 0, h, 0), "map");
     access_rw(va, size);
-    check(cuMemUnmap(va, size), "unmap");
-    check(cuMemRelease(h), "release");
-    check(cuMemAddressFree(va, size), "free");
-    return now_s() - t0;
+    bench_check(cuMemUnmap(va, size), "unmap");
+    bench_check(cuMemRelease(h), "release");
+    bench_check(cuMemAddressFree(va, size), "free");
+    return bench_now_s() - t0;
 }
 
 struct probe {
@@ -135,20 +120,14 @@ static void probe_loop(struct probe *pr, int stop_fd)
 
 static void *probe_thread(void *arg)
 {
-    check(cuCtxSetCurrent(NULL), "unset"); /* this thread's own binding */
+    bench_check(cuCtxSetCurrent(NULL), "unset"); /* this thread's own binding */
     CUcontext ctx;
     CUdevice dev;
-    check(cuDeviceGet(&dev, 0), "device");
-    check(cuDevicePrimaryCtxRetain(&ctx, dev), "retain");
-    check(cuCtxSetCurrent(ctx), "set current");
+    bench_check(cuDeviceGet(&dev, 0), "device");
+    bench_check(cuDevicePrimaryCtxRetain(&ctx, dev), "retain");
+    bench_check(cuCtxSetCurrent(ctx), "set current");
     probe_loop(arg, -1);
     return NULL;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* What a child sends back: its pinning time, or a probe's samples. */
@@ -163,7 +142,7 @@ static void summarize(struct probe *pr, struct report *r)
     r->n = pr->n;
     if (!pr->n)
         return;
-    qsort(pr->lat, (size_t)pr->n, sizeof pr->lat[0], cmp_d);
+    qsort(pr->lat, (size_t)pr->n, sizeof pr->lat[0], bench_cmp_double);
     r->med = pr->lat[pr->n / 2];
     r->max = pr->lat[pr->n - 1];
 }
@@ -254,7 +233,7 @@ int main(int argc, char **argv)
     for (int i = 0; i <= procs; i++)
         if (read(ready[0], &c, 1) != 1)
             return 1;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     for (int i = 0; i <= procs; i++)
         if (write(go[1], &c, 1) != 1)
             return 1;
@@ -270,7 +249,7 @@ int main(int argc, char **argv)
             if (r->n)
                 same = *r;
             if (pins == procs) {
-                t_end = now_s();
+                t_end = bench_now_s();
                 if (write(stop[1], &c, 1) != 1)
                     return 1;
             }

@@ -43,13 +43,11 @@ static bool host_has_room(uint64_t bytes)
     return false;
 }
 
-/* The next piece a backing of `size` bytes needs: its length, and the
- * range to reserve first when there is none yet. */
-static uint64_t next_piece_len(const struct cs_backing *b, uint64_t size)
+/* The length of the next piece a reserved VMM backing needs. */
+static uint64_t next_piece_len(const struct cs_backing *b)
 {
-    uint64_t piece = cs_cfg.pin_piece ? cs_cfg.pin_piece : size;
-    uint64_t left = size - b->pinned;
-    return left < piece ? left : piece;
+    uint64_t left = b->size - b->pinned;
+    return left < b->piece ? left : b->piece;
 }
 
 /* Pins one piece at va: create, map, let the mapping own it, give the GPU
@@ -115,7 +113,7 @@ static bool backing_step(struct cs_backing *b, uint64_t size, int dev)
         uint64_t piece = cs_cfg.pin_piece ? cs_cfg.pin_piece : size;
         *b = (struct cs_backing){va, size, 0, piece};
     }
-    uint64_t n = next_piece_len(b, size);
+    uint64_t n = next_piece_len(b);
     if (!host_has_room(n))
         return false;
     CUresult r = pin_vmm_piece(b->va + b->pinned, n, dev);

@@ -374,9 +374,10 @@ static bool node_pinning(const struct sd_policy *p)
 }
 
 /* The next PREPARE for m, or 0: what it should have pinned beyond what it
- * has, in PREP_CHUNK steps, within the node's budget (*pinned counts it). */
+ * has (*have_out), in PREP_CHUNK steps, if the node's pinned bytes stay
+ * within the budget. */
 static uint64_t prepare_ask(const struct sd_member *m, uint64_t over, uint64_t budget,
-                            uint64_t *pinned, uint64_t *have_out)
+                            uint64_t pinned, uint64_t *have_out)
 {
     if (m->no_swap || m->state == CS_STATE_REVOKING)
         return 0;
@@ -390,9 +391,8 @@ static uint64_t prepare_ask(const struct sd_member *m, uint64_t over, uint64_t b
     if (movable <= sd_add_sat(have, SD_MEM_SLACK))
         return 0;
     uint64_t ask = min64(movable - have, PREP_CHUNK);
-    if (sd_add_sat(*pinned, ask) > budget)
+    if (sd_add_sat(pinned, ask) > budget)
         return 0; /* over the node's budget: it pins when it must */
-    *pinned = sd_add_sat(*pinned, ask);
     *have_out = have;
     return ask;
 }
@@ -423,7 +423,7 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
         return; /* the next decision retries */
     for (size_t i = 0; i < g->n; i++) {
         struct sd_member *m = order[i];
-        uint64_t have = 0, ask = prepare_ask(m, over, budget, &pinned, &have);
+        uint64_t have = 0, ask = prepare_ask(m, over, budget, pinned, &have);
         if (!ask)
             continue;
         /* A footprint that keeps changing is not chased more than once a
