@@ -51,6 +51,10 @@ struct cushare_stats {
      * thread's current context is on this device; else 0. cuMemGetInfo
      * under cushare shows the job's view instead. */
     unsigned long long device_free, device_total;
+    /* Device memory that never leaves the GPU: allocations cushare cannot
+     * move (pools, the app's own cuMemCreate) and swappable memory exported
+     * by CUDA IPC (part of mem_resident). */
+    unsigned long long mem_unswappable;
 };
 
 /* Fills *out for the given device ordinal. Set out->size to the size of the

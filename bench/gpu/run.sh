@@ -23,7 +23,7 @@
 #   oversub   jobs whose memory does not fit together (pytorch-add, GPT-2
 #             training): makespan under cushared vs the sum of solo runs;
 #             OVERSUB_CASES picks among add2x48 add4x30 gpt3x30 (default),
-#             gpt4x30 and
+#             gpt4x30, add4x30e and gpt4x30e (expandable segments) and
 #             add4x24r3 add4x20r3 gpt4x20r3 (3x, scaled to the host's RAM
 #             with mem_reserve_mb); each job's hook logs at
 #             OVERSUB_HOOK_LOG_LEVEL (default debug: idle reports, room
@@ -94,7 +94,7 @@ section_tests() {
     # tests stop at their precondition.
     for t in fakecuda/fc_api_test hook/hook_routes hook/hook_quota hook/hook_swap \
         hook/hook_gate_stress hook/hook_rtld_next hook/hook_pinkeep \
-        hook/hook_ctxroom hook/hook_tsg_preload; do
+        hook/hook_ctxroom hook/hook_tsg_preload hook/hook_ipc hook/hook_vmm; do
         local tmp
         tmp=$(mktemp -d)
         if TEST_TMP=$tmp ours timeout 300 "$B/tests/$t" >"$OUT/test-$(basename $t).log" 2>&1; then
@@ -121,19 +121,34 @@ section_torch() {
     if CUSHARE_MEM_LIMIT=4G CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 bench/gpu/smoke_torch.py \
         >"$OUT/torch-quota.log" 2>&1
     then say "PASS quota 4G (mem_get_info, OutOfMemoryError)"; else fail "quota"; fi
+    # PyTorch's expandable segments allocate with cuMemCreate + cuMemMap:
+    # cushare's virtual handles (src/hook/vmm.c) under a real allocator.
+    if PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK \
+        python3 bench/gpu/smoke_torch.py >"$OUT/torch-expandable.log" 2>&1
+    then say "PASS smoke with expandable segments (cuMemCreate/cuMemMap memory)"
+    else fail "smoke with expandable segments"; fi
     if CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 bench/gpu/smoke_cupy.py >"$OUT/cupy.log" 2>&1
     then say "PASS CuPy (pool allocation, elementwise, RawKernel)"; else fail "CuPy"; fi
-    # CUDA IPC: legacy IPC handles cannot name VMM memory, so with swap on
-    # the export fails (a known limit, docs/compatibility.md); with
-    # CUSHARE_SWAP=off it must work like native.
+    # CUDA IPC: cushare exports swappable memory itself and keeps it on the
+    # GPU (src/hook/ipc.c); with CUSHARE_SWAP=off the driver's own IPC.
     if python3 bench/gpu/compat_ipc.py >"$OUT/ipc-native.log" 2>&1; then
         if CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 bench/gpu/compat_ipc.py >"$OUT/ipc-swap.log" 2>&1
         then say "PASS CUDA IPC (torch.multiprocessing) with swap on"
-        else say "KNOWN CUDA IPC with swap on fails: $(jget error <"$OUT/ipc-swap.log" 2>/dev/null)"; fi
+        else fail "CUDA IPC with swap on: $(jget error <"$OUT/ipc-swap.log" 2>/dev/null)"; fi
         if CUSHARE_SWAP=off CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK python3 bench/gpu/compat_ipc.py \
             >"$OUT/ipc-noswap.log" 2>&1
         then say "PASS CUDA IPC (torch.multiprocessing) with CUSHARE_SWAP=off"
         else fail "CUDA IPC with CUSHARE_SWAP=off"; fi
+        # Oversubscribed: the exporter's private 40 GB must make room for
+        # the importer's 36 GB while the shared 8 GB stays in place.
+        start_daemon "[cushared]
+client_reserve_mb = 768
+revoke_timeout_ms = 60000"
+        if CUSHARE_SOCKET=$SOCK LD_PRELOAD=$HOOK CUSHARE_LOG_LEVEL=debug python3 bench/gpu/compat_ipc.py \
+            --share-gb 8 --private-gb 40 --child-gb 36 --rounds 20 >"$OUT/ipc-oversub.log" 2>&1
+        then say "PASS CUDA IPC oversubscribed (8 GB shared, 40 + 36 GB private): $(grep '^{' "$OUT/ipc-oversub.log" | tail -1)"
+        else fail "CUDA IPC oversubscribed: $(jget error <"$OUT/ipc-oversub.log" 2>/dev/null)"; fi
+        stop_daemon
     else say "SKIP CUDA IPC: fails natively too"; fi
 }
 
@@ -357,6 +372,19 @@ revoke_timeout_ms = 60000"
         add2x48) oversub_case add2x48 2 48 "" python3 $W/pytorch_add.py --gb 48 --iters "$it" ;;
         add4x30) oversub_case add4x30 4 30 "CUSHARE_PIN_KEEP=16G" \
                      python3 $W/pytorch_add.py --gb 30 --iters "$it" ;;
+        add4x30e)
+            # The same with PyTorch's expandable segments: the jobs' memory
+            # is their own cuMemCreate/cuMemMap (20 MiB pages), swapped
+            # through virtual handles (src/hook/vmm.c). Solo runs use them too.
+            oversub_case add4x30e 4 30 "CUSHARE_PIN_KEEP=16G" \
+                env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+                python3 $W/pytorch_add.py --gb 30 --iters "$it" ;;
+        gpt4x30e)
+            # GPT-2-small training padded to ~30 GB, 4 at once, with
+            # expandable segments (the jobs' memory is their own VMM).
+            oversub_case gpt4x30e 4 30 "CUSHARE_PIN_KEEP=16G" \
+                env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+                python3 $W/train_gpt.py --mem-gb 27 --steps 60 --warmup 5 ;;
         gpt3x30) oversub_case gpt3x30 3 30 "" \
                      python3 $W/train_gpt.py --mem-gb 27 --steps 60 --warmup 5 ;;
         gpt4x30)

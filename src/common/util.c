@@ -187,3 +187,18 @@ uint64_t cs_host_mem_available(void)
 {
     return meminfo("MemAvailable");
 }
+
+bool cs_grow_array(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    if (ncap > SIZE_MAX / elem)
+        return false;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p)
+        return false;
+    *arr = p;
+    *cap = ncap;
+    return true;
+}

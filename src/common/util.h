@@ -3,6 +3,7 @@
 #ifndef CS_UTIL_H
 #define CS_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -54,5 +55,10 @@ const char *cs_priority_name(int prio);
 
 /* Copies src into dst[cap] always NUL-terminating; returns dst. */
 char *cs_strlcpy(char *dst, const char *src, size_t cap);
+
+/* Makes room for element n of the array *arr (capacity *cap, in elements
+ * of elem bytes), doubling it (first 64) when full. False when out of
+ * memory, the array untouched. */
+bool cs_grow_array(void **arr, size_t *cap, size_t n, size_t elem);
 
 #endif

@@ -16,6 +16,8 @@
  *                      host memory; the H100's host pins at ~2-3 GB/s,
  *                      a twentieth of its copy rate); default 0: instant,
  *                      per process
+ *   FAKECUDA_FD_HANDLES 0 models a driver without POSIX file descriptor
+ *                      handles for VMM memory (default 1), per process
  *
  * Fork: a child inherits none of the parent's CUDA state. Its first call
  * after fork sees an uninitialized driver (CUDA_ERROR_NOT_INITIALIZED, the
@@ -133,6 +135,7 @@ static CUresult init_locked(void)
         return CUDA_ERROR_NO_DEVICE;
     fc_proc.pid = getpid();
     fc_proc.start = fc_proc_start(fc_proc.pid);
+    fc_proc.fd_handles = fc_env_u64("FAKECUDA_FD_HANDLES", 1, 0, 1) == 1;
     CUresult r = fc_shm_attach(&want, &fc_proc.cfg, &fc_proc.shm, &fc_proc.shm_size);
     if (r != CUDA_SUCCESS)
         return r;
@@ -338,7 +341,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return 232448;
     case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
-    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return fc_proc.fd_handles;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return 32;
     case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: return 32768000;
     case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: return 134213632;

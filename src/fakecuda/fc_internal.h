@@ -126,6 +126,7 @@ struct fc_proc {
     struct fc_shm *shm;
     size_t shm_size;
     int trace_fd;                    /* -1 when FAKECUDA_TRACE is unset */
+    bool fd_handles;                 /* FAKECUDA_FD_HANDLES: POSIX-fd export (default 1) */
     pid_t pid;
     uint64_t start;                  /* our start time, see fc_proc_start */
     struct fc_ctx *primary[FC_MAX_DEVICES];

@@ -14,19 +14,32 @@
  * handle released while still mapped keeps the memory alive until the
  * last unmap, like the real driver. A recreated allocation is a new memfd,
  * so no old data can ever reappear at the same address.
+ *
+ * Shareable handles: an allocation created with the POSIX file descriptor
+ * handle type exports a duplicate of its memfd, and any process of the
+ * simulator imports it (cuMemImportFromShareableHandle), mapping the same
+ * pages. The memfd's name carries the location ("fakecuda-dev<N>" or
+ * "fakecuda-host"), as the real driver's descriptor carries its properties.
+ * Imported memory is charged to nobody: the exporter paid for it (its charge
+ * goes when the exporter releases it, even if an importer still maps it,
+ * which the real driver would keep counted until the last mapping).
  */
 #include "fakecuda/fc_internal.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct fc_phys {
     uint64_t handle;
     int fd;
     size_t size;
-    int dev;                         /* charged device, -1 for host memory */
+    int dev;                         /* the device it is on, -1 for host memory */
+    bool charged;                    /* counted in dev's capacity (created here) */
     CUmemAllocationProp prop;
     int hrefs;                       /* cuMemCreate + retains - releases */
     int maps;                        /* live mappings */
@@ -81,9 +94,24 @@ static void phys_maybe_free(struct fc_phys *p)
         }
     }
     close(p->fd);
-    if (p->dev >= 0)
+    if (p->charged)
         fc_shm_uncharge(p->dev, p->size);
     free(p);
+}
+
+/* Gives p (hrefs 1) its handle; frees it on failure. */
+static CUresult phys_publish(struct fc_phys *p, CUmemGenericAllocationHandle *handle)
+{
+    pthread_mutex_lock(&vmm_lock);
+    CUresult r = phys_insert(p);
+    if (r == CUDA_SUCCESS) {
+        *handle = p->handle;
+    } else {
+        p->hrefs = 0;
+        phys_maybe_free(p);
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    return r;
 }
 
 static bool granular(uint64_t x)
@@ -128,9 +156,17 @@ CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *granularity, const CUmemA
 
 /* --------------------------------------------------------- create/release */
 
-static int make_memfd(size_t size, bool poison)
+#define FC_MEMFD_PREFIX "fakecuda-"
+
+static int make_memfd(size_t size, int dev)
 {
-    int fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+    char name[32];
+    if (dev >= 0)
+        snprintf(name, sizeof name, FC_MEMFD_PREFIX "dev%d", dev);
+    else
+        snprintf(name, sizeof name, FC_MEMFD_PREFIX "host");
+    bool poison = dev >= 0;
+    int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0)
         return -1;
     if (ftruncate(fd, (off_t)size) != 0) {
@@ -162,12 +198,14 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return r;
     if (size == 0 || !granular(size))
         return CUDA_ERROR_INVALID_VALUE;
-    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
-        return CUDA_ERROR_NOT_SUPPORTED;      /* no shareable handles */
+    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+        (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
+         !fc_proc.fd_handles))
+        return CUDA_ERROR_NOT_SUPPORTED;      /* only POSIX descriptors */
     if (dev >= 0 && fc_shm_charge(dev, size) != CUDA_SUCCESS)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct fc_phys *p = calloc(1, sizeof *p);
-    int fd = p ? make_memfd(size, dev >= 0) : -1;
+    int fd = p ? make_memfd(size, dev) : -1;
     if (fd < 0) {
         free(p);
         if (dev >= 0)
@@ -177,17 +215,10 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     p->fd = fd;
     p->size = size;
     p->dev = dev;
+    p->charged = dev >= 0;
     p->prop = *prop;
     p->hrefs = 1;
-    pthread_mutex_lock(&vmm_lock);
-    r = phys_insert(p);
-    if (r == CUDA_SUCCESS) {
-        *handle = p->handle;
-    } else {
-        p->hrefs = 0;
-        phys_maybe_free(p);
-    }
-    pthread_mutex_unlock(&vmm_lock);
+    r = phys_publish(p, handle);
     if (r == CUDA_SUCCESS && dev >= 0)
         fc_create_delay(size);
     else if (r == CUDA_SUCCESS)
@@ -247,6 +278,91 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
         r = CUDA_ERROR_INVALID_VALUE;
     }
     pthread_mutex_unlock(&vmm_lock);
+    return r;
+}
+
+/* ------------------------------------------------------- shareable handles */
+
+CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                              CUmemAllocationHandleType handleType,
+                                              unsigned long long flags)
+{
+    if (!shareableHandle || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fc_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&vmm_lock);
+    struct fc_phys *p = phys_find(handle);
+    if (!p || p->hrefs == 0 ||
+        !(p->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        r = CUDA_ERROR_INVALID_VALUE;  /* not created shareable */
+    } else {
+        int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            *(int *)shareableHandle = fd;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    return r;
+}
+
+/* The location a simulator memfd was created for, from its name: device
+ * ordinal, -1 for host; false if fd is not one of ours. */
+static bool memfd_location(int fd, int *dev)
+{
+    char link[64], target[128];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0)
+        return false;
+    target[n] = 0;
+    const char *want = "/memfd:" FC_MEMFD_PREFIX;
+    if (strncmp(target, want, strlen(want)) != 0)
+        return false;
+    const char *rest = target + strlen(want);
+    if (strncmp(rest, "host", 4) == 0) {
+        *dev = -1;
+        return true;
+    }
+    return sscanf(rest, "dev%d", dev) == 1 && *dev >= 0;
+}
+
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                CUmemAllocationHandleType shHandleType)
+{
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fc_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int in = (int)(intptr_t)osHandle, dev;
+    struct stat st;
+    if (in < 0 || !memfd_location(in, &dev) || fstat(in, &st) != 0 || st.st_size <= 0 ||
+        !granular((uint64_t)st.st_size))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_phys *p = calloc(1, sizeof *p);
+    /* The caller keeps its descriptor (as with the real driver). */
+    int fd = p ? fcntl(in, F_DUPFD_CLOEXEC, 0) : -1;
+    if (fd < 0) {
+        free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    p->fd = fd;
+    p->size = (size_t)st.st_size;
+    p->dev = dev;
+    p->charged = false;
+    p->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p->prop.location.type = dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
+    p->prop.location.id = dev >= 0 ? dev : 0;
+    p->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    p->hrefs = 1;
+    r = phys_publish(p, handle);
     return r;
 }
 

@@ -2,6 +2,7 @@
 #include "cushare.h"
 #include "hook/config.h"
 #include "hook/device.h"
+#include "hook/mem.h"
 #include "hook/seg.h"
 
 #include <stddef.h>
@@ -57,6 +58,7 @@ static void fill_stats(int device, struct cushare_stats *out)
     out->mem_resident = res;
     out->mem_swapped = swp;
     out->mem_reserved = rsv;
+    out->mem_unswappable = cs_mem_unswappable(device) + cs_seg_exported(device);
     struct cs_segs *s = &cs_segs[device];
     pthread_mutex_lock(&s->mu);
     out->mem_pinned = s->backing;

@@ -183,11 +183,12 @@ void cs_backing_release_pinner_locked(struct cs_segs *s)
 
 /* ---- pinning ahead of need -------------------------------------------------- */
 
-/* A resident segment whose backing is not complete, or NULL. */
+/* A resident segment that may be swapped out and whose backing is not
+ * complete, or NULL. */
 static struct cs_seg *unbacked_locked(struct cs_segs *s)
 {
     for (struct cs_seg *g = s->head; g; g = g->next)
-        if (g->state == CS_SEG_RESIDENT && !cs_backing_complete(&g->backing))
+        if (g->state == CS_SEG_RESIDENT && !g->exported && !cs_backing_complete(&g->backing))
             return g;
     return NULL;
 }

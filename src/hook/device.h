@@ -109,7 +109,7 @@ struct cs_dev {
     bool idle_gpu_done;       /* the probe found no work left in flight (mu) */
     uint64_t ts_want;         /* the daemon's last TIMESLICE for this GPU, µs;
                                  0 = the defaults (mu) */
-    uint64_t usage_sent[3];   /* resident, swapped, footprint last reported */
+    uint64_t usage_sent[4];   /* resident, swapped, footprint, unswappable last reported */
     uint64_t pinned_sent;     /* host backing last reported (PINNED) */
     /* beside a latency-critical job (LC_MODE; mu) */
     uint32_t lc_mode;         /* enum cs_lc_mode the daemon asked for */

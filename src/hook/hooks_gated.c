@@ -295,28 +295,6 @@ CS_EXPORT CUresult CUDAAPI cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_
     return r;
 }
 
-CS_EXPORT CUresult CUDAAPI cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
-{
-    struct cs_ticket t;
-    CUresult r = cs_gate_enter(&t, hStream, 0);
-    if (r == CUDA_SUCCESS) {
-        r = cs_real.cuMemMapArrayAsync(mapInfoList, count, hStream);
-        cs_gate_exit(&t);
-    }
-    return r;
-}
-
-CS_EXPORT CUresult CUDAAPI cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList, unsigned int count, CUstream hStream)
-{
-    struct cs_ticket t;
-    CUresult r = cs_gate_enter(&t, hStream, 1);
-    if (r == CUDA_SUCCESS) {
-        r = cs_real.cuMemMapArrayAsync_ptsz(mapInfoList, count, hStream);
-        cs_gate_exit(&t);
-    }
-    return r;
-}
-
 CS_EXPORT CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
 {
     struct cs_ticket t;

@@ -10,6 +10,7 @@
 #include "hook/config.h"
 #include "hook/mem.h"
 #include "hook/seg.h"
+#include "hook/vmm.h"
 
 #include <limits.h>
 
@@ -287,6 +288,9 @@ CS_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStrea
 
 /* ---- the application's own VMM allocations ---------------------------- */
 
+/* Device memory the application creates is swappable like cuMemAlloc's:
+ * it gets a virtual handle (vmm.h). Host memory, and all of it with
+ * CUSHARE_SWAP=off, goes to the driver and is counted as unswappable. */
 CS_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                        const CUmemAllocationProp *prop, unsigned long long flags)
 {
@@ -301,15 +305,18 @@ CS_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, siz
     } else if (cs_real_init() < 0) {
         return CUDA_ERROR_NOT_INITIALIZED;
     }
+    bool virt = d && cs_cfg.swap && flags == 0;
     if (d)
         cs_dev_host_begin(d);
     cs_nest_enter();
-    CUresult r = cs_real.cuMemCreate(handle, size, prop, flags);
+    CUresult r = virt ? cs_vmm_create(d, handle, size, prop)
+                      : cs_real.cuMemCreate(handle, size, prop, flags);
     cs_nest_exit();
     if (d) {
         cs_dev_host_end(d);
         if (r == CUDA_SUCCESS)
-            cs_mem_record(CS_MEM_HANDLE, (uintptr_t)*handle, size, d->ordinal, NULL);
+            cs_mem_record(virt ? CS_MEM_VMM : CS_MEM_HANDLE, (uintptr_t)*handle, size, d->ordinal,
+                          NULL);
         else
             cs_mem_uncharge(d, size);
     }
@@ -318,6 +325,17 @@ CS_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, siz
 
 CS_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 {
+    if (cs_real_ready() && cs_vmm_is_virtual(handle)) {
+        uint64_t size;
+        cs_nest_enter();
+        CUresult r = cs_vmm_release(handle, &size);
+        cs_nest_exit();
+        /* The quota is charged once per cuMemCreate: the first release
+         * (not a retained handle's) gives it back. */
+        if (r == CUDA_SUCCESS)
+            cs_mem_release(CS_MEM_VMM, (uintptr_t)handle);
+        return r;
+    }
     FREE_BODY(cs_real.cuMemRelease(handle), CS_MEM_HANDLE, handle)
 }
 

@@ -11,14 +11,17 @@
 #include "hook/hook.h"
 #include "hook/config.h"
 #include "hook/gate.h"
+#include "hook/ipc.h"
 #include "hook/mem.h"
 #include "hook/seg.h"
+#include "hook/vmm.h"
 #include "common/log.h"
 
 #include <stdbool.h>
 #include <string.h>
 
 struct ours {
+    bool app_vmm;        /* the application's own mapping (vmm.h), swapped out */
     CUdeviceptr base;    /* the allocation */
     uint64_t bytes;      /* as requested */
     int dev;
@@ -27,13 +30,29 @@ struct ours {
     uint64_t map_size;
 };
 
+/* The application's own VMM mapping while its memory is swapped out: the
+ * driver would see an unmapped range; answer as it did while mapped. */
+static bool find_absent_vmm(CUdeviceptr ptr, struct ours *o)
+{
+    uint64_t size;
+    if (!cs_vmm_absent_mapping(ptr, &o->base, &size, &o->dev))
+        return false;
+    o->app_vmm = true;
+    o->bytes = size;
+    o->ctx = NULL; /* VMM memory belongs to no context */
+    o->map_base = o->base;
+    o->map_size = size;
+    return true;
+}
+
 static bool find_ours(CUdeviceptr ptr, struct ours *o)
 {
     if (!cs_cfg.swap || !cs_real_ready())
         return false;
+    memset(o, 0, sizeof *o);
     uint64_t placed;
     if (!cs_seg_lookup(ptr, &o->base, &placed, &o->dev))
-        return false;
+        return find_absent_vmm(ptr, o);
     int dev;
     if (!cs_mem_find_ctx(CS_MEM_SEG, (uintptr_t)o->base, &o->bytes, &dev, &o->ctx))
         return false;
@@ -84,8 +103,10 @@ static CUresult answer(void *data, CUpointer_attribute a, CUdeviceptr ptr, const
     case CU_POINTER_ATTRIBUTE_MAPPED:
         put_bool(data, true); /* to the program it always is */
         return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        put_bool(data, !o->app_vmm && cs_seg_shareable(o->dev)); /* cushare exports it (ipc.c) */
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
@@ -138,11 +159,9 @@ CS_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
 
 /* CUDA IPC. A legacy IPC handle cannot name VMM memory, and every swappable
  * allocation is VMM (so that it can leave the GPU and come back at the same
- * address): the driver would refuse with an error that names neither cause
- * nor cure. Say both, once, and refuse the same way for every such pointer;
- * memory the driver allocated itself (CUSHARE_SWAP=off, pools) exports as
- * on a bare GPU. Exporting through VMM shareable handles is follow-up work
- * (bench/results/oversubscription.md). */
+ * address): cushare exports it itself (ipc.c) and marks it unswappable.
+ * Memory the driver allocated itself (CUSHARE_SWAP=off, pools) exports and
+ * opens as on a bare GPU. */
 CS_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     if (cs_real_init() < 0)
@@ -152,13 +171,56 @@ CS_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdevicept
     int dev;
     if (!pHandle || !cs_seg_lookup(dptr, &base, &size, &dev))
         return cs_real.cuIpcGetMemHandle(pHandle, dptr);
+    CUresult r = cs_ipc_export(pHandle, dptr, base, dev);
     static _Atomic bool warned;
-    if (!atomic_exchange(&warned, true))
-        cs_warn("CUDA IPC cannot export memory cushare can swap (GPU %d, 0x%llx): IPC handles "
-                "cannot name the VMM memory swapping needs; run the exporting job with "
-                "CUSHARE_SWAP=off (docs/compatibility.md)",
-                dev, (unsigned long long)dptr);
-    return CUDA_ERROR_NOT_SUPPORTED;
+    if (r != CUDA_SUCCESS && !atomic_exchange(&warned, true)) {
+        const char *name = "?";
+        cs_real.cuGetErrorName(r, &name);
+        cs_warn("CUDA IPC cannot export memory cushare can swap (GPU %d, 0x%llx): %s (%s); run "
+                "the exporting job with CUSHARE_SWAP=off (docs/compatibility.md)",
+                dev, (unsigned long long)dptr,
+                r == CUDA_ERROR_NOT_SUPPORTED
+                    ? "this driver or GPU cannot export VMM memory as a file descriptor"
+                    : "the export failed",
+                name);
+    }
+    return r;
+}
+
+static CUresult ipc_open(CUresult (*real)(CUdeviceptr *, CUipcMemHandle, unsigned int),
+                         CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags)
+{
+    if (cs_real_init() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!cs_ipc_is_ours(&handle))
+        return real(pdptr, handle, flags);
+    cs_nest_enter();
+    CUresult r = cs_ipc_open(pdptr, &handle, flags);
+    cs_nest_exit();
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                              unsigned int Flags)
+{
+    return ipc_open(cs_real.cuIpcOpenMemHandle, pdptr, handle, Flags);
+}
+
+CS_EXPORT CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                                 unsigned int Flags)
+{
+    return ipc_open(cs_real.cuIpcOpenMemHandle_v2, pdptr, handle, Flags);
+}
+
+CS_EXPORT CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    if (cs_real_init() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r;
+    cs_nest_enter();
+    bool ours = cs_ipc_close(dptr, &r);
+    cs_nest_exit();
+    return ours ? r : cs_real.cuIpcCloseMemHandle(dptr);
 }
 
 CS_EXPORT CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,

@@ -7,10 +7,12 @@
 #include "hook/client.h"
 #include "hook/config.h"
 #include "hook/device.h"
+#include "hook/ipc.h"
 #include "hook/lease.h"
 #include "hook/mem.h"
 #include "hook/seg.h"
 #include "hook/tsg.h"
+#include "hook/vmm.h"
 
 #include "common/log.h"
 #include "common/util.h"
@@ -24,6 +26,8 @@ static void after_fork_child(void)
     cs_dev_reset_after_fork();
     cs_mem_reset_after_fork();
     cs_seg_reset_after_fork();
+    cs_ipc_reset_after_fork();
+    cs_vmm_reset_after_fork();
     cs_ctx_hooks_reset_after_fork();
 }
 

@@ -526,7 +526,8 @@ static void tick_report(struct cs_dev *d, uint64_t now)
         bool idle_flip = idle_changed_locked(d, now, &idle_now);
         bool mem_changed = d->usage_sent[0] != m.u.usage.resident ||
                            d->usage_sent[1] != m.u.usage.swapped ||
-                           d->usage_sent[2] != m.u.usage.footprint;
+                           d->usage_sent[2] != m.u.usage.footprint ||
+                           d->usage_sent[3] != m.u.usage.unswappable; /* an IPC export */
         if (idle_flip || mem_changed) {
             bool idle = d->state == CS_LEASE_HELD && (idle_flip ? idle_now : d->idle_reported);
             m.u.usage.flags = idle ? CS_USAGE_IDLE : 0;
@@ -537,6 +538,7 @@ static void tick_report(struct cs_dev *d, uint64_t now)
                 d->usage_sent[0] = m.u.usage.resident;
                 d->usage_sent[1] = m.u.usage.swapped;
                 d->usage_sent[2] = m.u.usage.footprint;
+                d->usage_sent[3] = m.u.usage.unswappable;
             }
         }
         report_pinned_locked(d);
@@ -746,7 +748,13 @@ static void job_grant(struct cs_dev *d, const struct cs_job *job)
         if (!first_fail)
             first_fail = now;
         if (now - first_fail > 5000000000ull) {
-            cs_warn("GPU %d: still waiting for room to restore this job's memory", d->ordinal);
+            const char *why = "?";
+            cs_real.cuGetErrorName(sw.status, &why);
+            if (sw.status == CUDA_ERROR_OUT_OF_MEMORY)
+                cs_warn("GPU %d: still waiting for room to restore this job's memory", d->ordinal);
+            else
+                cs_error("GPU %d: restoring this job's memory keeps failing with %s (not a lack "
+                         "of room); retrying", d->ordinal, why);
             first_fail = now;
         }
         struct timespec ts = {0, 100000000};

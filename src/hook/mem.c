@@ -33,7 +33,7 @@ static _Atomic uint64_t unswappable[CS_MAX_DEVICES];
 
 static void count_locked(const struct rec *r, int sign)
 {
-    if (r->ns == CS_MEM_SEG || r->dev < 0 || r->dev >= CS_MAX_DEVICES)
+    if (r->ns == CS_MEM_SEG || r->ns == CS_MEM_VMM || r->dev < 0 || r->dev >= CS_MAX_DEVICES)
         return;
     if (sign > 0)
         atomic_fetch_add_explicit(&unswappable[r->dev], r->bytes, memory_order_relaxed);
@@ -275,7 +275,7 @@ void cs_mem_fill_usage(struct cs_dev *d, struct cs_msg_usage *u)
     uint64_t fixed = atomic_load_explicit(&unswappable[d->ordinal], memory_order_relaxed);
     u->resident = res + fixed;
     u->swapped = swp;
-    u->unswappable = fixed;
+    u->unswappable = fixed + cs_seg_exported(d->ordinal); /* exported: resident, pinned there */
     u->footprint = res + swp + rsv + fixed;
     u->submissions = atomic_load_explicit(&d->subm, memory_order_relaxed) >> 32;
 }

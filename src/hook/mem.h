@@ -17,6 +17,7 @@ enum cs_mem_ns {
     CS_MEM_HANDLE = 2, /* a cuMemCreate handle */
     CS_MEM_ARRAY = 3,  /* a CUarray / CUmipmappedArray */
     CS_MEM_SEG = 4,    /* a pointer into a swappable segment (seg.h) */
+    CS_MEM_VMM = 5,    /* a virtual cuMemCreate handle, swappable (vmm.h) */
 };
 
 /* Charges bytes to d's quota. CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY

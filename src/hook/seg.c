@@ -5,9 +5,12 @@
 #include "hook/mem.h"
 #include "hook/swap.h"
 #include "hook/backing.h"
+#include "hook/ipc.h"
+#include "hook/vmm.h"
 #include "common/log.h"
 #include "common/util.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,15 +154,63 @@ static void peers_locked(int dev)
     peer_count[dev] = n;
 }
 
-CUresult cs_seg_map_locked(struct cs_seg *g)
+/* Whether dev's memory is created exportable (a POSIX descriptor, for CUDA
+ * IPC, ipc.h): 0 = not known yet, 1 = yes, -1 = the device or driver
+ * cannot. Asking costs nothing measurable at creation. Each entry is
+ * written under its device's segs.mu and read without it (stats). */
+static _Atomic int8_t shareable[CS_MAX_DEVICES];
+
+static bool shareable_locked(int dev)
+{
+    if (atomic_load_explicit(&shareable[dev], memory_order_relaxed) == 0) {
+        CUdevice d;
+        int ok = 0;
+        if (cs_real.cuDeviceGet(&d, dev) != CUDA_SUCCESS ||
+            cs_real.cuDeviceGetAttribute(
+                &ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, d) !=
+                CUDA_SUCCESS)
+            ok = 0;
+        atomic_store_explicit(&shareable[dev], (int8_t)(ok ? 1 : -1), memory_order_relaxed);
+    }
+    return atomic_load_explicit(&shareable[dev], memory_order_relaxed) > 0;
+}
+
+bool cs_seg_shareable(int dev)
+{
+    return dev >= 0 && dev < CS_MAX_DEVICES &&
+           atomic_load_explicit(&shareable[dev], memory_order_relaxed) > 0;
+}
+
+/* cuMemCreate for g, exportable when the device allows. A driver that says
+ * it can but refuses is believed the second time: plain memory from then on. */
+static CUresult create_locked(struct cs_seg *g, CUmemGenericAllocationHandle *h)
 {
     CUmemAllocationProp p;
     memset(&p, 0, sizeof p);
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = g->dev;
+    g->shareable = shareable_locked(g->dev);
+    if (g->shareable) {
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        CUresult r = cs_real.cuMemCreate(h, g->size, &p, 0);
+        if (r != CUDA_ERROR_NOT_SUPPORTED && r != CUDA_ERROR_INVALID_VALUE)
+            return r;
+        cs_debug("GPU %d: exportable memory refused (error %d): CUDA IPC of swappable memory "
+                 "is off", g->dev, (int)r);
+        atomic_store_explicit(&shareable[g->dev], (int8_t)-1, memory_order_relaxed);
+        g->shareable = false;
+        p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    }
+    return cs_real.cuMemCreate(h, g->size, &p, 0);
+}
+
+CUresult cs_seg_map_locked(struct cs_seg *g)
+{
+    if (g->vmm)
+        return cs_vmm_map_locked(g);
     CUmemGenericAllocationHandle h;
-    CUresult r = cs_real.cuMemCreate(&h, g->size, &p, 0);
+    CUresult r = create_locked(g, &h);
     if (r != CUDA_SUCCESS)
         return r;
     r = cs_real.cuMemMap(g->va, g->size, 0, h, 0);
@@ -187,6 +238,10 @@ CUresult cs_seg_map_locked(struct cs_seg *g)
 
 void cs_seg_unmap_locked(struct cs_seg *g)
 {
+    if (g->vmm) {
+        cs_vmm_unmap_locked(g);
+        return;
+    }
     cs_real.cuMemUnmap(g->va, g->size);
     cs_real.cuMemRelease(g->h);
     g->h = 0;
@@ -241,7 +296,7 @@ static bool fits_device_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
 }
 
 static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size, bool chunk,
-                               struct cs_seg **out)
+                               struct cs_vmm *vmm, struct cs_seg **out)
 {
     size_t extra = chunk ? sizeof(struct chunk_meta) : 0;
     struct cs_seg *g = calloc(1, sizeof *g + extra);
@@ -250,6 +305,7 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
     g->size = size;
     g->dev = d->ordinal;
     g->chunk = chunk;
+    g->vmm = vmm;
     g->state = CS_SEG_RESERVED;
     CUresult r = cs_real.cuMemAddressReserve(&g->va, size, CS_CHUNK_SIZE, 0, 0);
     if (r != CUDA_SUCCESS) {
@@ -271,7 +327,7 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
         }
         g->state = CS_SEG_RESIDENT;
     }
-    if (!idx_insert(g)) {
+    if (!vmm && !idx_insert(g)) {
         if (g->state == CS_SEG_RESIDENT)
             cs_seg_unmap_locked(g);
         cs_real.cuMemAddressFree(g->va, size);
@@ -285,7 +341,7 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
     return CUDA_SUCCESS;
 }
 
-static void seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
+void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
 {
     for (struct cs_seg **pp = &s->head; *pp; pp = &(*pp)->next) {
         if (*pp == g) {
@@ -295,6 +351,11 @@ static void seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
     }
     idx_remove(g);
     account(s, g, -1);
+    if (g->exported) {
+        if (g->ipc_key)
+            cs_ipc_unregister(g->ipc_key);
+        atomic_fetch_sub_explicit(&s->exported, g->size, memory_order_relaxed);
+    }
     if (g->state == CS_SEG_RESIDENT)
         cs_seg_unmap_locked(g);
     cs_real.cuMemAddressFree(g->va, g->size);
@@ -314,13 +375,13 @@ static CUresult alloc_small_locked(struct cs_dev *d, struct cs_segs *s, uint64_t
     struct cs_seg *g = NULL;
     int at = -1;
     for (struct cs_seg *c = s->head; c; c = c->next) {
-        if (c->chunk && (at = chunk_find(c, n)) >= 0) {
+        if (c->chunk && !c->exported && (at = chunk_find(c, n)) >= 0) {
             g = c;
             break;
         }
     }
     if (!g) {
-        CUresult r = seg_new_locked(d, s, CS_CHUNK_SIZE, true, &g);
+        CUresult r = seg_new_locked(d, s, CS_CHUNK_SIZE, true, NULL, &g);
         if (r != CUDA_SUCCESS)
             return r;
         at = 0;
@@ -339,10 +400,19 @@ CUresult cs_seg_alloc(struct cs_dev *d, uint64_t bytes, CUdeviceptr *out)
         r = alloc_small_locked(d, s, bytes, out);
     } else {
         struct cs_seg *g;
-        r = seg_new_locked(d, s, round_up(bytes, CS_CHUNK_SIZE), false, &g);
+        r = seg_new_locked(d, s, round_up(bytes, CS_CHUNK_SIZE), false, NULL, &g);
         if (r == CUDA_SUCCESS)
             *out = g->va;
     }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+CUresult cs_seg_create_vmm(struct cs_dev *d, uint64_t size, struct cs_vmm *x, struct cs_seg **out)
+{
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    pthread_mutex_lock(&s->mu);
+    CUresult r = seg_new_locked(d, s, size, false, x, out);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
@@ -374,7 +444,7 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
     if (g && g->dev == d) {
         if (!g->chunk && ptr == g->va) {
             *bytes = g->size;
-            seg_destroy_locked(s, g);
+            cs_seg_destroy_locked(s, g);
             ok = true;
         } else if (g->chunk) {
             unsigned first = (unsigned)((ptr - g->va) / CS_UNIT);
@@ -386,7 +456,7 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
                 chunk_mark(g, first, n, false);
                 *bytes = (uint64_t)n * CS_UNIT;
                 if (g->used_units == 0)
-                    seg_destroy_locked(s, g);
+                    cs_seg_destroy_locked(s, g);
                 ok = true;
             }
         }
@@ -396,6 +466,73 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
     pthread_mutex_unlock(&s->mu);
     *dev = d;
     return ok;
+}
+
+void cs_seg_mark_exported_locked(struct cs_segs *s, struct cs_seg *g)
+{
+    if (g->exported)
+        return;
+    g->exported = true;
+    atomic_fetch_add_explicit(&s->exported, g->size, memory_order_relaxed);
+    /* It will never be swapped out: its host backing is dead weight (one
+     * being pinned right now is left to finish, and kept until the free). */
+    if (s->pinning != g)
+        cs_backing_drop_locked(s, g);
+}
+
+/* Under s->mu: makes g exported (see seg.h). */
+static CUresult export_locked(struct cs_segs *s, struct cs_seg *g)
+{
+    if (g->exported)
+        return CUDA_SUCCESS;
+    if (g->state != CS_SEG_RESIDENT)
+        return CUDA_ERROR_ILLEGAL_STATE; /* the caller's gate keeps it resident */
+    if (!g->shareable)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int fd = -1;
+    CUresult r = cs_real.cuMemExportToShareableHandle(&fd, g->h,
+                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    fcntl(fd, F_SETFD, FD_CLOEXEC); /* never leaked into a program the job runs */
+    uint64_t key = cs_ipc_register(fd, g->size);
+    if (!key)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->ipc_key = key;
+    cs_seg_mark_exported_locked(s, g);
+    char b[32];
+    cs_info("GPU %d: %s at 0x%llx exported by CUDA IPC: it stays on the GPU (unswappable) "
+            "until freed", g->dev, cs_format_size(g->size, b, sizeof b),
+            (unsigned long long)g->va);
+    return CUDA_SUCCESS;
+}
+
+CUresult cs_seg_export(CUdeviceptr ptr, struct cs_seg_export *out)
+{
+    pthread_mutex_lock(&idx_mu);
+    struct cs_seg *g = idx_find_locked(ptr);
+    int d = g ? g->dev : -1;
+    pthread_mutex_unlock(&idx_mu);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct cs_segs *s = &cs_segs[d];
+    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&idx_mu);
+    g = idx_find_locked(ptr); /* again under the device lock: it may have gone */
+    pthread_mutex_unlock(&idx_mu);
+    CUresult r = g ? export_locked(s, g) : CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) {
+        out->key = g->ipc_key;
+        out->va = g->va;
+        out->size = g->size;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+uint64_t cs_seg_exported(int dev)
+{
+    return atomic_load_explicit(&cs_segs[dev].exported, memory_order_relaxed);
 }
 
 bool cs_seg_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size, int *dev)
@@ -461,5 +598,6 @@ void cs_seg_reset_after_fork(void)
         pthread_mutex_init(&cs_segs[i].mu, NULL);
         pthread_cond_init(&cs_segs[i].pin_cv, NULL);
         peer_count[i] = 0;
+        atomic_store(&shareable[i], 0);
     }
 }

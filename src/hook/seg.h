@@ -63,6 +63,10 @@ struct cs_seg {
     CUmemGenericAllocationHandle h;  /* the physical memory when RESIDENT */
     struct cs_backing backing;       /* pinned host copy, kept across swaps */
     uint64_t last_grant;             /* lease count when last made resident */
+    bool shareable;                  /* its memory can be exported (POSIX fd) */
+    bool exported;                   /* by CUDA IPC: never leaves the GPU (ipc.h) */
+    uint64_t ipc_key;                /* the export, when exported */
+    struct cs_vmm *vmm;              /* the application's cuMemCreate memory (vmm.h), or NULL */
     /* chunk segments only */
     uint32_t used_units;
     uint64_t bits[CS_CHUNK_UNITS / 64];
@@ -79,6 +83,7 @@ struct cs_segs {
     _Atomic uint64_t swapped;   /* bytes of SWAPPED segments */
     _Atomic uint64_t reserved;  /* bytes of RESERVED segments */
     _Atomic uint64_t backing;   /* pinned host bytes held (written under mu) */
+    _Atomic uint64_t exported;  /* bytes of exported (unswappable) segments */
     uint64_t swap_out_bytes, swap_in_bytes;  /* totals */
     uint64_t swap_out_ns, swap_in_ns;
     uint64_t swap_outs, swap_ins;            /* operations */
@@ -106,6 +111,32 @@ CUresult cs_seg_alloc(struct cs_dev *d, uint64_t bytes, CUdeviceptr *out);
 /* Frees an allocation made by cs_seg_alloc. Returns false if ptr is not
  * one of ours. The bytes it occupied are returned in *bytes. */
 bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev);
+
+/* A segment for the application's own VMM allocation x (vmm.h): placed at
+ * once when the job may use the GPU, else RESERVED. Not in the address
+ * index (the application never sees its range). */
+struct cs_vmm;
+CUresult cs_seg_create_vmm(struct cs_dev *d, uint64_t size, struct cs_vmm *x, struct cs_seg **out);
+/* Destroys a segment (unmapping, backing and all); segs.mu held. */
+void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g);
+/* Marks g exported (never swapped again), counting it; segs.mu held. */
+void cs_seg_mark_exported_locked(struct cs_segs *s, struct cs_seg *g);
+
+/* Exports the segment holding ptr for CUDA IPC (ipc.h): from now until it
+ * is freed the segment stays on the GPU (swap and pin-ahead pass it over,
+ * its bytes are reported unswappable) and no new small allocation joins
+ * it. The first export creates its descriptor; later ones reuse it. The
+ * segment must be resident (the caller is inside the device's gate). */
+struct cs_seg_export {
+    uint64_t key;      /* ipc.c's name for the descriptor */
+    CUdeviceptr va;    /* the segment */
+    uint64_t size;
+};
+CUresult cs_seg_export(CUdeviceptr ptr, struct cs_seg_export *out);
+/* Bytes of dev's segments that are exported (resident, unswappable). */
+uint64_t cs_seg_exported(int dev);
+/* True if dev's segments are created exportable. */
+bool cs_seg_shareable(int dev);
 
 /* Looks up the allocation containing ptr: its base, size and device.
  * False if ptr is not inside one of our allocations. */

@@ -111,13 +111,18 @@ static bool better_pick(const struct cs_seg *a, const struct cs_seg *b, uint64_t
     return ra != rb ? ra > rb : a->size > b->size;
 }
 
-/* Fills out[] with up to max resident segments totalling at least `want`
+static bool movable(const struct cs_seg *g)
+{
+    return g->state == CS_SEG_RESIDENT && !g->exported; /* exported: mapped elsewhere too */
+}
+
+/* Fills out[] with up to max movable segments totalling at least `want`
  * bytes (or all there are), in eviction order. Returns the count. */
 static int choose_victims_locked(struct cs_segs *s, uint64_t want, struct cs_seg **out, int max)
 {
     int all = 0;
     for (struct cs_seg *g = s->head; g; g = g->next)
-        all += g->state == CS_SEG_RESIDENT;
+        all += movable(g);
     if (!all)
         return 0;
     struct cs_seg **cand = malloc((size_t)all * sizeof *cand);
@@ -125,7 +130,7 @@ static int choose_victims_locked(struct cs_segs *s, uint64_t want, struct cs_seg
         return 0;
     int k = 0;
     for (struct cs_seg *g = s->head; g; g = g->next)
-        if (g->state == CS_SEG_RESIDENT)
+        if (movable(g))
             cand[k++] = g;
     int n = 0;
     uint64_t got = 0;
@@ -200,7 +205,7 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
     struct cs_segs *s = &cs_segs[d->ordinal];
     struct cs_seg *v[SWAP_BATCH];
     uint64_t t0 = cs_now_ns();
-    if (!s->resident)
+    if (s->resident <= s->exported)
         return res;
     if (!cs_segs_ensure_ready_locked(s, d->ordinal)) {
         res.status = CUDA_ERROR_NOT_INITIALIZED;
@@ -280,9 +285,11 @@ struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool 
         s->swap_in_ns += res.ns;
         s->swap_ins++;
     }
+    /* Each attempt at debug level: the grant retries every 100 ms and says
+     * what keeps it waiting every 5 s (lease.c). */
     if (res.status != CUDA_SUCCESS && !prefetch)
-        cs_warn("GPU %d: restoring device memory stopped (error %d) after %llu bytes",
-                d->ordinal, (int)res.status, (unsigned long long)res.bytes);
+        cs_debug("GPU %d: restoring device memory stopped (error %d) after %llu bytes",
+                 d->ordinal, (int)res.status, (unsigned long long)res.bytes);
     else if (res.status != CUDA_SUCCESS)
         cs_debug("GPU %d: prefetch stopped (error %d) after %llu bytes", d->ordinal,
                  (int)res.status, (unsigned long long)res.bytes);

@@ -2,11 +2,14 @@
  * reservations, physical allocations and their accounting, mapping, access,
  * a stable VA across unmap/remap with contents restored only by an
  * explicit copy, poison after release, and device faults (never crashes)
- * on unmapped memory. Runs with FAKECUDA_MEM_MB=256. */
+ * on unmapped memory, shareable (POSIX descriptor) handles. Runs with
+ * FAKECUDA_MEM_MB=256. */
 #include "fc_testutil.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define G (2 * MiB)
 
@@ -90,9 +93,66 @@ static void test_create_accounting(void **state)
     CKR(cuMemCreate(&h, G + 4096, &dev_prop, 0), CUDA_ERROR_INVALID_VALUE);
     CKR(cuMemCreate(&h, 256 * MiB, &dev_prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
     CUmemAllocationProp fd = dev_prop;
-    fd.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    fd.requestedHandleTypes = CU_MEM_HANDLE_TYPE_WIN32;
     CKR(cuMemCreate(&h, G, &fd, 0), CUDA_ERROR_NOT_SUPPORTED);
     assert_int_equal(free_now(), before);
+}
+
+/* An allocation created with the POSIX descriptor type exports a
+ * descriptor; importing it maps the same memory (charged once, to the
+ * creator) and keeps it alive after the creator releases it. Plain
+ * allocations and foreign descriptors are refused. */
+static void test_shareable_fd(void **state)
+{
+    size_t before = free_now();
+    CUmemAllocationProp sp = dev_prop;
+    sp.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle h, plain, imp;
+    CK(cuMemCreate(&h, 2 * G, &sp, 0));
+    CK(cuMemCreate(&plain, G, &dev_prop, 0));
+    int fd = -1, other = -1;
+    CKR(cuMemExportToShareableHandle(&other, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        CUDA_ERROR_INVALID_VALUE);
+    CKR(cuMemExportToShareableHandle(&other, h, CU_MEM_HANDLE_TYPE_FABRIC, 0),
+        CUDA_ERROR_NOT_SUPPORTED);
+    CK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    assert_true(fd >= 0);
+    CK(cuMemImportFromShareableHandle(&imp, (void *)(intptr_t)fd,
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    close(fd);                                          /* the caller's to close */
+    assert_int_equal(free_now(), before - 3 * G);      /* not charged twice */
+    CUmemAllocationProp got;
+    CK(cuMemGetAllocationPropertiesFromHandle(&got, imp));
+    assert_int_equal(got.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+    assert_int_equal(got.location.id, 0);
+    CUdeviceptr a, b;
+    CK(cuMemAddressReserve(&a, 2 * G, 0, 0, 0));
+    CK(cuMemAddressReserve(&b, 2 * G, 0, 0, 0));
+    CK(cuMemMap(a, 2 * G, 0, h, 0));
+    CK(cuMemMap(b, 2 * G, 0, imp, 0));
+    set_rw(a, 2 * G);
+    set_rw(b, 2 * G);
+    CK(cuMemsetD32(a, 1234, 2 * G / 4));
+    CK(cuCtxSynchronize());
+    assert_int_equal(fct_get32(b + 2 * G - 4), 1234);  /* the same memory */
+    CK(cuMemUnmap(a, 2 * G));
+    CK(cuMemRelease(h));
+    CK(cuMemRelease(plain));
+    assert_int_equal(free_now(), before);
+    assert_int_equal(fct_get32(b + 8), 1234);          /* the importer keeps it */
+    CK(cuMemUnmap(b, 2 * G));
+    CK(cuMemRelease(imp));
+    int null_fd = open("/dev/null", O_RDONLY);
+    assert_true(null_fd >= 0);
+    CKR(cuMemImportFromShareableHandle(&imp, (void *)(intptr_t)null_fd,
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+        CUDA_ERROR_INVALID_VALUE);
+    close(null_fd);
+    CKR(cuMemImportFromShareableHandle(&imp, (void *)(intptr_t)-1,
+                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+        CUDA_ERROR_INVALID_VALUE);
+    CK(cuMemAddressFree(a, 2 * G));
+    CK(cuMemAddressFree(b, 2 * G));
 }
 
 /* Mapped memory needs cuMemSetAccess before the device may touch it; a
@@ -335,6 +395,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_granularity, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_reserve, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_create_accounting, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_shareable_fd, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_map_and_access, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_va_stable_remap, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_release_while_mapped, fct_setup, fct_teardown),

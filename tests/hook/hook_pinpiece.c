@@ -123,24 +123,35 @@ static void eviction_finishes_what_the_pinner_started(void **state)
 }
 
 struct creator {
+    CUdeviceptr p;
     CUmemGenericAllocationHandle h;
     CUresult r;
-    _Atomic bool inside;
+    uint64_t pinned_before, pinned_after; /* around the cuMemCreate */
+    uint64_t ns;
 };
 
-/* The application's own device allocation: 128 MiB at the simulated
- * FAKECUDA_MEMCREATE_GBPS takes about a second. */
+/* The application's own device allocation, made holding the GPU (a kernel
+ * first takes the lease): 128 MiB at the simulated FAKECUDA_MEMCREATE_GBPS
+ * takes about a second. The pinned bytes are read on this thread just
+ * before and just after it. */
 static void *create_device_memory(void *arg)
 {
     struct creator *c = arg;
     ht_context();
+    if (fck_fill32(0, c->p, 1, 9) != CUDA_SUCCESS || cuCtxSynchronize() != CUDA_SUCCESS) {
+        c->r = CUDA_ERROR_UNKNOWN;
+        return NULL;
+    }
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = 0;
-    c->inside = true;
+    c->pinned_before = ht_stats(0).mem_pinned;
+    uint64_t t0 = ht_now_ns();
     c->r = cuMemCreate(&c->h, 128 * MiB, &prop, 0);
+    c->ns = ht_now_ns() - t0;
+    c->pinned_after = ht_stats(0).mem_pinned;
     return NULL;
 }
 
@@ -152,23 +163,22 @@ static void pinner_gives_way_to_the_apps_allocation(void **state)
     uint64_t prep = next_request++;
     assert_true(mock_evict(mock, 0, prep, CS_ALL_BYTES, CS_EVICT_PREPARE));
     pinned_at_least(PIECE); /* under way */
-    struct creator c = {0, CUDA_ERROR_UNKNOWN, false};
+    struct creator c = {p, 0, CUDA_ERROR_UNKNOWN, 0, 0, 0};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, create_device_memory, &c), 0);
-    while (!c.inside)
-        ht_sleep_ms(1);
-    uint64_t at_start = ht_stats(0).mem_pinned;
-    /* 600 ms into the app's second-long cuMemCreate: pinning on would have
-     * done seven more pieces; giving way, at most the one in flight (and
-     * one started as the app thread entered). */
-    ht_sleep_ms(600);
-    assert_true(ht_stats(0).mem_pinned <= at_start + 2 * PIECE);
     pthread_join(t, NULL);
     CK(c.r);
+    /* During the app's second-long cuMemCreate, pinning on would have done
+     * a dozen more pieces; giving way, at most the one in flight (and one
+     * started as the app thread entered). */
+    assert_true(c.ns > 500000000ull); /* the premise: a slow allocation */
+    assert_true(c.pinned_after <= c.pinned_before + 2 * PIECE);
+    /* The new memory is swappable too (vmm.h): the PREPARE, asked for all
+     * there is, backs it as well. */
     struct cs_msg_evicted e = evicted(prep);
     assert_int_equal(e.status, 0);
-    assert_int_equal(e.bytes, size);
-    assert_int_equal(ht_stats(0).mem_pinned, size);
+    assert_int_equal(e.bytes, size + 128 * MiB);
+    assert_int_equal(ht_stats(0).mem_pinned, size + 128 * MiB);
     CK(cuMemRelease(c.h));
     CK(cuMemFree(p));
     assert_int_equal(ht_stats(0).mem_pinned, 0);

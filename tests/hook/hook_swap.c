@@ -7,13 +7,12 @@
  * at the same addresses; partial eviction moves only what was asked; EVICT
  * while idle and PREPARE work; pointer queries answer while swapped out;
  * an allocation that cannot get room fails with OUT_OF_MEMORY after asking
- * the scheduler; work recorded by stream capture needs no lease; a CUDA IPC
- * export of swappable memory is refused with a reason.
+ * the scheduler; work recorded by stream capture needs no lease. CUDA IPC
+ * of swappable memory: hook_ipc.c.
  */
 #include "hooktest.h"
 #include "mock_sched.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,15 +35,6 @@ static int setup(void **state)
     (void)state;
     ht_context();
     return 0;
-}
-
-/* Revokes the current lease (the job must be idle) and waits for RELEASE. */
-static struct cs_msg_release take_back(uint64_t evict)
-{
-    struct cs_msg_release r;
-    assert_true(mock_revoke_wait(mock, 0, evict, &r));
-    assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_IDLE);
-    return r;
 }
 
 static CUdeviceptr a, b;
@@ -87,7 +77,7 @@ static void swap_out_and_back_keeps_data(void **state)
     CK(fck_add32(0, a, A_BYTES / 4, 4)); /* 7 everywhere */
     CK(cuCtxSynchronize());
     size_t f0 = device_free();
-    struct cs_msg_release rel = take_back(CS_ALL_BYTES);
+    struct cs_msg_release rel = mock_take_back(mock, CS_ALL_BYTES);
     assert_true(rel.swapped_bytes >= A_BYTES + B_BYTES);
     struct cushare_stats s = ht_stats(0);
     assert_int_equal(s.mem_swapped, rel.swapped_bytes);
@@ -105,7 +95,7 @@ static void swap_out_and_back_keeps_data(void **state)
 static void partial_eviction_moves_only_what_was_asked(void **state)
 {
     (void)state;
-    struct cs_msg_release rel = take_back(A_BYTES);
+    struct cs_msg_release rel = mock_take_back(mock, A_BYTES);
     /* The largest segment goes first and is enough on its own. */
     assert_int_equal(rel.swapped_bytes, A_BYTES);
     assert_int_equal(ht_stats(0).mem_swapped, A_BYTES);
@@ -116,7 +106,7 @@ static void partial_eviction_moves_only_what_was_asked(void **state)
 static void evict_while_idle_and_prepare(void **state)
 {
     (void)state;
-    take_back(0);
+    mock_take_back(mock, 0);
     assert_int_equal(ht_stats(0).mem_swapped, 0);
     struct cs_msg m;
     assert_true(mock_evict(mock, 0, 77, CS_ALL_BYTES, CS_EVICT_PREPARE));
@@ -154,7 +144,7 @@ static void evict_while_idle_and_prepare(void **state)
 static void prefetch_restores_with_gate_closed(void **state)
 {
     (void)state;
-    take_back(CS_ALL_BYTES);
+    mock_take_back(mock, CS_ALL_BYTES);
     assert_true(ht_stats(0).mem_swapped >= A_BYTES + B_BYTES);
     struct cs_msg m;
     assert_true(mock_prefetch(mock, 0, 91, CS_ALL_BYTES >> 2));
@@ -179,7 +169,7 @@ static void prefetch_restores_with_gate_closed(void **state)
 static void capture_needs_no_lease(void **state)
 {
     (void)state;
-    take_back(0);
+    mock_take_back(mock, 0);
     int acquires = mock_count(mock, CS_MSG_ACQUIRE);
     mock_set_auto_grant(mock, false);
     CUstream s;
@@ -208,7 +198,7 @@ static void capture_needs_no_lease(void **state)
 static void reservation_beyond_the_device_fails(void **state)
 {
     (void)state;
-    take_back(0);
+    mock_take_back(mock, 0);
     size_t total;
     CK(cuDeviceTotalMem(&total, 0));
     int rooms = mock_count(mock, CS_MSG_ROOM);
@@ -242,37 +232,6 @@ static void no_room_means_out_of_memory(void **state)
     assert_int_equal(s.mem_pinned, 0); /* backing goes with the memory */
 }
 
-/* CUDA IPC cannot name swappable (VMM) memory: the export is refused with
- * NOT_SUPPORTED and a warning that names the cause and CUSHARE_SWAP=off,
- * never an opaque driver error. */
-static void ipc_export_refused_with_reason(void **state)
-{
-    (void)state;
-    CUdeviceptr p;
-    CK(cuMemAlloc(&p, 4 * MiB));
-    char path[4200];
-    snprintf(path, sizeof path, "%s", ht_path("ipc-stderr.log"));
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    int saved = dup(2);
-    assert_true(saved >= 0 && dup2(fd, 2) == 2);
-    CUipcMemHandle h;
-    CUresult r = cuIpcGetMemHandle(&h, p + 4096);
-    dup2(saved, 2);
-    close(saved);
-    close(fd);
-    assert_int_equal(r, CUDA_ERROR_NOT_SUPPORTED);
-    char buf[1024] = {0};
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    assert_true(n > 0);
-    assert_non_null(strstr(buf, "CUDA IPC cannot export"));
-    assert_non_null(strstr(buf, "CUSHARE_SWAP=off"));
-    CK(cuMemFree(p));
-}
-
 int main(int argc, char **argv)
 {
     static char env_sock[4200];
@@ -291,7 +250,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(capture_needs_no_lease),
         cmocka_unit_test(reservation_beyond_the_device_fails),
         cmocka_unit_test(no_room_means_out_of_memory),
-        cmocka_unit_test(ipc_export_refused_with_reason),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     mock_stop(mock);

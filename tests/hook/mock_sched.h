@@ -30,6 +30,11 @@ bool mock_revoke(struct mock_sched *m, uint32_t slot, uint64_t lease_id, uint64_
  * False if there was no lease, the send failed or no RELEASE came. */
 bool mock_revoke_wait(struct mock_sched *m, uint32_t slot, uint64_t evict,
                       struct cs_msg_release *out);
+/* Revokes device 0's lease with evict_bytes = evict, waits for RELEASE and
+ * asserts (cmocka) that the job is then idle; the RELEASE. Defined in
+ * hooktest.c (the hook tests' helpers), not linked into the benchmarks. */
+struct cs_msg_release mock_take_back(struct mock_sched *m, uint64_t evict);
+
 bool mock_evict(struct mock_sched *m, uint32_t slot, uint64_t request_id, uint64_t bytes,
                 uint32_t flags);
 
