@@ -12,6 +12,9 @@
 #include "hook/config.h"
 #include "hook/mem.h"
 #include "common/log.h"
+#include "common/util.h"
+
+#include <time.h>
 
 #include <pthread.h>
 
@@ -56,8 +59,13 @@ CS_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
 /* A context costs device memory (about 500 MiB on an H100) the hook cannot
  * see in advance. When the driver cannot create one because other jobs'
  * memory fills the GPU, ask the scheduler to move idle jobs' memory out
- * (ROOM, CS_ROOM_CONTEXT) and try again, instead of failing the start. */
+ * (ROOM, CS_ROOM_CONTEXT) and try again, instead of failing the start.
+ * A refusal can be momentary: every other job may be holding the GPU or
+ * moving memory for someone else just then (seen on an H100 with four
+ * GPT-2 jobs starting at once). So a refused ROOM is asked again with a
+ * growing pause, for up to 5 s, as an allocation's is (swap.c). */
 #define CS_CONTEXT_ROOM (1ull << 30)
+#define CONTEXT_ROOM_PATIENCE_NS 5000000000ull
 
 static bool room_for_context(CUdevice dev)
 {
@@ -67,7 +75,15 @@ static bool room_for_context(CUdevice dev)
     if (!d || !cs_client_is_connected())
         return false;
     cs_info("GPU %d is full: asking the scheduler for room for a new context", (int)dev);
-    return cs_client_request_room_flags((int)dev, CS_CONTEXT_ROOM, CS_ROOM_CONTEXT) == 0;
+    uint64_t t0 = cs_now_ns();
+    for (uint32_t pause_ms = 25;; pause_ms = pause_ms < 400 ? pause_ms * 2 : 400) {
+        if (cs_client_request_room_flags((int)dev, CS_CONTEXT_ROOM, CS_ROOM_CONTEXT) == 0)
+            return true;
+        if (!cs_client_is_connected() || cs_now_ns() - t0 > CONTEXT_ROOM_PATIENCE_NS)
+            return false;
+        struct timespec ts = {0, (long)pause_ms * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 CS_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

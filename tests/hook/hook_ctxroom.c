@@ -3,8 +3,9 @@
  *
  * A child process (without the hook) fills the simulated GPU and sits idle.
  * This process's cuDevicePrimaryCtxRetain then fails for lack of memory; the
- * hook sends ROOM flagged CS_ROOM_CONTEXT; the scripted scheduler "makes
- * room" by ending the idle child; the retry creates the context.
+ * hook sends ROOM flagged CS_ROOM_CONTEXT; the scripted scheduler refuses
+ * the first two (every victim busy just then), then "makes room" by ending
+ * the idle child; the hook keeps asking, and the retry creates the context.
  */
 #include "hooktest.h"
 #include "mock_sched.h"
@@ -48,7 +49,11 @@ static void make_room(const struct cs_msg_room *r, void *arg)
     (void)arg;
     if (!(r->flags & CS_ROOM_CONTEXT))
         return;
-    context_rooms++;
+    if (++context_rooms <= 2) {
+        mock_set_room_status(mock, CUDA_ERROR_OUT_OF_MEMORY);
+        return;
+    }
+    mock_set_room_status(mock, 0);
     if (filler > 0) {
         kill(filler, SIGKILL);
         waitpid(filler, NULL, 0);
@@ -77,7 +82,7 @@ static void context_on_a_full_gpu(void **state)
     CUcontext c;
     CK(cuInit(0));
     CK(cuDevicePrimaryCtxRetain(&c, 0));
-    assert_true(context_rooms >= 1);
+    assert_true(context_rooms >= 3);
     assert_int_equal(filler, 0);
     CK(cuCtxSetCurrent(c));
     CUdeviceptr p;
