@@ -243,7 +243,7 @@ quantum_cap_ms = 2000"
 
 section_swap() {
     say "## swap"
-    ours "$B/bin/cs_pinbench" --gib 4 --reps 3 | tee "$OUT/pinbench.md" >>"$SUM"
+    ours "$B/bin/cs_pinbench" --gib 4 --reps 3 --duplex-gib 30 | tee "$OUT/pinbench.md" >>"$SUM"
     ours "$B/bin/cs_swapbench" --gib $([ $QUICK = 1 ] && echo 8 || echo 30) --allocs 15 --rounds 3 \
         2>"$OUT/swapbench.err" | tee "$OUT/swapbench.md" >>"$SUM" || fail "cs_swapbench"
 }

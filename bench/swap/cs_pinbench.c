@@ -1,6 +1,6 @@
 /* cs_pinbench: which pinned host memory should back swapped-out memory?
  *
- *   cs_pinbench [--gib N] [--reps R]
+ *   cs_pinbench [--gib N] [--reps R] [--duplex-gib D]
  *
  * For each way of getting pinned host memory the driver can DMA to —
  *   hostalloc  cuMemHostAlloc(PORTABLE)
@@ -15,6 +15,12 @@
  * (GB/s, 1e9 bytes), median over R repetitions. The swap engine keeps its
  * backing across swaps, so the first number is paid once per job and the
  * second on every switch. Runs on the real driver (no hook needed).
+ *
+ * With --duplex-gib D it then measures both directions at once, as when one
+ * job's swap-out overlaps the next job's restore: D GiB device-to-host on
+ * one stream while another D GiB go host-to-device on a second, both into
+ * vmmhost backing (what cushare uses); each direction's rate from its own
+ * events, and the aggregate over the wall time, median over R.
  */
 #include <cuda.h>
 
@@ -111,22 +117,76 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+/* One direction's copy on its own stream, bracketed by events. */
+struct leg {
+    CUstream s;
+    CUevent a, b;
+    CUdeviceptr dst, src;
+};
+
+static void duplex(size_t size, int reps)
+{
+    struct leg out = {0}, in = {0};
+    struct pinned ho = {.size = size}, hi = {.size = size};
+    CUdeviceptr dout, din;
+    bench_check(cuMemAlloc(&dout, size), "cuMemAlloc");
+    bench_check(cuMemAlloc(&din, size), "cuMemAlloc");
+    get_vmmhost(&ho);
+    get_vmmhost(&hi);
+    out.dst = ho.dptr, out.src = dout;
+    in.dst = din, in.src = hi.dptr;
+    struct leg *legs[2] = {&out, &in};
+    for (int i = 0; i < 2; i++) {
+        bench_check(cuStreamCreate(&legs[i]->s, CU_STREAM_NON_BLOCKING), "stream");
+        bench_check(cuEventCreate(&legs[i]->a, CU_EVENT_DEFAULT), "event");
+        bench_check(cuEventCreate(&legs[i]->b, CU_EVENT_DEFAULT), "event");
+    }
+    double d2h[20], h2d[20], both[20];
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now_s();
+        for (int i = 0; i < 2; i++) {
+            bench_check(cuEventRecord(legs[i]->a, legs[i]->s), "event");
+            bench_check(cuMemcpyAsync(legs[i]->dst, legs[i]->src, size, legs[i]->s), "copy");
+            bench_check(cuEventRecord(legs[i]->b, legs[i]->s), "event");
+        }
+        for (int i = 0; i < 2; i++)
+            bench_check(cuStreamSynchronize(legs[i]->s), "sync");
+        both[r] = 2.0 * (double)size / (bench_now_s() - t0) / 1e9;
+        float ms;
+        bench_check(cuEventElapsedTime(&ms, out.a, out.b), "elapsed");
+        d2h[r] = (double)size / (ms / 1e3) / 1e9;
+        bench_check(cuEventElapsedTime(&ms, in.a, in.b), "elapsed");
+        h2d[r] = (double)size / (ms / 1e3) / 1e9;
+    }
+    printf("\n| both at once | D2H GB/s | H2D GB/s | aggregate GB/s |\n|---|---:|---:|---:|\n");
+    printf("| %.1f GiB each way | %.1f | %.1f | %.1f |\n", (double)size / (1ull << 30),
+           median(d2h, reps), median(h2d, reps), median(both, reps));
+    put_vmmhost(&ho);
+    put_vmmhost(&hi);
+    cuMemFree(dout);
+    cuMemFree(din);
+}
+
 int main(int argc, char **argv)
 {
-    double gib = 4;
+    double gib = 4, duplex_gib = 0;
     int reps = 3;
-    static const struct option lo[] = {
-        {"gib", required_argument, 0, 'g'}, {"reps", required_argument, 0, 'r'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {{"gib", required_argument, 0, 'g'},
+                                       {"reps", required_argument, 0, 'r'},
+                                       {"duplex-gib", required_argument, 0, 'd'},
+                                       {0, 0, 0, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "g:r:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "g:r:d:", lo, NULL)) != -1) {
         if (c == 'g')
             gib = atof(optarg);
         else if (c == 'r')
             reps = atoi(optarg);
+        else if (c == 'd')
+            duplex_gib = atof(optarg);
         else
             return 2;
     }
-    if (gib <= 0 || reps < 1 || reps > 20)
+    if (gib <= 0 || reps < 1 || reps > 20 || duplex_gib < 0)
         return 2;
     size_t size = (size_t)(gib * (double)(1ull << 30));
     size = (size + (2u << 20) - 1) / (2u << 20) * (2u << 20);
@@ -177,5 +237,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     printf("\n(%.1f GiB, median of %d)\n", (double)size / (1ull << 30), reps);
+    if (duplex_gib > 0) {
+        bench_check(cuMemFree(dev), "cuMemFree");
+        size_t dsize = (size_t)(duplex_gib * (double)(1ull << 30));
+        duplex((dsize + (2u << 20) - 1) / (2u << 20) * (2u << 20), reps);
+    }
     return 0;
 }
