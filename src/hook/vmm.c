@@ -47,7 +47,6 @@ static struct mapping **maps;
 static size_t n_maps, cap_maps;
 static uint64_t next_id = 1;
 
-
 /* ---- tables (vmm_mu held) -------------------------------------------------- */
 
 static size_t obj_lower_bound(uint64_t id)
