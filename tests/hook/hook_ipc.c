@@ -418,13 +418,7 @@ int main(int argc, char **argv)
     if (argc > 1 && (strcmp(argv[1], "import") == 0 || strcmp(argv[1], "refused") == 0 ||
                      strcmp(argv[1], "nofd") == 0))
         return importer(argc, argv);
-    static char env_sock[4200];
-    snprintf(env_sock, sizeof env_sock, "CUSHARE_SOCKET=%s", ht_path("mock.sock"));
-    const char *const env[] = {env_sock, NULL};
-    hooktest_preload(argc, argv, env);
-    mock = mock_start(ht_path("mock.sock"), 60000);
-    assert_non_null(mock);
-    mock_set_auto_grant(mock, true);
+    mock = ht_mock_preload(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(export_pins_memory_and_says_so),
         cmocka_unit_test(revoke_moves_everything_else),

@@ -234,13 +234,7 @@ static void no_room_means_out_of_memory(void **state)
 
 int main(int argc, char **argv)
 {
-    static char env_sock[4200];
-    snprintf(env_sock, sizeof env_sock, "CUSHARE_SOCKET=%s", ht_path("mock.sock"));
-    const char *const env[] = {env_sock, NULL};
-    hooktest_preload(argc, argv, env);
-    mock = mock_start(ht_path("mock.sock"), 60000);
-    assert_non_null(mock);
-    mock_set_auto_grant(mock, true);
+    mock = ht_mock_preload(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(allocation_before_grant_is_reserved),
         cmocka_unit_test(swap_out_and_back_keeps_data),

@@ -120,3 +120,16 @@ struct cs_msg_release mock_take_back(struct mock_sched *m, uint64_t evict)
     assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_IDLE);
     return r;
 }
+
+/* (declared in mock_sched.h) */
+struct mock_sched *ht_mock_preload(int argc, char **argv)
+{
+    static char env_sock[4200];
+    snprintf(env_sock, sizeof env_sock, "CUSHARE_SOCKET=%s", ht_path("mock.sock"));
+    const char *const env[] = {env_sock, NULL};
+    hooktest_preload(argc, argv, env);
+    struct mock_sched *m = mock_start(ht_path("mock.sock"), 60000);
+    assert_non_null(m);
+    mock_set_auto_grant(m, true);
+    return m;
+}

@@ -30,6 +30,12 @@ bool mock_revoke(struct mock_sched *m, uint32_t slot, uint64_t lease_id, uint64_
  * False if there was no lease, the send failed or no RELEASE came. */
 bool mock_revoke_wait(struct mock_sched *m, uint32_t slot, uint64_t evict,
                       struct cs_msg_release *out);
+/* For a hook test's main: re-executes the program under the hook
+ * (hooktest_preload) pointed at a scripted scheduler on $TEST_TMP/mock.sock,
+ * started here, which grants the lease whenever asked. Defined in
+ * hooktest.c. */
+struct mock_sched *ht_mock_preload(int argc, char **argv);
+
 /* Revokes device 0's lease with evict_bytes = evict, waits for RELEASE and
  * asserts (cmocka) that the job is then idle; the RELEASE. Defined in
  * hooktest.c (the hook tests' helpers), not linked into the benchmarks. */
