@@ -202,3 +202,10 @@ bool cs_grow_array(void **arr, size_t *cap, size_t n, size_t elem)
     *cap = ncap;
     return true;
 }
+
+void cs_backoff_sleep(uint32_t *pause_ms)
+{
+    *pause_ms = *pause_ms ? (*pause_ms < 400 ? *pause_ms * 2 : 400) : 25;
+    struct timespec ts = {0, (long)*pause_ms * 1000000L};
+    nanosleep(&ts, NULL);
+}

@@ -56,6 +56,11 @@ const char *cs_priority_name(int prio);
 /* Copies src into dst[cap] always NUL-terminating; returns dst. */
 char *cs_strlcpy(char *dst, const char *src, size_t cap);
 
+/* Sleeps for *pause_ms after growing it (25, 50, 100 ... 400 ms; start at
+ * 0): the pause between asks for something that may free up in a moment,
+ * such as room on a GPU. */
+void cs_backoff_sleep(uint32_t *pause_ms);
+
 /* Makes room for element n of the array *arr (capacity *cap, in elements
  * of elem bytes), doubling it (first 64) when full. False when out of
  * memory, the array untouched. */

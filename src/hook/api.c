@@ -58,7 +58,9 @@ static void fill_stats(int device, struct cushare_stats *out)
     out->mem_resident = res;
     out->mem_swapped = swp;
     out->mem_reserved = rsv;
-    out->mem_unswappable = cs_mem_unswappable(device) + cs_seg_exported(device);
+    struct cs_msg_usage u;
+    cs_mem_fill_usage(d, &u); /* what the scheduler is told, derived once */
+    out->mem_unswappable = u.unswappable;
     struct cs_segs *s = &cs_segs[device];
     pthread_mutex_lock(&s->mu);
     out->mem_pinned = s->backing;

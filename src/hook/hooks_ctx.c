@@ -14,7 +14,6 @@
 #include "common/log.h"
 #include "common/util.h"
 
-#include <time.h>
 
 #include <pthread.h>
 
@@ -76,13 +75,11 @@ static bool room_for_context(CUdevice dev)
         return false;
     cs_info("GPU %d is full: asking the scheduler for room for a new context", (int)dev);
     uint64_t t0 = cs_now_ns();
-    for (uint32_t pause_ms = 25;; pause_ms = pause_ms < 400 ? pause_ms * 2 : 400) {
+    for (uint32_t pause_ms = 0;; cs_backoff_sleep(&pause_ms)) {
         if (cs_client_request_room_flags((int)dev, CS_CONTEXT_ROOM, CS_ROOM_CONTEXT) == 0)
             return true;
         if (!cs_client_is_connected() || cs_now_ns() - t0 > CONTEXT_ROOM_PATIENCE_NS)
             return false;
-        struct timespec ts = {0, (long)pause_ms * 1000000L};
-        nanosleep(&ts, NULL);
     }
 }
 

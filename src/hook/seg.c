@@ -78,6 +78,30 @@ static struct cs_seg *idx_find_locked(CUdeviceptr ptr)
     return ptr >= g->va && ptr < g->va + g->size ? g : NULL;
 }
 
+static struct cs_seg *idx_find(CUdeviceptr ptr)
+{
+    pthread_mutex_lock(&idx_mu);
+    struct cs_seg *g = idx_find_locked(ptr);
+    pthread_mutex_unlock(&idx_mu);
+    return g;
+}
+
+/* Locks the segs.mu of the device whose segment holds ptr and finds the
+ * segment again under it (*g NULL if it went meanwhile). Returns that
+ * device's ordinal, or -1, with nothing locked, if ptr is in no segment. */
+static int lock_dev_of(CUdeviceptr ptr, struct cs_seg **g)
+{
+    pthread_mutex_lock(&idx_mu);
+    struct cs_seg *found = idx_find_locked(ptr);
+    int d = found ? found->dev : -1; /* read under idx_mu: it may go */
+    pthread_mutex_unlock(&idx_mu);
+    if (d < 0)
+        return -1;
+    pthread_mutex_lock(&cs_segs[d].mu);
+    *g = idx_find(ptr);
+    return d;
+}
+
 /* ---- bitmaps --------------------------------------------------------------
  * bits: unit in use; starts: an allocation begins at this unit. */
 
@@ -419,26 +443,17 @@ CUresult cs_seg_create_vmm(struct cs_dev *d, uint64_t size, struct cs_vmm *x, st
 
 bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
 {
-    pthread_mutex_lock(&idx_mu);
-    struct cs_seg *g = idx_find_locked(ptr);
-    int d = g ? g->dev : -1;
-    pthread_mutex_unlock(&idx_mu);
-    if (!g)
+    struct cs_seg *g;
+    int d = lock_dev_of(ptr, &g);
+    if (d < 0)
         return false;
     struct cs_segs *s = &cs_segs[d];
-    pthread_mutex_lock(&s->mu);
-    /* Look again under the device lock: the segment may have gone. */
-    pthread_mutex_lock(&idx_mu);
-    g = idx_find_locked(ptr);
-    pthread_mutex_unlock(&idx_mu);
     /* A piece being pinned into this segment's backing lands first (the
      * wait releases the lock: look it up once more). */
     bool held = g && s->pinning == g;
     if (held) {
         cs_backing_hold_pinner_locked(s);
-        pthread_mutex_lock(&idx_mu);
-        g = idx_find_locked(ptr);
-        pthread_mutex_unlock(&idx_mu);
+        g = idx_find(ptr);
     }
     bool ok = false;
     if (g && g->dev == d) {
@@ -509,18 +524,12 @@ static CUresult export_locked(struct cs_segs *s, struct cs_seg *g)
 
 CUresult cs_seg_export(CUdeviceptr ptr, struct cs_seg_export *out)
 {
-    pthread_mutex_lock(&idx_mu);
-    struct cs_seg *g = idx_find_locked(ptr);
-    int d = g ? g->dev : -1;
-    pthread_mutex_unlock(&idx_mu);
-    if (!g)
+    struct cs_seg *g;
+    int d = lock_dev_of(ptr, &g);
+    if (d < 0)
         return CUDA_ERROR_INVALID_VALUE;
     struct cs_segs *s = &cs_segs[d];
-    pthread_mutex_lock(&s->mu);
-    pthread_mutex_lock(&idx_mu);
-    g = idx_find_locked(ptr); /* again under the device lock: it may have gone */
-    pthread_mutex_unlock(&idx_mu);
-    CUresult r = g ? export_locked(s, g) : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = g && g->dev == d ? export_locked(s, g) : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
         out->key = g->ipc_key;
         out->va = g->va;

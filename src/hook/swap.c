@@ -53,9 +53,7 @@ static CUresult map_with_room_locked(struct cs_dev *d, struct cs_seg *g)
         if (cs_client_request_room(d->ordinal, g->size) != 0) {
             if (!cs_client_is_connected())
                 break;
-            pause_ms = pause_ms ? (pause_ms < 400 ? pause_ms * 2 : 400) : 25;
-            struct timespec ts = {0, (long)pause_ms * 1000000L};
-            nanosleep(&ts, NULL);
+            cs_backoff_sleep(&pause_ms);
         }
         asked = true;
         r = cs_seg_map_locked(g);

@@ -264,38 +264,46 @@ void cs_vmm_unmap_locked(struct cs_seg *g)
 
 /* ---- the application's calls ------------------------------------------------- */
 
-/* Properties the driver has accepted or refused, found by creating one
- * granule: memory made while the job does not hold the GPU is created only
- * at the grant, and a property the driver refuses (PyTorch asks for FABRIC
- * handles first and falls back on NOT_PERMITTED) must be refused at
- * cuMemCreate, not at every restore after. Guarded by vmm_mu. */
+/* Properties the driver has accepted or refused, with their granularity,
+ * found by creating one granule: memory made while the job does not hold
+ * the GPU is created only at the grant, and a property the driver refuses
+ * (PyTorch asks for FABRIC handles first and falls back on NOT_PERMITTED)
+ * must be refused at cuMemCreate, not at every restore after. Guarded by
+ * vmm_mu. */
 #define PROBES 16
 static struct probe {
     CUmemAllocationProp prop;
     CUresult r;
+    size_t gran;
 } probes[PROBES];
 static unsigned n_probes;
 
-static CUresult check_prop(const CUmemAllocationProp *prop, size_t gran)
+/* The driver's verdict on prop and its granularity (*gran, on success). */
+static CUresult check_prop(const CUmemAllocationProp *prop, size_t *gran)
 {
     pthread_mutex_lock(&vmm_mu);
     for (unsigned i = 0; i < n_probes; i++) {
         if (memcmp(&probes[i].prop, prop, sizeof *prop) == 0) {
             CUresult r = probes[i].r;
+            *gran = probes[i].gran;
             pthread_mutex_unlock(&vmm_mu);
             return r;
         }
     }
     pthread_mutex_unlock(&vmm_mu);
+    CUresult r = cs_real.cuMemGetAllocationGranularity(gran, prop,
+                                                       CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (r != CUDA_SUCCESS)
+        return r;
     CUmemGenericAllocationHandle h;
-    CUresult r = cs_real.cuMemCreate(&h, gran, prop, 0);
+    r = cs_real.cuMemCreate(&h, *gran, prop, 0);
     if (r == CUDA_SUCCESS)
         cs_real.cuMemRelease(h);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return CUDA_SUCCESS; /* cannot tell on a full GPU: the real create will */
     pthread_mutex_lock(&vmm_mu);
     if (n_probes < PROBES)
-        probes[n_probes++] = (struct probe){*prop, r};
+        probes[n_probes++] = (struct probe){*prop, r, *gran};
     pthread_mutex_unlock(&vmm_mu);
     return r;
 }
@@ -304,14 +312,11 @@ CUresult cs_vmm_create(struct cs_dev *d, CUmemGenericAllocationHandle *out, size
                        const CUmemAllocationProp *prop)
 {
     size_t gran = 0;
-    CUresult r = cs_real.cuMemGetAllocationGranularity(&gran, prop,
-                                                       CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    CUresult r = check_prop(prop, &gran);
     if (r != CUDA_SUCCESS)
         return r;
     if (size == 0 || gran == 0 || size % gran)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((r = check_prop(prop, gran)) != CUDA_SUCCESS)
-        return r;
     struct cs_vmm *x = calloc(1, sizeof *x);
     if (!x)
         return CUDA_ERROR_OUT_OF_MEMORY;
