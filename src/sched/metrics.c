@@ -24,6 +24,9 @@
 /* Per-connection memory for the request and the reply's headers (the page
  * itself is a separate buffer); a scraper's request is a few hundred bytes. */
 #define METRICS_CONN_MEMORY (16u * 1024u)
+/* libmicrohttpd's log lines let through a minute. */
+#define METRICS_LOG_BURST 10u
+#define METRICS_LOG_WINDOW_NS 60000000000ull
 
 struct sd_metrics {
     struct MHD_Daemon *mhd;
@@ -31,6 +34,8 @@ struct sd_metrics {
     int epfd;
     uint16_t port;
     struct sd_mguard guard; /* who may keep a connection open */
+    uint64_t log_window_ns;   /* mhd_log's current minute, and its counts */
+    unsigned log_count, log_dropped;
 };
 
 /* ---- rendering ------------------------------------------------------------------ */
@@ -514,9 +519,25 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+/* libmicrohttpd's messages, most of them about one client's connection (one
+ * for every connection a flood has evicted): at most METRICS_LOG_BURST a
+ * minute, then one line saying how many were left out, so that a client
+ * cannot fill the daemon's log. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    struct sd_metrics *m = cls;
+    uint64_t now = sd_server_now(m->srv);
+    if (now - m->log_window_ns >= METRICS_LOG_WINDOW_NS) {
+        if (m->log_dropped)
+            cs_warn("metrics: %u more messages of libmicrohttpd left out", m->log_dropped);
+        m->log_window_ns = now;
+        m->log_count = m->log_dropped = 0;
+    }
+    if (m->log_count >= METRICS_LOG_BURST) {
+        m->log_dropped++;
+        return;
+    }
+    m->log_count++;
     char line[256];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = '\0';
@@ -564,7 +585,7 @@ struct sd_metrics *sd_metrics_start(struct sd_server *s, const char *hostport, c
     /* No per-IP limit of MHD's own: it refuses the newest connection, which
      * is the scraper's under a flood; the guard evicts the oldest instead. */
     m->mhd = MHD_start_daemon(flags, port, NULL, NULL, on_request, m,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)SD_MGUARD_SLOTS,
                               MHD_OPTION_CONNECTION_TIMEOUT, METRICS_TIMEOUT_S,
