@@ -26,7 +26,7 @@ ALL_TARGETS += $(CUSHARED)
 SD_TDIR := $(BUILD)/tests/sched
 
 # Unit tests (cmocka): pure modules, no sockets, simulated time.
-SD_UNIT := test_policy test_proto test_config test_lc
+SD_UNIT := test_policy test_proto test_config test_lc test_mguard
 $(SD_UNIT:%=$(SD_TDIR)/%): $(SD_TDIR)/%: $(OBJ)/tests/sched/%.o $(SCHED_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka $(SCHED_LIBS) -lm
@@ -39,21 +39,30 @@ $(SD_TDIR)/test_daemon: $(SD_ITEST_OBJS) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka
 
+# The metrics endpoint under connection floods (issue 17): a real cushared
+# and the same scripted client, plus raw TCP connections.
+$(SD_TDIR)/test_metrics_flood: $(OBJ)/tests/sched/test_metrics_flood.o $(OBJ)/tests/sched/tclient.o \
+                               $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka
+
 # A do-nothing shared object: cushare-run's test preloads it in place of
 # libcushare.so so that `env` runs clean whether or not the hook is built.
 $(SD_TDIR)/libempty.so: tests/sched/empty.c
 	@mkdir -p $(dir $@)
 	$(CC) -shared -fPIC -o $@ $<
 
-SD_TEST_BINS := $(SD_UNIT:%=$(SD_TDIR)/%) $(SD_TDIR)/test_daemon $(SD_TDIR)/libempty.so
+SD_TEST_BINS := $(SD_UNIT:%=$(SD_TDIR)/%) $(SD_TDIR)/test_daemon $(SD_TDIR)/test_metrics_flood \
+                $(SD_TDIR)/libempty.so
 TEST_BINS += $(SD_TEST_BINS)
-TESTS += $(SD_UNIT:%=$(SD_TDIR)/%) $(SD_TDIR)/test_daemon
+TESTS += $(SD_UNIT:%=$(SD_TDIR)/%) $(SD_TDIR)/test_daemon $(SD_TDIR)/test_metrics_flood
 # The daemon is single-threaded; under TSan the integration test still
 # checks that nothing (libmicrohttpd included) races with the loop.
 TSAN_TESTS += $(SD_TDIR)/test_daemon
 
 # test_daemon runs the programs it tests; they must be built first.
 $(SD_TDIR)/test_daemon: | $(CUSHARED) $(BUILD)/bin/cusharectl $(BUILD)/bin/cushare-run
+$(SD_TDIR)/test_metrics_flood: | $(CUSHARED)
 
 # ---- fuzzing -----------------------------------------------------------------
 # libFuzzer needs clang; the fuzzers build their own instrumented copy of the

@@ -15,13 +15,27 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "sched/mguard.h"
 #include "sched/server.h"
+
+/* Idle time after which libmicrohttpd closes a connection (no byte read or
+ * written): a scrape takes milliseconds. */
+#define METRICS_TIMEOUT_S 5u
+/* Per-connection memory for the request and the reply's headers (the page
+ * itself is a separate buffer); a scraper's request is a few hundred bytes. */
+#define METRICS_CONN_MEMORY (16u * 1024u)
+/* libmicrohttpd's log lines let through a minute. */
+#define METRICS_LOG_BURST 10u
+#define METRICS_LOG_WINDOW_NS 60000000000ull
 
 struct sd_metrics {
     struct MHD_Daemon *mhd;
     const struct sd_server *srv;
     int epfd;
     uint16_t port;
+    struct sd_mguard guard; /* who may keep a connection open */
+    uint64_t log_window_ns;   /* mhd_log's current minute, and its counts */
+    unsigned log_count, log_dropped;
 };
 
 /* ---- rendering ------------------------------------------------------------------ */
@@ -393,6 +407,30 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned code, const c
     return ret;
 }
 
+/* The connection's slot in the guard, kept in MHD's socket context as
+ * slot + 1 (0: none). */
+static int conn_slot(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? (int)(uintptr_t)ci->socket_context - 1 : -1;
+}
+
+/* The endpoint's own series, after the page (they describe the HTTP side,
+ * not the scheduler). */
+static void render_endpoint(const struct sd_metrics *m, struct sd_buf *b)
+{
+    const struct sd_mguard *g = &m->guard;
+    help(b, "cushare_metrics_connections", "gauge", "Connections to this endpoint open now.");
+    sd_buf_printf(b, "cushare_metrics_connections %zu\n", g->live);
+    help(b, "cushare_metrics_connections_total", "counter", "Connections to this endpoint taken.");
+    sd_buf_printf(b, "cushare_metrics_connections_total %" PRIu64 "\n", g->opened_total);
+    help(b, "cushare_metrics_connections_evicted_total", "counter",
+         "Older connections closed to make room for newer ones (per-address or total cap).");
+    sd_buf_printf(b, "cushare_metrics_connections_evicted_total %" PRIu64 "\n",
+                  g->evicted_total);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **ptr)
@@ -400,6 +438,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     struct sd_metrics *m = cls;
     (void)version;
     (void)upload_data;
+    sd_mguard_busy(&m->guard, conn_slot(conn));
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n");
     if (*upload_size != 0)
@@ -409,6 +448,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return reply(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics\n");
     struct sd_buf b = {0};
     sd_metrics_render(m->srv, &b);
+    render_endpoint(m, &b);
     if (b.oom) {
         sd_buf_free(&b);
         return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
@@ -425,10 +465,79 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return ret;
 }
 
+/* The request's answer is sent, or the request ended otherwise: the
+ * connection waits for the next one (keep-alive) and may be evicted. */
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct sd_metrics *m = cls;
+    (void)con_cls;
+    (void)toe;
+    sd_mguard_idle(&m->guard, conn_slot(conn));
+}
+
+/* IPv4 as IPv4-mapped IPv6, so that one key form serves both. */
+static void addr_key(const struct sockaddr *sa, uint8_t key[16])
+{
+    memset(key, 0, 16);
+    if (sa && sa->sa_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+    } else if (sa && sa->sa_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+    }
+}
+
+/* A connection accepted or closed by MHD. An accepted one may push an older
+ * one out (mguard.h): shutdown() makes MHD see it end and close it within
+ * the next sd_metrics_run, as if the client had gone. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    struct sd_metrics *m = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        sd_mguard_close(&m->guard, (int)(uintptr_t)*socket_context - 1);
+        *socket_context = NULL;
+        return;
+    }
+    const union MHD_ConnectionInfo *fi =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    int fd = fi ? fi->connect_fd : -1;
+    uint8_t key[16];
+    addr_key(ai ? ai->client_addr : NULL, key);
+    int victim;
+    int slot = sd_mguard_open(&m->guard, key, fd, &victim);
+    if (slot < 0) {
+        shutdown(fd, SHUT_RDWR); /* cannot happen: MHD's limit is the slot count */
+        return;
+    }
+    *socket_context = (void *)(uintptr_t)(slot + 1);
+    if (victim >= 0)
+        shutdown(m->guard.slot[victim].fd, SHUT_RDWR);
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+/* libmicrohttpd's messages, most of them about one client's connection (one
+ * for every connection a flood has evicted): at most METRICS_LOG_BURST a
+ * minute, then one line saying how many were left out, so that a client
+ * cannot fill the daemon's log. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
-    (void)cls;
+    struct sd_metrics *m = cls;
+    uint64_t now = sd_server_now(m->srv);
+    if (now - m->log_window_ns >= METRICS_LOG_WINDOW_NS) {
+        if (m->log_dropped)
+            cs_warn("metrics: %u more messages of libmicrohttpd left out", m->log_dropped);
+        m->log_window_ns = now;
+        m->log_count = m->log_dropped = 0;
+    }
+    if (m->log_count >= METRICS_LOG_BURST) {
+        m->log_dropped++;
+        return;
+    }
+    m->log_count++;
     char line[256];
     vsnprintf(line, sizeof line, fmt, ap);
     line[strcspn(line, "\n")] = '\0';
@@ -473,11 +582,16 @@ struct sd_metrics *sd_metrics_start(struct sd_server *s, const char *hostport, c
     }
     m->srv = s;
     unsigned flags = MHD_USE_EPOLL | MHD_USE_ERROR_LOG | (family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* No per-IP limit of MHD's own: it refuses the newest connection, which
+     * is the scraper's under a flood; the guard evicts the oldest instead. */
     m->mhd = MHD_start_daemon(flags, port, NULL, NULL, on_request, m,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                              MHD_OPTION_CONNECTION_LIMIT, 32u,
-                              MHD_OPTION_CONNECTION_TIMEOUT, 10u,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)SD_MGUARD_SLOTS,
+                              MHD_OPTION_CONNECTION_TIMEOUT, METRICS_TIMEOUT_S,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICS_CONN_MEMORY,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, m,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, m,
                               MHD_OPTION_END);
     if (!m->mhd) {
         snprintf(err, errlen, "metrics: cannot listen on %s: %s", hostport, strerror(errno));

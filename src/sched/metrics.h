@@ -4,7 +4,8 @@
  * epoll fd sits in the daemon's epoll set, and the loop calls
  * sd_metrics_run when that fd is ready or MHD's own timeout is due, so the
  * page is rendered on the loop's thread from live state with no lock.
- * docs/metrics.md lists every series.
+ * Connections are admitted by mguard.h (the oldest is evicted at a cap, so
+ * a flood cannot lock scrapers out). docs/metrics.md lists every series.
  */
 #ifndef SD_METRICS_H
 #define SD_METRICS_H

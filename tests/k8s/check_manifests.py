@@ -7,7 +7,10 @@ parses, has apiVersion/kind/metadata.name; pod templates have named, imaged,
 uniquely named containers whose volumeMounts name declared volumes, requests
 not above limits, absolute hostPaths; a DaemonSet's selector matches its
 template's labels; a Service selects the DaemonSet; the cushare.io/*
-resources the examples request are advertised by the device plugin's flags.
+resources the examples request are advertised by the device plugin's flags;
+cushared's --metrics is not bound to every address, a $(VAR) host is the
+pod's IP (status.podIP), and off loopback a NetworkPolicy admits ingress to
+the metrics port from named peers only (never on the host network).
 The chart: Chart.yaml fields, values.yaml against values.schema.json (a
 draft-07 subset: type, properties, required, additionalProperties, items,
 minItems, enum, minimum, maximum, minLength, pattern), templates with
@@ -150,12 +153,85 @@ def advertised(cmd):
     return names or ["cushare.io/gpu"]
 
 
+# ---- the metrics endpoint: bound to an address, fenced by a NetworkPolicy ------------------
+
+_ANY_ADDR = {"", "0.0.0.0", "*", "::", "[::]"}
+_LOOPBACK = re.compile(r"^(127\.[0-9.]+|::1|\[::1\]|localhost)$")
+
+
+def metrics_flag(cmd):
+    """The HOST:PORT of cushared's --metrics, or None."""
+    for i, a in enumerate(cmd):
+        if a.startswith("--metrics="):
+            return a.split("=", 1)[1]
+        if a == "--metrics" and i + 1 < len(cmd):
+            return cmd[i + 1]
+    return None
+
+
+def selects(policy, labels):
+    sel = ((policy.get("spec") or {}).get("podSelector") or {}).get("matchLabels") or {}
+    return all(labels.get(k) == v for k, v in sel.items())
+
+
+def check_metrics_policy(label, ds, policies, port_names):
+    """A NetworkPolicy selects the DaemonSet's pods for Ingress, and each of
+    its rules names its peers (no empty `from`: that admits everyone)."""
+    labels = ds["spec"]["template"]["metadata"].get("labels") or {}
+    mine = [p for p in policies if selects(p, labels)
+            and "Ingress" in ((p.get("spec") or {}).get("policyTypes") or [])]
+    if not mine:
+        err(label, "no NetworkPolicy limits ingress to the metrics endpoint")
+    for p in mine:
+        for r in (p.get("spec") or {}).get("ingress") or []:
+            if not r.get("from"):
+                err(label, f"NetworkPolicy {p['metadata']['name']}: an ingress rule admits every peer")
+            for pt in r.get("ports") or [{}]:
+                if pt.get("port") not in port_names:
+                    err(label, f"NetworkPolicy {p['metadata']['name']}: port {pt.get('port')} "
+                        f"is not the metrics port")
+
+
+def check_metrics(label, ds, objs):
+    """cushared's --metrics never listens on every address; $(VAR) hosts come
+    from the pod's IP (downward API); off loopback a NetworkPolicy fences it.
+    A host-network pod has no NetworkPolicy to protect it: loopback only."""
+    spec = pod_spec(ds)
+    for c in spec.get("containers") or []:
+        cmd = c.get("command") or []
+        if not cmd or not cmd[0].endswith("/cushared"):
+            continue
+        hp = metrics_flag(cmd + (c.get("args") or []))
+        if hp is None:
+            continue
+        host = hp.rsplit(":", 1)[0]
+        if host in _ANY_ADDR:
+            err(label, f"cushared --metrics={hp} listens on every address")
+            continue
+        env = {e.get("name"): e for e in c.get("env") or []}
+        for var in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", host):
+            path = ((env.get(var) or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath")
+            if path != "status.podIP":
+                err(label, f"cushared --metrics={hp}: {var} is not the pod's IP (status.podIP)")
+        if _LOOPBACK.match(host):
+            continue
+        if spec.get("hostNetwork"):
+            err(label, f"cushared --metrics={hp} on the host network: NetworkPolicy does not "
+                "apply there; bind 127.0.0.1")
+            continue
+        ports = {"metrics"} | {p.get("containerPort") for p in c.get("ports") or []}
+        ports.add(int(hp.rsplit(":", 1)[1]) if hp.rsplit(":", 1)[1].isdigit() else None)
+        check_metrics_policy(label, ds, [o for o in objs if o.get("kind") == "NetworkPolicy"],
+                             ports)
+
+
 def check_set(label, objs, examples=()):
     """Cross-object checks of one deployable set."""
     ds, plugin = plugin_container(objs)
     if not ds:
         err(label, "no DaemonSet running cushare-device-plugin")
         return None, None
+    check_metrics(label, ds, objs)
     labels = ds["spec"]["template"]["metadata"].get("labels") or {}
     for o in objs:
         if o.get("kind") == "Service":
@@ -296,7 +372,25 @@ def check_chart(chart):
     for where, n in included:
         if n not in defined:
             err(where, f"include of undefined template {n}")
+    check_chart_metrics(chart, values)
     return values
+
+
+def check_chart_metrics(chart, values):
+    """Without helm: the chart's metrics address and NetworkPolicy, from the
+    values and the templates' text (helm template renders are checked by
+    check_metrics when helm is there)."""
+    m = values.get("metrics") or {}
+    if str(m.get("bindAddress", "")) in _ANY_ADDR:
+        err("values.yaml", f"metrics.bindAddress {m.get('bindAddress')!r} listens on every address")
+    if not (m.get("networkPolicy") or {}).get("enabled"):
+        err("values.yaml", "metrics.networkPolicy.enabled is off by default")
+    ds = open(os.path.join(chart, "templates", "daemonset.yaml")).read()
+    if "0.0.0.0" in ds or '"cushare.metricsHost"' not in ds or "status.podIP" not in ds:
+        err("templates/daemonset.yaml", "--metrics must use cushare.metricsHost and POD_IP")
+    np = os.path.join(chart, "templates", "networkpolicy.yaml")
+    if not os.path.exists(np) or "kind: NetworkPolicy" not in open(np).read():
+        err("templates", "no NetworkPolicy template")
 
 
 def main():

@@ -13,7 +13,9 @@
 #      the API server for its schemas);
 #   4. with helm on PATH: `helm lint`, and `helm template` with the default
 #      values, with the ServiceMonitor and preload injection, each result
-#      checked as above (flags and config included).
+#      checked as above (flags and config included);
+#   5. the metrics checks of 1 (never 0.0.0.0, a NetworkPolicy) fail on
+#      broken copies of deploy/, and helm refuses metrics.bindAddress=0.0.0.0.
 set -eu
 cd "$(dirname "$0")/../.."
 B=${CUSHARE_BUILD:-build}
@@ -64,6 +66,22 @@ echo "== structure"
 "$PY" tests/k8s/check_manifests.py --dp-flags "$T/plain.flags" --daemon-conf "$T/plain.conf"
 programs_accept "$T/plain.flags" "$T/plain.conf"
 
+# The metrics checks catch what they are for: a copy of deploy/ that binds
+# every address, then one without the NetworkPolicy, must each fail.
+echo "== the metrics checks fail on an any-address bind and a missing NetworkPolicy"
+mkdir -p "$T/bad1" "$T/bad2"
+cp -r deploy "$T/bad1/" && cp -r deploy "$T/bad2/"
+sed -i 's/--metrics=\$(POD_IP):/--metrics=0.0.0.0:/' "$T/bad1/deploy/kubernetes/daemonset.yaml"
+rm "$T/bad2/deploy/kubernetes/networkpolicy.yaml"
+sed -i '/networkpolicy.yaml/d' "$T/bad2/deploy/kubernetes/kustomization.yaml"
+for bad in bad1 bad2; do
+    if "$PY" tests/k8s/check_manifests.py --root "$T/$bad" >"$T/$bad.out"; then
+        echo "check_manifests.py passed a broken copy ($bad)" >&2
+        exit 1
+    fi
+    grep FAIL "$T/$bad.out"
+done
+
 if command -v kubectl >/dev/null 2>&1; then
     echo "== kubectl kustomize deploy/kubernetes"
     kubectl kustomize deploy/kubernetes >"$T/kustomized.yaml"
@@ -96,6 +114,12 @@ if command -v helm >/dev/null 2>&1; then
     if helm template cushare deploy/helm/cushare --set devicePlugin.advertise[0].name=gpu \
         --set devicePlugin.advertise[0].memLimit=8G >/dev/null 2>&1; then
         echo "helm template accepted memLimit with the memory resource" >&2
+        exit 1
+    fi
+    # ... and a metrics endpoint on every address.
+    if helm template cushare deploy/helm/cushare --set metrics.bindAddress=0.0.0.0 \
+        >/dev/null 2>&1; then
+        echo "helm template accepted metrics.bindAddress=0.0.0.0" >&2
         exit 1
     fi
 else

@@ -59,3 +59,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --resource={{ .Values.devicePlugin.memory.name }}:kind=memory,unit={{ .Values.devicePlugin.memory.unit }}
 {{- end }}
 {{- end -}}
+
+{{/* The metrics endpoint's listen address: the pod's IP by default (the env
+     POD_IP, downward API). Any address is refused: on a shared network the
+     NetworkPolicy is what keeps tenants from the endpoint (docs/kubernetes.md). */}}
+{{- define "cushare.metricsHost" -}}
+{{- $h := .Values.metrics.bindAddress | toString -}}
+{{- if has $h (list "" "0.0.0.0" "*" "::" "[::]") -}}
+{{- fail (printf "metrics.bindAddress %q listens on every address: use $(POD_IP) (the default), 127.0.0.1 or a specific IP" $h) -}}
+{{- end -}}
+{{ $h }}
+{{- end -}}
