@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,39 +19,17 @@
 #include "sched/config.h"
 #include "sched/policy.h"
 
-static void seterr(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- the table ------------------------------------------------------------------ */
-
-static bool all_digits(const char *s)
-{
-    if (!*s)
-        return false;
-    for (; *s; s++)
-        if (*s < '0' || *s > '9')
-            return false;
-    return true;
-}
 
 /* A section's <who>: a number, or a user/group name looked up now. */
 static int resolve_who(uint32_t kind, const char *who, uint32_t *id, char *err, size_t errlen)
 {
     const char *what = kind == SD_ACCESS_UID ? "uid" : "gid";
-    if (all_digits(who)) {
+    if (who[0] && strspn(who, "0123456789") == strlen(who)) {
         uint64_t v;
         /* (uid_t)-1 means "no change" to the kernel: never a real id. */
         if (cs_parse_u64(who, 0, UINT32_MAX - 1u, &v) < 0) {
-            seterr(err, errlen, "[%s.%s]: not a valid %s", what, who, what);
+            snprintf(err, errlen, "[%s.%s]: not a valid %s", what, who, what);
             return -1;
         }
         *id = (uint32_t)v;
@@ -71,8 +48,8 @@ static int resolve_who(uint32_t kind, const char *who, uint32_t *id, char *err, 
             return 0;
         }
     }
-    seterr(err, errlen, "[%s.%s]: no %s named '%s' on this node", what, who,
-           kind == SD_ACCESS_UID ? "user" : "group", who);
+    snprintf(err, errlen, "[%s.%s]: no %s named '%s' on this node", what, who,
+             kind == SD_ACCESS_UID ? "user" : "group", who);
     return -1;
 }
 
@@ -92,31 +69,31 @@ static int set_key(struct sd_access_rule *r, const char *section, const char *ke
     if (strcmp(key, "max_priority") == 0) {
         int p = cs_priority_parse(value);
         if (p < 0) {
-            seterr(err, errlen, "[%s] max_priority: '%s' is not one of high, normal, low",
-                   section, value);
+            snprintf(err, errlen, "[%s] max_priority: '%s' is not one of high, normal, low",
+                     section, value);
             return -1;
         }
         r->has_priority = true;
         r->max_priority = (uint32_t)p;
     } else if (strcmp(key, "max_weight") == 0) {
         if (cs_parse_u64(value, 1, CS_WEIGHT_MAX, &v) < 0) {
-            seterr(err, errlen, "[%s] max_weight: '%s' is not an integer in 1..%u", section,
-                   value, CS_WEIGHT_MAX);
+            snprintf(err, errlen, "[%s] max_weight: '%s' is not an integer in 1..%u", section,
+                     value, CS_WEIGHT_MAX);
             return -1;
         }
         r->has_weight = true;
         r->max_weight = (uint32_t)v;
     } else if (strcmp(key, "mem_limit") == 0) {
         if (cs_parse_size(value, &v) < 0) {
-            seterr(err, errlen, "[%s] mem_limit: '%s' is not a size (e.g. 20G; 0 = none)",
-                   section, value);
+            snprintf(err, errlen, "[%s] mem_limit: '%s' is not a size (e.g. 20G; 0 = none)",
+                     section, value);
             return -1;
         }
         r->has_mem = true;
         r->mem_limit = v;
     } else {
-        seterr(err, errlen, "[%s]: unknown key '%s' (max_priority, max_weight or mem_limit)",
-               section, key);
+        snprintf(err, errlen, "[%s]: unknown key '%s' (max_priority, max_weight or mem_limit)",
+                 section, key);
         return -1;
     }
     return 0;
@@ -138,7 +115,8 @@ int sd_access_parse(struct sd_access *a, const char *section, const char *key,
     struct sd_access_rule *r = (struct sd_access_rule *)find_rule(a, kind, id);
     if (!r) {
         if (a->n == SD_ACCESS_MAX) {
-            seterr(err, errlen, "too many [uid.*] and [gid.*] sections (max %d)", SD_ACCESS_MAX);
+            snprintf(err, errlen, "too many [uid.*] and [gid.*] sections (max %d)",
+                     SD_ACCESS_MAX);
             return -1;
         }
         r = &a->v[a->n];

@@ -67,7 +67,8 @@ struct sd_client_info; /* policy.h */
 
 /* One key of an INI section. Returns 1 if the section is not [uid.*] or
  * [gid.*] (the caller tries others), 0, or -1 with a reason in err (an
- * unknown user or group name, a bad value, an unknown key, a full table). */
+ * unknown user or group name, a bad value, an unknown key, a full table;
+ * err must have room, errlen > 0). */
 int sd_access_parse(struct sd_access *a, const char *section, const char *key,
                     const char *value, char *err, size_t errlen);
 
