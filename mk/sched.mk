@@ -26,7 +26,7 @@ ALL_TARGETS += $(CUSHARED)
 SD_TDIR := $(BUILD)/tests/sched
 
 # Unit tests (cmocka): pure modules, no sockets, simulated time.
-SD_UNIT := test_policy test_proto test_config test_lc test_mguard
+SD_UNIT := test_policy test_proto test_config test_lc test_mguard test_access
 $(SD_UNIT:%=$(SD_TDIR)/%): $(SD_TDIR)/%: $(OBJ)/tests/sched/%.o $(SCHED_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka $(SCHED_LIBS) -lm

@@ -53,7 +53,8 @@ struct msgdesc {
 
 static const struct field f_hello[] = {
     U32(cs_msg_hello, flags, 0,
-        CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN),
+        CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN |
+            CS_HELLO_TERMS),
     U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
@@ -313,6 +314,14 @@ static const struct field f_pinned[] = {
     U32(cs_msg_pinned, flags, 0, 0),
     U64(cs_msg_pinned, bytes, BYTES62),
 };
+static const struct field f_terms[] = {
+    U32(cs_msg_terms, priority, 0, CS_PRIO_COUNT - 1),
+    U32(cs_msg_terms, weight, 1, CS_WEIGHT_MAX),
+    U64(cs_msg_terms, mem_limit, BYTES62),
+    U32(cs_msg_terms, flags, 0, CS_TERMS_CUT_PRIORITY | CS_TERMS_CUT_WEIGHT | CS_TERMS_CUT_MEM),
+    PAD(cs_msg_terms, pad),
+    STR(cs_msg_terms, text),
+};
 static const struct field f_lc_burst[] = {
     SLOT(cs_msg_lc_burst),
     U32(cs_msg_lc_burst, flags, 0, 0),
@@ -361,6 +370,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_LC_MODE, "LC_MODE", f_lc_mode),
     DESC(CS_MSG_LC_BURST, "LC_BURST", f_lc_burst),
     DESC(CS_MSG_PINNED, "PINNED", f_pinned),
+    DESC(CS_MSG_TERMS, "TERMS", f_terms),
     DESC(CS_MSG_ERROR, "ERROR", f_error),
     DESC(CS_MSG_CTL_STATUS, "CTL_STATUS", f_ctl_status),
     DESC(CS_MSG_CTL_SET, "CTL_SET", f_ctl_set),

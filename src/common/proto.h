@@ -65,6 +65,7 @@ enum cs_msg_type {
     CS_MSG_PREFETCH = 38, /* restore your memory now, the gate stays closed */
     CS_MSG_TIMESLICE = 39, /* set your compute channel groups' timeslice (CS_HELLO_TSG) */
     CS_MSG_LC_MODE = 40,   /* how to behave beside a latency-critical job (CS_HELLO_LC) */
+    CS_MSG_TERMS = 41,     /* after WELCOME: what the node granted (CS_HELLO_TERMS) */
     /* cusharectl -> daemon */
     CS_MSG_CTL_STATUS = 64,
     CS_MSG_CTL_SET = 65,
@@ -98,6 +99,15 @@ enum cs_msg_type {
 /* Capability: the client sends PINNED (a GPU client only; nothing is sent
  * to it). Same rules; the fallback order is TSG|LC|PIN, TSG|LC, TSG, none. */
 #define CS_HELLO_PIN 0x10u
+/* Capability: the client understands TERMS, which the daemon then sends
+ * right after WELCOME. Same rules; the fallback order is TSG|LC|PIN|TERMS,
+ * TSG|LC|PIN, TSG|LC, TSG, none. */
+#define CS_HELLO_TERMS 0x20u
+
+/* TERMS.flags: what the node's grant reduced of what HELLO asked */
+#define CS_TERMS_CUT_PRIORITY 0x1u
+#define CS_TERMS_CUT_WEIGHT 0x2u
+#define CS_TERMS_CUT_MEM 0x4u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect */
 #define CS_ATTACH_HOLDING 0x1u /* my gate is open under lease_id */
@@ -317,6 +327,21 @@ struct cs_msg_pinned {
     uint32_t slot;
     uint32_t flags;         /* reserved, 0 */
     uint64_t bytes;
+};
+
+/* Daemon -> client (CS_HELLO_TERMS only), right after WELCOME: what this
+ * process runs at, decided by the node (the connection's grant: the
+ * configuration's [uid.*]/[gid.*] sections, or the Kubernetes allocation its
+ * endpoint belongs to), never above what HELLO asked. mem_limit is the
+ * quota the client must enforce itself. */
+struct cs_msg_terms {
+    uint32_t priority;      /* enum cs_priority granted */
+    uint32_t weight;        /* 1 .. CS_WEIGHT_MAX granted */
+    uint64_t mem_limit;     /* per-GPU bytes, 0 = none */
+    uint32_t flags;         /* CS_TERMS_CUT_*: what was reduced */
+    uint32_t pad;
+    char text[CS_TEXT_LEN]; /* why, e.g. "uid 1000 may claim at most normal, weight 1
+                               (default grant)"; "" when nothing was cut */
 };
 
 struct cs_msg_grant {
@@ -551,6 +576,7 @@ struct cs_msg {
         struct cs_msg_lc_mode lc_mode;
         struct cs_msg_lc_burst lc_burst;
         struct cs_msg_pinned pinned;
+        struct cs_msg_terms terms;
         struct cs_msg_grant grant;
         struct cs_msg_revoke revoke;
         struct cs_msg_evict evict;

@@ -50,7 +50,7 @@ static void fill_stats(int device, struct cushare_stats *out)
     out->submissions = atomic_load(&d->subm) >> 32;
     out->mem_used = atomic_load(&d->mem_used);
     out->mem_peak = atomic_load(&d->mem_peak);
-    out->mem_limit = cs_cfg.mem_limit;
+    out->mem_limit = cs_mem_limit(); /* CUSHARE_MEM_LIMIT or the scheduler's grant */
     out->allocs = atomic_load(&d->mem_allocs);
     out->ooms = atomic_load(&d->mem_ooms);
     uint64_t res, swp, rsv;

@@ -10,6 +10,7 @@
 #include "hook/config.h"
 #include "hook/device.h"
 #include "hook/lease.h"
+#include "hook/mem.h"
 #include "hook/tsg.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -17,6 +18,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,6 +117,50 @@ static int recv_timeout(int fd, struct cs_msg *m, int timeout_ms)
     return r == 1 ? 1 : -1;
 }
 
+/* ---- TERMS: what the node granted (docs/protocol.md, TERMS) ---------------- */
+
+/* The last terms warned about: a reconnect to the same daemon, or to one
+ * that grants the same, does not warn again. I/O thread (or the starting
+ * thread before it exists). */
+static struct cs_msg_terms terms_warned;
+static bool terms_did_warn;
+
+static void terms_warn(const struct cs_msg_terms *t)
+{
+    if (!t->flags || (terms_did_warn && memcmp(t, &terms_warned, sizeof *t) == 0))
+        return;
+    terms_warned = *t;
+    terms_did_warn = true;
+    char got[48] = "", asked[40] = "", a[24], b[24];
+    if (t->flags & CS_TERMS_CUT_MEM) {
+        snprintf(got, sizeof got, ", memory limit %s", cs_format_size(t->mem_limit, a, sizeof a));
+        snprintf(asked, sizeof asked, "/%s",
+                 cs_cfg.mem_limit ? cs_format_size(cs_cfg.mem_limit, b, sizeof b) : "no limit");
+    }
+    cs_warn("cushared: running at priority %s, weight %u%s instead of %s/%u%s: %s",
+            cs_priority_name((int)t->priority), t->weight, got, cs_priority_name(cs_cfg.priority),
+            cs_cfg.weight, asked, t->text);
+}
+
+/* After WELCOME: a daemon that took CS_HELLO_TERMS sends TERMS at once; its
+ * memory limit becomes the quota (mem.c). A daemon without it grants no
+ * limit of its own. 0, or -1 when TERMS does not come. */
+static int receive_terms(int fd, uint32_t caps)
+{
+    if (!(caps & CS_HELLO_TERMS)) {
+        cs_mem_set_granted(0);
+        return 0;
+    }
+    struct cs_msg r;
+    if (recv_timeout(fd, &r, 2000) != 1 || r.type != CS_MSG_TERMS) {
+        cs_warn("the scheduler sent no TERMS after WELCOME");
+        return -1;
+    }
+    cs_mem_set_granted(r.u.terms.mem_limit);
+    terms_warn(&r.u.terms);
+    return 0;
+}
+
 #define HELLO_REFUSED (-2)
 
 /* 0, -1 (no answer), or HELLO_REFUSED (ERROR or closed: with caps, maybe
@@ -152,7 +198,7 @@ static int hello(int fd, uint32_t caps)
         return -1;
     cl.client_id = r.u.welcome.client_id;
     atomic_store_explicit(&cl.idle_ms, r.u.welcome.idle_ms, memory_order_relaxed);
-    return 0;
+    return receive_terms(fd, caps);
 }
 
 /* One connection attempt with the full handshake. I/O thread (or the
@@ -173,10 +219,11 @@ static int connect_hello(uint32_t caps)
 static bool try_connect(void)
 {
     /* Every decoder rejects what it does not know, an older daemon the
-     * CS_HELLO_PIN, CS_HELLO_LC and CS_HELLO_TSG bits too (docs/protocol.md,
-     * Versioning): on a refusal, say HELLO again with fewer, as the client it
-     * then is. */
-    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN,
+     * CS_HELLO_TERMS, CS_HELLO_PIN, CS_HELLO_LC and CS_HELLO_TSG bits too
+     * (docs/protocol.md, Versioning): on a refusal, say HELLO again with
+     * fewer, as the client it then is. */
+    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS,
+                                    CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN,
                                     CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
     int fd = HELLO_REFUSED;
     size_t k = 0;

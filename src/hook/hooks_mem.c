@@ -492,8 +492,9 @@ CS_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     if (cs_real_init() < 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = cs_real.cuDeviceTotalMem_v2(bytes, dev);
-    if (r == CUDA_SUCCESS && bytes && cs_cfg.mem_limit && *bytes > cs_cfg.mem_limit)
-        *bytes = (size_t)cs_cfg.mem_limit;
+    uint64_t limit = cs_mem_limit();
+    if (r == CUDA_SUCCESS && bytes && limit && *bytes > limit)
+        *bytes = (size_t)limit;
     return r;
 }
 
@@ -502,7 +503,8 @@ CS_EXPORT CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     if (cs_real_init() < 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = cs_real.cuDeviceTotalMem(bytes, dev);
-    if (r == CUDA_SUCCESS && bytes && cs_cfg.mem_limit && *bytes > cs_cfg.mem_limit)
-        *bytes = (unsigned int)cs_cfg.mem_limit;
+    uint64_t limit = cs_mem_limit();
+    if (r == CUDA_SUCCESS && bytes && limit && *bytes > limit)
+        *bytes = (unsigned int)limit;
     return r;
 }

@@ -40,6 +40,22 @@ static void count_locked(const struct rec *r, int sign)
     else
         atomic_fetch_sub_explicit(&unswappable[r->dev], r->bytes, memory_order_relaxed);
 }
+/* The scheduler's granted limit (TERMS): written by the thread that does
+ * the handshake, read by allocating threads; one value for every GPU. */
+static _Atomic uint64_t granted;
+
+uint64_t cs_mem_limit(void)
+{
+    uint64_t g = atomic_load_explicit(&granted, memory_order_relaxed);
+    uint64_t own = cs_cfg.mem_limit;
+    return g && (!own || g < own) ? g : own;
+}
+
+void cs_mem_set_granted(uint64_t bytes)
+{
+    atomic_store_explicit(&granted, bytes, memory_order_relaxed);
+}
+
 static struct rec *tab;   /* guarded by tab_mu */
 static size_t tab_cap;    /* power of two */
 static size_t tab_used;   /* live + tombstones */
@@ -156,16 +172,18 @@ bool cs_mem_forget(enum cs_mem_ns ns, uintptr_t key, uint64_t *bytes, int *dev)
 
 CUresult cs_mem_charge(struct cs_dev *d, uint64_t bytes, const char *what)
 {
-    uint64_t limit = cs_cfg.mem_limit;
+    uint64_t limit = cs_mem_limit();
     uint64_t cur = atomic_load_explicit(&d->mem_used, memory_order_relaxed);
     for (;;) {
         uint64_t next = cur + bytes;
         if (limit && (next > limit || next < cur)) {
             char a[32], l[32], u[32];
             cs_error("out of memory on GPU %d: %s of %s would exceed this job's limit of %s "
-                     "(%s in use); raise CUSHARE_MEM_LIMIT / --mem-limit",
+                     "(%s in use); %s",
                      d->ordinal, what, cs_format_size(bytes, a, sizeof a),
-                     cs_format_size(limit, l, sizeof l), cs_format_size(cur, u, sizeof u));
+                     cs_format_size(limit, l, sizeof l), cs_format_size(cur, u, sizeof u),
+                     limit == cs_cfg.mem_limit ? "raise CUSHARE_MEM_LIMIT / --mem-limit"
+                                               : "the scheduler's grant for this user");
             atomic_fetch_add_explicit(&d->mem_ooms, 1, memory_order_relaxed);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -248,7 +266,7 @@ void cs_mem_release_ctx(CUcontext ctx)
  * them, the quota is an upper bound on what the driver says is free. */
 void cs_mem_view(struct cs_dev *d, size_t *free_bytes, size_t *total_bytes)
 {
-    uint64_t limit = cs_cfg.mem_limit;
+    uint64_t limit = cs_mem_limit();
     pthread_mutex_lock(&d->mu);
     bool alone = cs_cfg.swap && d->state != CS_LEASE_UNMANAGED && d->state != CS_LEASE_DETACHED;
     pthread_mutex_unlock(&d->mu);

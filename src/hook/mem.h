@@ -20,6 +20,14 @@ enum cs_mem_ns {
     CS_MEM_VMM = 5,    /* a virtual cuMemCreate handle, swappable (vmm.h) */
 };
 
+/* The job's per-GPU quota: the smaller of CUSHARE_MEM_LIMIT and the
+ * limit the scheduler granted (TERMS), 0 = none. Read on allocation paths
+ * and by cuMemGetInfo/cuDeviceTotalMem, never on the launch path. */
+uint64_t cs_mem_limit(void);
+/* The scheduler's granted limit (0 = none), set on each handshake: from
+ * TERMS, or 0 on a connection to a daemon that sends none. Any thread. */
+void cs_mem_set_granted(uint64_t bytes);
+
 /* Charges bytes to d's quota. CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY
  * with one log line saying which limit was hit. */
 CUresult cs_mem_charge(struct cs_dev *d, uint64_t bytes, const char *what);

@@ -14,7 +14,9 @@
 #include "common/log.h"
 #include "common/util.h"
 
-enum knob_kind { K_U32, K_BOOL, K_DOUBLE, K_MODE, K_LEVEL, K_LCMECH, K_ADDR, K_PATH };
+enum knob_kind {
+    K_U32, K_BOOL, K_DOUBLE, K_MODE, K_LEVEL, K_LCMECH, K_ADDR, K_PATH, K_PRIO, K_SIZE
+};
 
 struct knob {
     const char *name;
@@ -49,11 +51,15 @@ static const struct knob knobs[] = {
     KNOB(lc_linger_us, K_U32, true, 1, CS_LC_PARAM_MAX_US),
     KNOB(metrics, K_ADDR, false, 0, 0),
     KNOB(state_file, K_PATH, false, 0, 0),
+    KNOB(default_max_priority, K_PRIO, false, 0, 0),
+    KNOB(default_max_weight, K_U32, false, 1, CS_WEIGHT_MAX),
+    KNOB(default_mem_limit, K_SIZE, false, 0, 0),
 };
 
 static const char *const mode_names[] = {"exclusive", "shared"};
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 static const char *const lcmech_names[] = {"auto", "tsg", "gate", "off"};
+static const char *const prio_names[] = {"high", "normal", "low"}; /* enum cs_priority */
 
 /* The names a K_MODE/K_LEVEL/K_LCMECH knob takes, in value order. */
 static const char *const *names_of(uint8_t kind, size_t *n)
@@ -65,6 +71,9 @@ static const char *const *names_of(uint8_t kind, size_t *n)
     case K_LEVEL:
         *n = 4;
         return level_names;
+    case K_PRIO:
+        *n = 3;
+        return prio_names;
     default:
         *n = 4;
         return lcmech_names;
@@ -89,6 +98,9 @@ void sd_config_defaults(struct sd_config *c)
     c->lc_mechanism = SD_LC_AUTO;
     c->lc_window_us = 1000; /* issue 7: a gated BE job drains in about 1 ms */
     c->lc_linger_us = 300;  /* longer than the CPU gaps inside one inference request */
+    c->default_max_priority = CS_PRIO_NORMAL; /* issue 17: a tenant cannot claim high */
+    c->default_max_weight = 1;
+    c->default_mem_limit = 0;
 }
 
 static void seterr(char *err, size_t len, const char *fmt, ...)
@@ -263,11 +275,21 @@ int sd_config_set(struct sd_config *c, const char *key, const char *value, bool 
     case K_MODE:
     case K_LEVEL:
     case K_LCMECH:
+    case K_PRIO:
         return set_name(k, (uint32_t *)(void *)field, value, err, errlen);
     case K_ADDR:
         return set_text(k, (char *)field, SD_ADDR_LEN, value, err, errlen);
     case K_PATH:
         return set_text(k, (char *)field, SD_PATH_LEN, value, err, errlen);
+    case K_SIZE: {
+        uint64_t v;
+        if (cs_parse_size(value, &v) < 0) {
+            seterr(err, errlen, "%s: '%s' is not a size (e.g. 20G; 0 = none)", key, value);
+            return -1;
+        }
+        memcpy(field, &v, sizeof v);
+        return 0;
+    }
     }
     seterr(err, errlen, "internal: bad knob kind");
     return -1;
@@ -364,10 +386,8 @@ int sd_overrides_put(struct sd_overrides *t, const struct sd_override *o)
 const struct sd_override *sd_overrides_find(const struct sd_overrides *t, uint32_t pid,
                                             const char *name)
 {
-    char pidtxt[16];
-    snprintf(pidtxt, sizeof pidtxt, "%u", pid);
     for (size_t i = 0; i < t->n; i++)
-        if (strcmp(t->v[i].who, pidtxt) == 0)
+        if (sd_override_is_pid(t->v[i].who, pid))
             return &t->v[i];
     if (!name || !name[0])
         return NULL;
@@ -375,6 +395,13 @@ const struct sd_override *sd_overrides_find(const struct sd_overrides *t, uint32
         if (strcmp(t->v[i].who, name) == 0)
             return &t->v[i];
     return NULL;
+}
+
+bool sd_override_is_pid(const char *who, uint32_t pid)
+{
+    char pidtxt[16];
+    snprintf(pidtxt, sizeof pidtxt, "%u", pid);
+    return strcmp(who, pidtxt) == 0;
 }
 
 /* ---- INI file ------------------------------------------------------------ */
@@ -405,9 +432,11 @@ static int ini_entry(void *user, const char *section, const char *name, const ch
                    SD_MAX_OVERRIDES);
             rc = -1;
         }
-    } else {
+    } else if ((rc = sd_access_parse(&l->c->access, section, name, value, l->err,
+                                     sizeof l->err)) == 1) {
         seterr(l->err, sizeof l->err,
-               "unknown section [%s] (use [cushared] or [client.<pid or name>])", section);
+               "unknown section [%s] (use [cushared], [client.<pid or name>], "
+               "[uid.<uid or user>] or [gid.<gid or group>])", section);
         rc = -1;
     }
     if (rc != 0) {
@@ -463,7 +492,8 @@ size_t sd_config_dump(const struct sd_config *c, char *buf, size_t cap)
             break;
         case K_MODE:
         case K_LEVEL:
-        case K_LCMECH: {
+        case K_LCMECH:
+        case K_PRIO: {
             size_t nn;
             const char *const *names = names_of(k->kind, &nn);
             memcpy(&u, f, sizeof u);
@@ -474,6 +504,12 @@ size_t sd_config_dump(const struct sd_config *c, char *buf, size_t cap)
         case K_PATH:
             w = snprintf(buf + n, cap - n, "%s=%s\n", k->name, (const char *)f);
             break;
+        case K_SIZE: {
+            uint64_t v;
+            memcpy(&v, f, sizeof v);
+            w = snprintf(buf + n, cap - n, "%s=%llu\n", k->name, (unsigned long long)v);
+            break;
+        }
         }
         if (w < 0)
             break;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "common/proto.h"
+#include "sched/access.h"
 
 #define SD_ADDR_LEN 128
 #define SD_PATH_LEN 256
@@ -46,6 +47,12 @@ struct sd_config {
                                     work is done (LC_MODE RELEASE_IDLE) */
     char metrics[SD_ADDR_LEN];   /* HOST:PORT, "" = off */
     char state_file[SD_PATH_LEN];/* "" = next to the socket, "none" = off */
+    /* what a peer no [uid.*]/[gid.*] section names may claim (access.h);
+     * start-up only: a grant is made once, at accept */
+    uint32_t default_max_priority; /* enum cs_priority */
+    uint32_t default_max_weight;
+    uint64_t default_mem_limit;    /* bytes per GPU, 0 = none */
+    struct sd_access access;       /* [uid.*] and [gid.*] sections */
 };
 
 /* What keeps a latency-critical (high) holder's kernels from waiting behind
@@ -96,8 +103,12 @@ int sd_overrides_put(struct sd_overrides *t, const struct sd_override *o);
 const struct sd_override *sd_overrides_find(const struct sd_overrides *t, uint32_t pid,
                                             const char *name);
 
+/* The override's who is this pid (not a name that looks like one). */
+bool sd_override_is_pid(const char *who, uint32_t pid);
+
 /* Loads an INI file over *c and *ov: global knobs at the top or under
- * [cushared], per-client ones under [client.<who>]. Returns 0, or -1 with
+ * [cushared], per-client ones under [client.<who>], grants under
+ * [uid.<who>] and [gid.<who>] (into c->access). Returns 0, or -1 with
  * "FILE:LINE: reason" in err. */
 int sd_config_load(struct sd_config *c, struct sd_overrides *ov, const char *path, char *err,
                    size_t errlen);

@@ -259,9 +259,7 @@ static bool all_digits(const char *s)
 
 static bool client_matches(const struct sd_client *cl, const char *who)
 {
-    char pid[16];
-    snprintf(pid, sizeof pid, "%u", cl->info.pid);
-    return strcmp(who, pid) == 0 || strcmp(who, cl->info.name) == 0;
+    return sd_override_is_pid(who, cl->info.pid) || strcmp(who, cl->info.name) == 0;
 }
 
 static int stage_override(struct sd_server *s, struct sd_batch *b, const char *key,
@@ -305,7 +303,8 @@ static int stage_override(struct sd_server *s, struct sd_batch *b, const char *k
 
 /* Applies a checked batch: knobs first, then per-client settings; name
  * settings are also remembered for clients that register later, pid ones
- * only apply to the live process (pids are reused). */
+ * only apply to the live process (pids are reused). A pid's applies in
+ * full, a name's within each matching client's grant. */
 static void apply_batch(struct sd_server *s, struct sd_conn *c, struct sd_batch *b)
 {
     uint64_t now = sd_server_now(s);
@@ -321,6 +320,14 @@ static void apply_batch(struct sd_server *s, struct sd_conn *c, struct sd_batch 
                 continue;
             uint32_t prio = o->has_priority ? o->priority : cl->info.priority;
             uint32_t w = o->has_weight ? o->weight : cl->info.weight;
+            /* As at HELLO (sd_dispatch_apply_override): a name's
+             * override stays within the client's grant. */
+            const struct sd_conn *owner = cl->owner;
+            if (!sd_override_is_pid(o->who, cl->info.pid)) {
+                if (!owner)
+                    continue;
+                sd_grant_clamp(&owner->grant, &prio, &w);
+            }
             sd_policy_client_update(&s->policy, cl, prio, w, now);
         }
     }

@@ -124,7 +124,12 @@ const struct sd_policy_ops sd_dispatch_ops = {
 
 /* ---- HELLO ------------------------------------------------------------------------- */
 
-void sd_dispatch_apply_override(const struct sd_server *s, struct sd_client_info *info)
+/* A pid comes from SO_PEERCRED: its override is the operator's intent and
+ * applies in full. A name is the client's own choice, and a tenant could
+ * take another's to get its override: a name override stays within the
+ * client's grant. */
+void sd_dispatch_apply_override(const struct sd_server *s, const struct sd_grant *g,
+                                struct sd_client_info *info)
 {
     const struct sd_override *o = sd_overrides_find(&s->overrides, info->pid, info->name);
     if (!o)
@@ -133,6 +138,8 @@ void sd_dispatch_apply_override(const struct sd_server *s, struct sd_client_info
         info->weight = o->weight;
     if (o->has_priority)
         info->priority = o->priority;
+    if (!sd_override_is_pid(o->who, info->pid))
+        sd_grant_clamp(g, &info->priority, &info->weight);
 }
 
 static void send_welcome(struct sd_server *s, struct sd_conn *c, uint64_t id)
@@ -155,9 +162,68 @@ static void refuse(struct sd_server *s, struct sd_conn *c, const char *why)
     c->dead = true;
 }
 
+/* Pod and namespace name a tenant in status and metrics: from the
+ * allocation (an endpoint's grant), or from HELLO when the peer is trusted;
+ * anyone else could pass for another tenant, so theirs are dropped. */
+static void set_identity(const struct sd_conn *c, const struct cs_msg_hello *h,
+                         struct sd_client_info *info)
+{
+    const struct sd_grant *g = &c->grant;
+    if (g->identity) {
+        memcpy(info->pod, g->pod, sizeof info->pod);
+        memcpy(info->ns, g->ns, sizeof info->ns);
+    } else if (sd_grant_trusted(g)) {
+        memcpy(info->pod, h->pod, sizeof info->pod);
+        memcpy(info->ns, h->ns, sizeof info->ns);
+    } else if (h->pod[0] || h->ns[0]) {
+        cs_debug("connection %llu (uid %u): pod '%s' namespace '%s' of its HELLO dropped "
+                 "(%s grant: only an allocation or the daemon's owner names them)",
+                 (unsigned long long)c->id, c->uid, h->pod, h->ns, g->source);
+    }
+}
+
+/* Once per client, at info: what its grant cut from what it asked. */
+static void log_cut(const struct sd_conn *c, const struct sd_client *cl,
+                    const struct cs_msg_hello *h, uint32_t cut)
+{
+    if (!cut)
+        return;
+    const struct sd_client_info *in = &cl->info;
+    char asked[32] = "", got[32] = "", a[24], b[24];
+    if (cut & SD_GRANT_CUT_MEM) {
+        snprintf(asked, sizeof asked, " memory %s",
+                 h->mem_limit ? cs_format_size(h->mem_limit, a, sizeof a) : "unlimited");
+        snprintf(got, sizeof got, " memory %s", cs_format_size(in->mem_limit, b, sizeof b));
+    }
+    cs_info("client %llu (uid %u, '%s') asked priority %s weight %u%s: granted %s weight %u%s "
+            "(%s grant; see [uid.*] in the configuration)",
+            (unsigned long long)cl->id, c->uid, in->name, cs_priority_name((int)h->priority),
+            h->weight, asked, cs_priority_name((int)in->priority), in->weight, got,
+            c->grant.source);
+}
+
+/* Right after WELCOME, to a client that announced CS_HELLO_TERMS. */
+static void send_terms(struct sd_server *s, struct sd_conn *c, const struct sd_client_info *in,
+                       uint32_t cut)
+{
+    struct cs_msg t = {.type = CS_MSG_TERMS};
+    t.u.terms.priority = in->priority;
+    t.u.terms.weight = in->weight;
+    t.u.terms.mem_limit = in->mem_limit;
+    t.u.terms.flags = cut;
+    if (cut)
+        sd_grant_describe(&c->grant, c->uid, t.u.terms.text, sizeof t.u.terms.text);
+    sd_conn_send(s, c, &t, false);
+}
+
+_Static_assert(SD_GRANT_CUT_PRIORITY == CS_TERMS_CUT_PRIORITY &&
+                   SD_GRANT_CUT_WEIGHT == CS_TERMS_CUT_WEIGHT &&
+                   SD_GRANT_CUT_MEM == CS_TERMS_CUT_MEM,
+               "TERMS.flags carries the SD_GRANT_CUT_* bits as they are");
+
 static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg_hello *h)
 {
-    c->caps = h->flags & (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN);
+    c->caps = h->flags & (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS);
     if (h->flags & CS_HELLO_CONTROL) {
         c->kind = SD_CONN_CONTROL;
         send_welcome(s, c, c->id);
@@ -180,9 +246,10 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
         .prev_id = h->prev_client_id,
     };
     memcpy(info.name, h->name, sizeof info.name);
-    memcpy(info.pod, h->pod, sizeof info.pod);
-    memcpy(info.ns, h->ns, sizeof info.ns);
-    sd_dispatch_apply_override(s, &info);
+    set_identity(c, h, &info);
+    /* The grant first, then the overrides (a pid's may lift it). */
+    uint32_t cut = sd_grant_apply(&c->grant, &info);
+    sd_dispatch_apply_override(s, &c->grant, &info);
     struct sd_client *cl = sd_policy_client_add(&s->policy, &info, sd_server_now(s));
     if (!cl) {
         refuse(s, c, "out of memory");
@@ -195,7 +262,10 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
             (unsigned long long)cl->id, c->pid, c->uid, info.name,
             cs_priority_name((int)info.priority), info.weight,
             info.reconnect ? " (reconnected)" : "");
+    log_cut(c, cl, h, cut);
     send_welcome(s, c, cl->id);
+    if (c->caps & CS_HELLO_TERMS)
+        send_terms(s, c, &cl->info, cut);
 }
 
 /* ---- client messages ------------------------------------------------------------ */

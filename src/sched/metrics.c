@@ -50,15 +50,16 @@ static double secs(uint64_t ns)
     return (double)ns / 1e9;
 }
 
-/* Labels of a client series: gpu, client, pid, priority. */
+/* Labels of a client series: gpu, client, pid, uid, priority. client is
+ * the name the process chose; uid (SO_PEERCRED) says whose it is. */
 static void client_labels(struct sd_buf *b, const struct sd_member *m)
 {
     char uuid[CS_UUID_STR_LEN];
     cs_uuid_format(m->gpu->uuid, uuid);
     sd_buf_printf(b, "gpu=\"%s\",client=\"", uuid);
     sd_buf_label(b, m->client->info.name);
-    sd_buf_printf(b, "\",pid=\"%u\",priority=\"%s\"", m->client->info.pid,
-                  cs_priority_name((int)m->client->info.priority));
+    sd_buf_printf(b, "\",pid=\"%u\",uid=\"%u\",priority=\"%s\"", m->client->info.pid,
+                  m->client->info.uid, cs_priority_name((int)m->client->info.priority));
 }
 
 static void gpu_labels(struct sd_buf *b, const struct sd_gpu *g)

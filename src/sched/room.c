@@ -95,6 +95,16 @@ static uint64_t room_limit(const struct sd_policy *p, const struct sd_gpu *g,
     return cap > fixed ? cap - fixed : 0;
 }
 
+/* Nobody is evicted to take a client beyond its granted memory limit
+ * (info.mem_limit, access.c), which a client without TERMS does not know.
+ * Resident, not footprint: a restore asks again for bytes its footprint
+ * already counts. */
+static bool beyond_grant(const struct sd_member *m, uint64_t bytes)
+{
+    uint64_t limit = m->client->info.mem_limit;
+    return limit && sd_add_sat(m->resident, bytes) > limit;
+}
+
 int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg_room *r,
                    uint64_t now, const char **why)
 {
@@ -131,9 +141,9 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
     m->room_id = r->request_id;
     m->room_freed = 0;
     m->room_wait = 0;
-    if (sd_add_sat(m->resident, r->bytes) > room_limit(p, g, m)) {
+    if (sd_add_sat(m->resident, r->bytes) > room_limit(p, g, m) || beyond_grant(m, r->bytes)) {
         reply(p, m, r->request_id, CUDA_ERROR_OUT_OF_MEMORY);
-        return SD_OK; /* cannot fit even alone */
+        return SD_OK; /* cannot fit even alone, or not allowed to */
     }
     /* At least what the model says it misses: one round trip, not one per
      * allocation (a restore asks for one segment at a time). A new context

@@ -150,6 +150,7 @@ struct sd_conn *sd_conn_adopt(struct sd_server *s, int fd, uint32_t pid, uint32_
     c->pid = pid;
     c->uid = uid;
     c->gid = gid;
+    sd_access_grant_peer(&s->cfg, s->owner_uid, fd, uid, gid, &c->grant);
     if (s->epfd >= 0) {
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {

@@ -61,6 +61,7 @@ struct sd_conn {
     uint32_t pid, uid, gid; /* SO_PEERCRED at accept */
     uint32_t kind;          /* enum sd_conn_kind */
     uint32_t caps;          /* capability bits of its HELLO (CS_HELLO_TSG, CS_HELLO_LC) */
+    struct sd_grant grant;  /* what it may claim (access.h): set at accept */
     bool dead;              /* close at the next reap */
     bool polling_out;       /* EPOLLOUT is registered */
     struct sd_client *client;
@@ -121,7 +122,9 @@ int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
 int sd_server_run(struct sd_server *s);
 void sd_server_fini(struct sd_server *s);
 uint64_t sd_server_now(const struct sd_server *s);
-/* Takes ownership of a connected socket with the given credentials. */
+/* Takes ownership of a connected socket with the given credentials; its
+ * grant is the main socket's for them (sd_access_grant_peer). A listener
+ * of another kind (an endpoint) replaces c->grant before the first read. */
 struct sd_conn *sd_conn_adopt(struct sd_server *s, int fd, uint32_t pid, uint32_t uid,
                               uint32_t gid);
 /* Handles one received record (as read from the socket, any length). */
@@ -144,8 +147,10 @@ struct sd_conn *sd_server_conn_by_fd(const struct sd_server *s, int fd);
 /* dispatch.c */
 extern const struct sd_policy_ops sd_dispatch_ops;
 void sd_dispatch(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m);
-/* Applies the override table to one client's HELLO settings. */
-void sd_dispatch_apply_override(const struct sd_server *s, struct sd_client_info *info);
+/* Applies the override table to one client's HELLO settings: a pid's in
+ * full, a name's within the client's grant g. */
+void sd_dispatch_apply_override(const struct sd_server *s, const struct sd_grant *g,
+                                struct sd_client_info *info);
 
 /* control.c */
 void sd_control(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m);

@@ -18,7 +18,7 @@ static const uint16_t all[] = {
     CS_MSG_CTL_DRAIN,  CS_MSG_CTL_GPU, CS_MSG_CTL_CLIENT, CS_MSG_CTL_DONE, CS_MSG_CTL_DAEMON,
     CS_MSG_RESTORED,   CS_MSG_PREFETCH, CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
-    CS_MSG_LC_MODE, CS_MSG_LC_BURST, CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED,
+    CS_MSG_LC_MODE, CS_MSG_LC_BURST, CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED, CS_MSG_TERMS,
 };
 
 /* The smallest valid message of a type (fields with a lower bound at it). */
@@ -32,6 +32,10 @@ static void minimal(uint16_t type, struct cs_msg *m)
         m->u.hello.weight = 1;
         m->u.hello.proto_min = 1;
         strcpy(m->u.hello.name, "seed");
+        break;
+    case CS_MSG_TERMS:
+        memset(&m->u, 0, sizeof m->u);
+        m->u.terms.weight = 1;
         break;
     case CS_MSG_WELCOME:
         memset(&m->u, 0, sizeof m->u);
@@ -286,6 +290,20 @@ static void gen_dispatch(const char *dir)
     msg(&s, 0, &pm);
     msg(&s, 1, &pm);
     write_file(dir, "pinned", s.b, s.n);
+
+    /* another uid asks high with TERMS (granted normal, weight 1), the
+     * owner asks high without; both want the GPU, then status */
+    s.n = 0;
+    put(&s, &start, 1);
+    hello(&s, 1, CS_PRIO_HIGH, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS);
+    hello(&s, 0, CS_PRIO_HIGH, 0);
+    for (uint8_t k = 0; k < 2; k++) {
+        attach(&s, k, 0, 0);
+        simple(&s, k, CS_MSG_ACQUIRE, 0);
+    }
+    hello(&s, 2, CS_PRIO_NORMAL, CS_HELLO_CONTROL | CS_HELLO_TERMS);
+    simple(&s, 2, CS_MSG_CTL_STATUS, 0);
+    write_file(dir, "terms", s.b, s.n);
 }
 
 int main(int argc, char **argv)

@@ -1,10 +1,12 @@
 /* hook_oldcaps.c: a daemon older than the hook.
  *
  * Every decoder rejects a capability bit it does not know, so a daemon that
- * predates CS_HELLO_PIN refuses the hook's first HELLO. The hook must say
- * HELLO again with fewer capabilities, work as before (grant, revoke with a
- * swap-out, restore), and never send that daemon PINNED, which it could not
- * decode. An older daemon still does the rest of the protocol.
+ * predates CS_HELLO_PIN (and CS_HELLO_TERMS, which came later) refuses the
+ * hook's first two HELLOs. The hook must say HELLO again with fewer
+ * capabilities, work as before (grant, revoke with a swap-out, restore),
+ * never send that daemon PINNED, which it could not decode, and expect no
+ * TERMS from it (no quota of the daemon's). An older daemon still does the
+ * rest of the protocol.
  */
 #include "hooktest.h"
 #include "mock_sched.h"
@@ -26,13 +28,18 @@ static void falls_back_and_never_sends_pinned(void **state)
     assert_true(r.swapped_bytes >= 32 * MiB);
     assert_true(ht_stats(0).mem_pinned >= 32 * MiB); /* there is something to report */
     assert_int_equal(ht_device_sum(a, 8 * MiB), 5ull * 8 * MiB); /* granted again */
-    /* Two HELLOs: the refused one with PIN, then one without. */
+    /* Three HELLOs: PIN|TERMS and PIN refused, then one without either. */
     struct cs_msg m;
     assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
     assert_true(m.u.hello.flags & CS_HELLO_PIN);
+    assert_true(m.u.hello.flags & CS_HELLO_TERMS);
     assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
-    assert_false(m.u.hello.flags & CS_HELLO_PIN);
+    assert_true(m.u.hello.flags & CS_HELLO_PIN);
+    assert_false(m.u.hello.flags & CS_HELLO_TERMS);
+    assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
+    assert_false(m.u.hello.flags & (CS_HELLO_PIN | CS_HELLO_TERMS));
     assert_true(m.u.hello.flags & CS_HELLO_LC);
+    assert_int_equal(ht_stats(0).mem_limit, 0); /* no TERMS, no quota */
     /* A few report periods: USAGE keeps coming, PINNED never. */
     ht_sleep_ms(500);
     assert_true(mock_count(mock, CS_MSG_USAGE) > 0);
@@ -48,7 +55,7 @@ int main(int argc, char **argv)
     hooktest_preload(argc, argv, env);
     mock = mock_start(ht_path("oldcaps.sock"), 200);
     assert_non_null(mock);
-    mock_refuse_caps(mock, CS_HELLO_PIN);
+    mock_refuse_caps(mock, CS_HELLO_PIN | CS_HELLO_TERMS);
     mock_set_auto_grant(mock, true);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(falls_back_and_never_sends_pinned),

@@ -28,27 +28,6 @@ static int setup(void **state)
     return 0;
 }
 
-/* Runs fn with stderr captured; returns how many lines contain `needle`. */
-static int count_log_lines(void (*fn)(void), const char *needle)
-{
-    int pipefd[2];
-    assert_int_equal(pipe(pipefd), 0);
-    int saved = dup(2);
-    dup2(pipefd[1], 2);
-    fn();
-    dup2(saved, 2);
-    close(saved);
-    close(pipefd[1]);
-    char buf[8192];
-    ssize_t n = read(pipefd[0], buf, sizeof buf - 1);
-    close(pipefd[0]);
-    buf[n > 0 ? n : 0] = '\0';
-    int count = 0;
-    for (char *p = buf; (p = strstr(p, needle)); p++)
-        count++;
-    return count;
-}
-
 static CUdeviceptr big;
 static CUresult over_result;
 
@@ -64,7 +43,7 @@ static void limit_enforced_with_one_log_line(void **state)
     struct cushare_stats s0 = ht_stats(0);
     assert_int_equal(s0.mem_limit, LIMIT);
     CK(cuMemAlloc(&big, 48 * MiB));
-    int lines = count_log_lines(allocate_over_quota, "out of memory on GPU 0");
+    int lines = ht_count_log_lines(allocate_over_quota, "out of memory on GPU 0");
     assert_int_equal(over_result, CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(lines, 1);
     assert_int_equal(ht_stats(0).ooms, s0.ooms + 1);

@@ -133,3 +133,24 @@ struct mock_sched *ht_mock_preload(int argc, char **argv)
     mock_set_auto_grant(m, true);
     return m;
 }
+
+int ht_count_log_lines(void (*fn)(void), const char *needle)
+{
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    int saved = dup(2);
+    dup2(pipefd[1], 2);
+    fn();
+    dup2(saved, 2);
+    close(saved);
+    close(pipefd[1]);
+    char buf[8192];
+    ssize_t n = read(pipefd[0], buf, sizeof buf - 1);
+    close(pipefd[0]);
+    buf[n > 0 ? n : 0] = '\0';
+    fputs(buf, stderr); /* still in the test's log */
+    int count = 0;
+    for (char *p = buf; (p = strstr(p, needle)); p++)
+        count++;
+    return count;
+}

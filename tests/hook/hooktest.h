@@ -47,6 +47,10 @@ uint64_t ht_device_sum(CUdeviceptr p, uint64_t n);
 uint64_t ht_now_ns(void);
 void ht_sleep_ms(unsigned ms);
 
+/* Runs fn with stderr captured (then passed on); returns how many times `needle` occurs in
+ * what it logged (the first 8 KiB). */
+int ht_count_log_lines(void (*fn)(void), const char *needle);
+
 /* A scratch path under $TEST_TMP (or /tmp). */
 const char *ht_path(const char *name);
 

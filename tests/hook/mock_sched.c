@@ -29,6 +29,8 @@ struct mock_sched {
     int32_t room_status;   /* guarded by mu */
     bool auto_grant;       /* guarded by mu */
     uint32_t refuse_caps;  /* guarded by mu */
+    bool have_terms;       /* guarded by mu: send `terms`, else echo HELLO */
+    struct cs_msg_terms terms;
     void (*room_hook)(const struct cs_msg_room *, void *); /* set before use */
     void *room_arg;
     uint64_t next_lease;   /* guarded by mu */
@@ -54,6 +56,23 @@ static void record(struct mock_sched *m, const struct cs_msg *msg)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* As cushared does after WELCOME: the terms set by the test, else what
+ * the HELLO asked, nothing cut. */
+static void send_terms(struct mock_sched *m, int fd, const struct cs_msg_hello *h)
+{
+    struct cs_msg t = {.type = CS_MSG_TERMS};
+    pthread_mutex_lock(&m->mu);
+    if (m->have_terms) {
+        t.u.terms = m->terms;
+    } else {
+        t.u.terms.priority = h->priority;
+        t.u.terms.weight = h->weight;
+        t.u.terms.mem_limit = h->mem_limit;
+    }
+    pthread_mutex_unlock(&m->mu);
+    cs_send(fd, &t);
+}
+
 static void handle(struct mock_sched *m, int fd, const struct cs_msg *msg)
 {
     struct cs_msg r;
@@ -72,6 +91,8 @@ static void handle(struct mock_sched *m, int fd, const struct cs_msg *msg)
         r.u.welcome.epoch = 1;
         r.u.welcome.idle_ms = m->idle_ms;
         cs_send(fd, &r);
+        if (msg->u.hello.flags & CS_HELLO_TERMS)
+            send_terms(m, fd, &msg->u.hello);
     } else if (msg->type == CS_MSG_ACQUIRE ||
                (msg->type == CS_MSG_ATTACH && (msg->u.attach.flags & CS_ATTACH_WAITING))) {
         uint32_t slot = msg->type == CS_MSG_ACQUIRE ? msg->u.acquire.slot : msg->u.attach.slot;
@@ -290,6 +311,24 @@ void mock_refuse_caps(struct mock_sched *m, uint32_t caps)
 {
     pthread_mutex_lock(&m->mu);
     m->refuse_caps = caps;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void mock_drop(struct mock_sched *m)
+{
+    /* shutdown, not close: the serving thread sees the end and closes the
+     * fd itself (a closed number could be reused under its poll). */
+    pthread_mutex_lock(&m->mu);
+    if (m->cfd >= 0)
+        shutdown(m->cfd, SHUT_RDWR);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void mock_set_terms(struct mock_sched *m, const struct cs_msg_terms *t)
+{
+    pthread_mutex_lock(&m->mu);
+    m->have_terms = true;
+    m->terms = *t;
     pthread_mutex_unlock(&m->mu);
 }
 

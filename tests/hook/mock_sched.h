@@ -2,7 +2,8 @@
  *
  * It listens on a unix socket, accepts one client (the process under test,
  * which is also the process running the mock: the hook connects to it from
- * its own I/O thread), answers HELLO with WELCOME, and otherwise does only
+ * its own I/O thread), answers HELLO with WELCOME (and TERMS when asked
+ * for), and otherwise does only
  * what the test tells it: send GRANT/REVOKE/EVICT, wait for a message of
  * a given type. A background thread reads the client's messages into a
  * queue; every message is also logged with its arrival time.
@@ -66,6 +67,15 @@ void mock_set_room_hook(struct mock_sched *m, void (*fn)(const struct cs_msg_roo
  * bits: a HELLO carrying any of them is answered with ERROR. Set before the
  * client connects. */
 void mock_refuse_caps(struct mock_sched *m, uint32_t caps);
+
+/* Closes the client's connection (a daemon that went away): the hook
+ * reconnects, and the mock accepts it again. */
+void mock_drop(struct mock_sched *m);
+
+/* Answer a HELLO with CS_HELLO_TERMS with these TERMS after WELCOME
+ * (default: what the HELLO asked, nothing cut). Set before the client
+ * connects. */
+void mock_set_terms(struct mock_sched *m, const struct cs_msg_terms *t);
 
 /* Grant every ACQUIRE at once (lease ids 1, 2, ...). */
 void mock_set_auto_grant(struct mock_sched *m, bool on);

@@ -78,6 +78,11 @@ static void test_every_knob(void **state)
         {"metrics", ":80", 0},           {"metrics", "h:70000", 0},
         {"state_file", "/run/x.state", 1}, {"state_file", "none", 1},
         {"state_file", "relative", 0},   {"quantum", "5", 0},
+        {"default_max_priority", "low", 1}, {"default_max_priority", "HIGH", 1},
+        {"default_max_priority", "top", 0}, {"default_max_weight", "1000000", 1},
+        {"default_max_weight", "0", 0},  {"default_max_weight", "1000001", 0},
+        {"default_mem_limit", "20G", 1}, {"default_mem_limit", "0", 1},
+        {"default_mem_limit", "12Q", 0}, {"default_mem_limit", "-1", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct sd_config c;
@@ -108,6 +113,10 @@ static void test_runtime_refusals(void **state)
     assert_int_equal(sd_config_set(&c, "metrics", "127.0.0.1:1", true, err, sizeof err), -1);
     assert_non_null(strstr(err, "start-up"));
     assert_int_equal(sd_config_set(&c, "state_file", "none", true, err, sizeof err), -1);
+    /* a grant is made at accept: its knobs are start-up only */
+    assert_int_equal(sd_config_set(&c, "default_max_priority", "high", true, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "start-up"));
     assert_int_equal(sd_config_set(&c, "nope", "1", true, err, sizeof err), -1);
     assert_string_equal(err, "unknown key 'nope'");
 }
@@ -225,6 +234,67 @@ static void test_ini_file(void **state)
     assert_non_null(strstr(err, ":1:"));
     assert_int_equal(sd_config_load(&c, &ov, "/nonexistent/x.conf", err, sizeof err), -1);
     assert_non_null(strstr(err, "cannot read"));
+}
+
+/* [uid.*] and [gid.*]: numbers and names (resolved at load), keys merged
+ * per section, defaults in any order; errors with FILE:LINE. */
+static void test_access_sections(void **state)
+{
+    (void)state;
+    static struct sd_config c;
+    static struct sd_overrides ov;
+    char err[300];
+    assert_int_equal(load("[uid.1000]\nmax_priority = high\nmax_weight = 8\n"
+                          "[gid.root]\nmem_limit = 20G\n[uid.root]\nmax_weight=2\n"
+                          "[cushared]\ndefault_max_priority = low\ndefault_mem_limit = 1G\n"
+                          "[uid.1000]\nmem_limit = 0\n",
+                          &c, &ov, err, sizeof err),
+                     0);
+    assert_int_equal(c.default_max_priority, CS_PRIO_LOW);
+    assert_int_equal(c.default_mem_limit, 1ull << 30);
+    assert_int_equal(c.access.n, 3);
+    const struct sd_access_rule *r = &c.access.v[0];
+    assert_int_equal(r->kind, SD_ACCESS_UID);
+    assert_int_equal(r->id, 1000);
+    assert_true(r->has_priority && r->has_weight && r->has_mem);
+    assert_int_equal(r->max_priority, CS_PRIO_HIGH);
+    assert_int_equal(r->max_weight, 8);
+    assert_int_equal(r->mem_limit, 0);
+    r = &c.access.v[1];
+    assert_int_equal(r->kind, SD_ACCESS_GID);
+    assert_int_equal(r->id, 0); /* the group named root */
+    assert_true(r->has_mem && !r->has_priority && !r->has_weight);
+    assert_int_equal(r->mem_limit, 20ull << 30);
+    assert_int_equal(c.access.v[2].kind, SD_ACCESS_UID);
+    assert_int_equal(c.access.v[2].id, 0);
+
+    assert_int_equal(load("[uid.1000]\nmax_weight=1\n[uid.no-such-user-cs17]\nmax_weight=1\n",
+                          &c, &ov, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "test.conf:4: [uid.no-such-user-cs17]: no user named"));
+    assert_int_equal(load("[gid.no-such-group-cs17]\nmax_weight=1\n", &c, &ov, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "test.conf:2: [gid.no-such-group-cs17]: no group named"));
+    assert_int_equal(load("\n[uid.7]\nmax_weight = 0\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, "test.conf:3: [uid.7] max_weight: '0' is not an integer"));
+    assert_int_equal(load("[gid.7]\nmax_priority = top\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2: [gid.7] max_priority"));
+    assert_int_equal(load("[gid.7]\nmem_limit = lots\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2: [gid.7] mem_limit"));
+    assert_int_equal(load("[uid.7]\npriority = high\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2: [uid.7]: unknown key 'priority'"));
+    assert_int_equal(load("[uid.4294967295]\nmax_weight = 2\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a valid uid"));
+    assert_int_equal(load("[uid.]\nmax_weight = 2\n", &c, &ov, err, sizeof err), -1);
+    assert_int_equal(load("default_max_weight = 0\n", &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":1: default_max_weight"));
+    /* the table's cap */
+    static char big[SD_ACCESS_MAX * 32 + 64];
+    size_t n = 0;
+    for (int i = 0; i <= SD_ACCESS_MAX; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, "[uid.%d]\nmax_weight=2\n", 10000 + i);
+    assert_int_equal(load(big, &c, &ov, err, sizeof err), -1);
+    assert_non_null(strstr(err, "too many [uid.*] and [gid.*] sections"));
 }
 
 static void test_shipped_example_config(void **state)
@@ -431,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_shipped_example_config),
         cmocka_unit_test(test_dump_and_hostport),
         cmocka_unit_test(test_state_round_trip),
+        cmocka_unit_test(test_access_sections),
         cmocka_unit_test(test_docs_cover_knobs),
         cmocka_unit_test(test_docs_cover_metrics),
     };

@@ -29,6 +29,7 @@ static const uint16_t all_types[] = {
     CS_MSG_RESTORED,   CS_MSG_PREFETCH,   CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
     CS_MSG_LC_MODE,    CS_MSG_LC_BURST,   CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED,
+    CS_MSG_TERMS,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -199,6 +200,11 @@ static void sample(uint16_t type, struct cs_msg *m)
     case CS_MSG_PINNED:
         m->u.pinned = (struct cs_msg_pinned){1, 0, 3ull << 30};
         break;
+    case CS_MSG_TERMS:
+        m->u.terms = (struct cs_msg_terms){CS_PRIO_NORMAL, 3, 20ull << 30,
+                                           CS_TERMS_CUT_PRIORITY | CS_TERMS_CUT_MEM, 0, ""};
+        strcpy(m->u.terms.text, "uid 1000 may claim at most normal (default grant)");
+        break;
     case CS_MSG_CTL_CLIENT_LC:
         m->u.ctl_client_lc = (struct cs_msg_ctl_client_lc){
             9, 0, CS_LC_MECH_GATE, CS_LC_BOUNDED, 1000, 42, 3, 250000, 500000, 1000000, 2500000};
@@ -272,6 +278,7 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_LC_MODE), 24);
     assert_int_equal(cs_msg_size(CS_MSG_LC_BURST), 40);
     assert_int_equal(cs_msg_size(CS_MSG_PINNED), 24);
+    assert_int_equal(cs_msg_size(CS_MSG_TERMS), 32 + CS_TEXT_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LC), 80);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(0), 0);
@@ -372,10 +379,20 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x20, RANGE);
+    reject_u32(CS_MSG_HELLO, 8, 0x40, RANGE);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN);
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS);
+    /* TERMS: priority 8, weight 12, mem_limit 16, flags 24, pad 28 */
+    reject_u32(CS_MSG_TERMS, 8, CS_PRIO_COUNT, RANGE);
+    reject_u32(CS_MSG_TERMS, 12, 0, RANGE);
+    reject_u32(CS_MSG_TERMS, 12, CS_WEIGHT_MAX + 1, RANGE);
+    accept_u32(CS_MSG_TERMS, 12, CS_WEIGHT_MAX);
+    reject_u64(CS_MSG_TERMS, 16, 1ull << 62 | 1, RANGE);
+    reject_u32(CS_MSG_TERMS, 24, 0x8, RANGE);
+    accept_u32(CS_MSG_TERMS, 24, 0x7);
+    reject_u32(CS_MSG_TERMS, 28, 1, "non-zero padding");
     /* PINNED: flags 12, bytes 16 */
     reject_u32(CS_MSG_PINNED, 12, 1, RANGE);
     reject_u64(CS_MSG_PINNED, 16, 1ull << 62 | 1, RANGE);
