@@ -25,8 +25,9 @@ ALL_TARGETS += $(CUSHARED)
 # ---- tests -------------------------------------------------------------------
 SD_TDIR := $(BUILD)/tests/sched
 
-# Unit tests (cmocka): pure modules, no sockets, simulated time.
-SD_UNIT := test_policy test_proto test_config test_lc
+# Unit tests (cmocka): pure modules, simulated time; test_endpoint runs the
+# server in its own process on sockets in a scratch directory.
+SD_UNIT := test_policy test_proto test_config test_lc test_endpoint
 $(SD_UNIT:%=$(SD_TDIR)/%): $(SD_TDIR)/%: $(OBJ)/tests/sched/%.o $(SCHED_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka $(SCHED_LIBS) -lm

@@ -37,4 +37,8 @@ struct sd_grant {
                                  "default", "endpoint <id>" */
 };
 
+/* Whether a connection with grant g may ATTACH the GPU uuid: its list, or
+ * any GPU when the list is empty. */
+bool sd_grant_allows_gpu(const struct sd_grant *g, const uint8_t uuid[CS_UUID_LEN]);
+
 #endif

@@ -49,6 +49,10 @@ static const struct knob knobs[] = {
     KNOB(lc_linger_us, K_U32, true, 1, CS_LC_PARAM_MAX_US),
     KNOB(metrics, K_ADDR, false, 0, 0),
     KNOB(state_file, K_PATH, false, 0, 0),
+    KNOB(endpoint_dir, K_PATH, false, 0, 0),
+    KNOB(max_endpoints, K_U32, true, 1, 65536),
+    KNOB(endpoint_max_conns, K_U32, true, 1, 65536),
+    KNOB(endpoint_idle_ttl_s, K_U32, true, 0, 315360000),
 };
 
 static const char *const mode_names[] = {"exclusive", "shared"};
@@ -89,6 +93,9 @@ void sd_config_defaults(struct sd_config *c)
     c->lc_mechanism = SD_LC_AUTO;
     c->lc_window_us = 1000; /* issue 7: a gated BE job drains in about 1 ms */
     c->lc_linger_us = 300;  /* longer than the CPU gaps inside one inference request */
+    c->max_endpoints = 256;
+    c->endpoint_max_conns = 16;
+    c->endpoint_idle_ttl_s = 86400; /* a plugin that died before REMOVE leaks for a day */
 }
 
 static void seterr(char *err, size_t len, const char *fmt, ...)

@@ -46,6 +46,11 @@ struct sd_config {
                                     work is done (LC_MODE RELEASE_IDLE) */
     char metrics[SD_ADDR_LEN];   /* HOST:PORT, "" = off */
     char state_file[SD_PATH_LEN];/* "" = next to the socket, "none" = off */
+    /* Endpoints (endpoint.c): sockets made for one allocation each. */
+    char endpoint_dir[SD_PATH_LEN]; /* "" = <socket dir>/endpoints, "none" = off */
+    uint32_t max_endpoints;
+    uint32_t endpoint_max_conns;  /* per endpoint, unless its request says otherwise */
+    uint32_t endpoint_idle_ttl_s; /* removed after this long unused; 0 = never */
 };
 
 /* What keeps a latency-critical (high) holder's kernels from waiting behind

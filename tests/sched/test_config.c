@@ -78,6 +78,11 @@ static void test_every_knob(void **state)
         {"metrics", ":80", 0},           {"metrics", "h:70000", 0},
         {"state_file", "/run/x.state", 1}, {"state_file", "none", 1},
         {"state_file", "relative", 0},   {"quantum", "5", 0},
+        {"endpoint_dir", "/run/cushare/ep", 1}, {"endpoint_dir", "none", 1},
+        {"endpoint_dir", "ep", 0},       {"max_endpoints", "1", 1},
+        {"max_endpoints", "0", 0},       {"endpoint_max_conns", "65536", 1},
+        {"endpoint_max_conns", "0", 0},  {"endpoint_idle_ttl_s", "0", 1},
+        {"endpoint_idle_ttl_s", "x", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct sd_config c;
@@ -108,6 +113,8 @@ static void test_runtime_refusals(void **state)
     assert_int_equal(sd_config_set(&c, "metrics", "127.0.0.1:1", true, err, sizeof err), -1);
     assert_non_null(strstr(err, "start-up"));
     assert_int_equal(sd_config_set(&c, "state_file", "none", true, err, sizeof err), -1);
+    assert_int_equal(sd_config_set(&c, "endpoint_dir", "/x", true, err, sizeof err), -1);
+    assert_int_equal(sd_config_set(&c, "endpoint_idle_ttl_s", "60", true, err, sizeof err), 0);
     assert_int_equal(sd_config_set(&c, "nope", "1", true, err, sizeof err), -1);
     assert_string_equal(err, "unknown key 'nope'");
 }
