@@ -333,23 +333,34 @@ static void conn_readable(struct sd_server *s, struct sd_conn *c)
     }
 }
 
-static void accept_all(struct sd_server *s)
+/* The next connection on lfd with its credentials: its fd, or -1 when
+ * none is left (an error is logged, naming where). One whose credentials
+ * cannot be read is closed and skipped. */
+static int accept_peer(int lfd, struct ucred *cr, const char *where)
 {
     for (;;) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                cs_warn("accept: %s", strerror(errno));
-            return;
+                cs_warn("%s: accept: %s", where, strerror(errno));
+            return -1;
         }
+        socklen_t cl = sizeof *cr;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &cl) == 0)
+            return fd;
+        close(fd);
+    }
+}
+
+static void accept_all(struct sd_server *s)
+{
+    for (;;) {
         struct ucred cr;
-        socklen_t cl = sizeof cr;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
-            close(fd);
-            continue;
-        }
+        int fd = accept_peer(s->lfd, &cr, s->sock_path);
+        if (fd < 0)
+            return;
         /* Control connections count too: the cap bounds fds and memory. */
         if (s->nconns >= (size_t)s->cfg.max_clients + 16) {
             s->ctr.refused++;
@@ -394,20 +405,10 @@ static void refuse_fd(struct sd_server *s, int fd, const char *why)
 static void accept_endpoint(struct sd_server *s, struct sd_ep *ep)
 {
     for (int i = 0; i < SD_READ_BURST; i++) {
-        int fd = accept4(ep->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                cs_warn("endpoint %s: accept: %s", ep->id, strerror(errno));
-            return;
-        }
         struct ucred cr;
-        socklen_t cl = sizeof cr;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
-            close(fd);
-            continue;
-        }
+        int fd = accept_peer(ep->lfd, &cr, ep->id);
+        if (fd < 0)
+            return;
         uint32_t cap = sd_ep_max_conns(s, ep);
         if (ep->nconns >= cap || s->nconns >= (size_t)s->cfg.max_clients + 16) {
             char why[CS_TEXT_LEN];
