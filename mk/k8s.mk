@@ -16,7 +16,8 @@ K8S_PB_H  := $(K8S_GEN)/api.pb-c.h
 K8S_PB_O  := $(OBJ)/gen/k8s/api.pb-c.o
 
 K8S_SRCS  := $(filter-out src/k8s/dp_main.c,$(wildcard src/k8s/*.c))
-K8S_OBJS  := $(K8S_SRCS:%.c=$(OBJ)/%.o) $(K8S_PB_O)
+# The control client of cusharectl asks the daemon for endpoints (dp_endpoint.c).
+K8S_OBJS  := $(K8S_SRCS:%.c=$(OBJ)/%.o) $(K8S_PB_O) $(OBJ)/src/tools/ctl_client.o
 K8S_LIB   := $(BUILD)/lib/libdp.a
 K8S_DP    := $(BUILD)/bin/cushare-device-plugin
 
@@ -76,7 +77,7 @@ $(K8S_TDIR)/test_dp_unit: $(OBJ)/tests/k8s/test_dp_unit.o $(OBJ)/tests/k8s/tutil
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) $(LDFLAGS) -lcmocka $(K8S_LIBS)
 
-$(K8S_TDIR)/test_dp_plugin: $(OBJ)/tests/k8s/test_dp_plugin.o $(K8S_TKUBE) $(K8S_LIB) $(COMMON_LIB) | $(K8S_NVML) $(K8S_DP)
+$(K8S_TDIR)/test_dp_plugin: $(OBJ)/tests/k8s/test_dp_plugin.o $(K8S_TKUBE) $(K8S_LIB) $(COMMON_LIB) | $(K8S_NVML) $(K8S_DP) $(CUSHARED)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) $(LDFLAGS) -lcmocka $(K8S_LIBS)
 

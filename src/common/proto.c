@@ -187,6 +187,19 @@ static const struct field f_ctl_drain[] = {
     PAD(cs_msg_ctl_drain, pad),
     STR(cs_msg_ctl_drain, gpu),
 };
+static const struct field f_ctl_endpoint[] = {
+    U32(cs_msg_ctl_endpoint, op, 1, CS_EP_OP_MAX),
+    U32(cs_msg_ctl_endpoint, max_priority, 0, CS_PRIO_COUNT - 1),
+    U32(cs_msg_ctl_endpoint, max_weight, 1, CS_WEIGHT_MAX),
+    U32(cs_msg_ctl_endpoint, max_conns, 0, 65536),
+    U64(cs_msg_ctl_endpoint, mem_limit, BYTES62),
+    U32(cs_msg_ctl_endpoint, ngpus, 0, CS_MAX_DEVICES),
+    PAD(cs_msg_ctl_endpoint, pad),
+    BYTES(cs_msg_ctl_endpoint, gpus),
+    STR(cs_msg_ctl_endpoint, id),
+    STR(cs_msg_ctl_endpoint, pod),
+    STR(cs_msg_ctl_endpoint, ns),
+};
 static const struct field f_ctl_daemon[] = {
     U32(cs_msg_ctl_daemon, pid, ANY32),
     U32(cs_msg_ctl_daemon, uid, ANY32),
@@ -375,6 +388,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_STATUS, "CTL_STATUS", f_ctl_status),
     DESC(CS_MSG_CTL_SET, "CTL_SET", f_ctl_set),
     DESC(CS_MSG_CTL_DRAIN, "CTL_DRAIN", f_ctl_drain),
+    DESC(CS_MSG_CTL_ENDPOINT, "CTL_ENDPOINT", f_ctl_endpoint),
     DESC(CS_MSG_CTL_GPU, "CTL_GPU", f_ctl_gpu),
     DESC(CS_MSG_CTL_CLIENT, "CTL_CLIENT", f_ctl_client),
     DESC(CS_MSG_CTL_DONE, "CTL_DONE", f_ctl_done),

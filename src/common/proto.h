@@ -70,6 +70,7 @@ enum cs_msg_type {
     CS_MSG_CTL_STATUS = 64,
     CS_MSG_CTL_SET = 65,
     CS_MSG_CTL_DRAIN = 66,
+    CS_MSG_CTL_ENDPOINT = 67, /* create or remove an endpoint (Kubernetes allocations) */
     /* daemon -> cusharectl */
     CS_MSG_CTL_GPU = 96,    /* one per GPU in a status reply */
     CS_MSG_CTL_CLIENT = 97, /* one per client per GPU in a status reply */
@@ -152,6 +153,13 @@ enum cs_lc_mode {
 
 /* CTL_SET.flags */
 #define CS_CTL_SET_MORE 0x1u /* stage this pair; more follow, applied together */
+
+/* CTL_ENDPOINT.op */
+enum cs_ep_op {
+    CS_EP_CREATE = 1, /* make it, or change its terms for new connections */
+    CS_EP_REMOVE = 2, /* close its socket; open connections keep running */
+    CS_EP_OP_MAX = 2,
+};
 
 /* CTL_GPU.mode and CTL_DAEMON.mode */
 enum cs_mode {
@@ -398,6 +406,24 @@ struct cs_msg_ctl_drain {
     char gpu[CS_NAME_LEN];  /* UUID text or index */
 };
 
+/* An endpoint: a socket of its own, made for one allocation (a Kubernetes
+ * container), whose connections may claim at most these terms (the grant,
+ * sched/access.h). Needs the daemon's uid or root; answered by one CTL_DONE
+ * whose text is the socket path (CREATE) or -errno and a reason. */
+struct cs_msg_ctl_endpoint {
+    uint32_t op;            /* enum cs_ep_op */
+    uint32_t max_priority;  /* best class its clients may claim (enum cs_priority) */
+    uint32_t max_weight;    /* 1 .. CS_WEIGHT_MAX */
+    uint32_t max_conns;     /* connections open at once; 0 = the daemon's default */
+    uint64_t mem_limit;     /* per-GPU bytes, 0 = none */
+    uint32_t ngpus;         /* entries of gpus used; 0 = any GPU of the node */
+    uint32_t pad;
+    uint8_t gpus[CS_MAX_DEVICES][CS_UUID_LEN];
+    char id[CS_NAME_LEN];   /* 1-63 of [A-Za-z0-9._-], not starting with '.' */
+    char pod[CS_NAME_LEN];  /* "" when unknown */
+    char ns[CS_NAME_LEN];
+};
+
 /* Daemon-wide part of a status reply. */
 struct cs_msg_ctl_daemon {
     uint32_t pid;
@@ -585,6 +611,7 @@ struct cs_msg {
         struct cs_msg_ctl_status ctl_status;
         struct cs_msg_ctl_set ctl_set;
         struct cs_msg_ctl_drain ctl_drain;
+        struct cs_msg_ctl_endpoint ctl_endpoint;
         struct cs_msg_ctl_daemon ctl_daemon;
         struct cs_msg_ctl_gpu ctl_gpu;
         struct cs_msg_ctl_client ctl_client;

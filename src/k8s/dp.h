@@ -12,6 +12,7 @@
  *   dp_server   one gRPC server (DevicePlugin service) per resource
  *   dp_service  its unary methods: options, preferred allocation, Allocate,
  *               PreStartContainer
+ *   dp_endpoint the daemon endpoint each container of a slots resource gets
  *   dp_register the kubelet Registration client
  *   dp_install  the library and ld.so.preload files containers mount
  *   dp_watch    inotify on the kubelet's device-plugins directory
@@ -79,13 +80,15 @@ struct dp_config {
     char lib[DP_PATH_MAX];        /* libcushare.so on the host */
     char lib_container[DP_PATH_MAX];
     char install_lib[DP_PATH_MAX];   /* copied to `lib` at start, "" = no */
-    char daemon_socket[DP_PATH_MAX]; /* cushared's socket (same path in pods) */
+    char daemon_socket[DP_PATH_MAX]; /* cushared's socket; in pods, the same path
+                                        names their endpoint's socket */
     char preload_file[DP_PATH_MAX];  /* host file for DP_INJECT_PRELOAD */
     enum dp_inject inject;
     enum dp_placement placement;
     bool require_daemon; /* CUSHARE_REQUIRE_DAEMON=1 in containers */
     bool prestart;       /* PreStartContainer checks GPU health and the daemon */
     bool device_nodes;   /* Allocate adds /dev/nvidia* device specs */
+    bool endpoints;      /* slots: a daemon endpoint per container (dp_endpoint) */
     unsigned slots;      /* default IDs per GPU of SLOTS resources */
     uint64_t unit;       /* default bytes per ID of MEMORY resources */
     unsigned health_ms;  /* health check period */

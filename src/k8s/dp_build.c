@@ -103,10 +103,9 @@ static char *socket_dir(struct dp_arena *a, const char *sock)
     return d;
 }
 
-/* Which GPUs the IDs name, in node order: gpus[i] is true for each. */
-static enum dp_alloc_err resolve_ids(const struct dp_resource *r, const struct dp_node *n,
-                                     char *const *ids, size_t nids, bool *gpus, char *err,
-                                     size_t cap)
+enum dp_alloc_err dp_build_resolve(const struct dp_resource *r, const struct dp_node *n,
+                                   char *const *ids, size_t nids, bool *gpus, char *err,
+                                   size_t cap)
 {
     for (size_t i = 0; i < nids; i++) {
         unsigned k;
@@ -143,7 +142,7 @@ static void alloc_gpu_envs(struct dp_arena *a, const struct dp_config *c,
 }
 
 static void alloc_gpu(struct dp_arena *a, const struct dp_config *c, const struct dp_resource *r,
-                      const struct dp_node *n, const bool *gpus,
+                      const struct dp_node *n, const bool *gpus, const char *ep_dir,
                       V1beta1__ContainerAllocateResponse *ca)
 {
     char *uuids = dp_arena_alloc(a, n->ngpus * DP_UUID_MAX + 1);
@@ -152,7 +151,10 @@ static void alloc_gpu(struct dp_arena *a, const struct dp_config *c, const struc
             strcat(strcat(uuids, *uuids ? "," : ""), n->gpu[i].uuid);
     alloc_gpu_envs(a, c, r, ca, uuids);
     mount(a, ca, c->lib, c->lib_container);
-    mount(a, ca, socket_dir(a, c->daemon_socket), socket_dir(a, c->daemon_socket));
+    /* The endpoint's socket has the daemon's socket's name, so the same
+     * CUSHARE_SOCKET reaches it. */
+    char *sdir = socket_dir(a, c->daemon_socket);
+    mount(a, ca, ep_dir ? ep_dir : sdir, sdir);
     if (c->inject == DP_INJECT_PRELOAD)
         mount(a, ca, c->preload_file, "/etc/ld.so.preload");
     if (c->device_nodes) {
@@ -172,11 +174,11 @@ static void alloc_gpu(struct dp_arena *a, const struct dp_config *c, const struc
 
 enum dp_alloc_err dp_build_alloc(struct dp_arena *a, const struct dp_config *c,
                                  const struct dp_resource *r, const struct dp_node *n,
-                                 char *const *ids, size_t nids,
+                                 char *const *ids, size_t nids, const char *ep_dir,
                                  V1beta1__ContainerAllocateResponse **out, char *err, size_t cap)
 {
     bool gpus[DP_MAX_GPUS] = {false};
-    enum dp_alloc_err e = resolve_ids(r, n, ids, nids, gpus, err, cap);
+    enum dp_alloc_err e = dp_build_resolve(r, n, ids, nids, gpus, err, cap);
     if (e != DP_ALLOC_OK)
         return e;
     V1beta1__ContainerAllocateResponse *ca = dp_arena_alloc(a, sizeof *ca);
@@ -186,7 +188,7 @@ enum dp_alloc_err dp_build_alloc(struct dp_arena *a, const struct dp_config *c,
     if (r->kind == DP_KIND_MEMORY)
         env(a, ca, "CUSHARE_MEM_LIMIT", dp_size_text(a, (uint64_t)nids * r->unit));
     else
-        alloc_gpu(a, c, r, n, gpus, ca);
+        alloc_gpu(a, c, r, n, gpus, ep_dir, ca);
     *out = ca;
     return DP_ALLOC_OK;
 }

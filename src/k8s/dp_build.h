@@ -18,10 +18,17 @@ enum dp_alloc_err {
     DP_ALLOC_UNHEALTHY = -2, /* an ID on an unhealthy GPU: FAILED_PRECONDITION */
 };
 
-/* What one container needs to use the devices ids of resource r. */
+/* Which GPUs the IDs name: gpus[i] set for each GPU i of the node. */
+enum dp_alloc_err dp_build_resolve(const struct dp_resource *r, const struct dp_node *n,
+                                   char *const *ids, size_t nids, bool *gpus, char *err,
+                                   size_t cap);
+
+/* What one container needs to use the devices ids of resource r. ep_dir:
+ * the host directory of its daemon endpoint, mounted where the daemon's
+ * socket directory would be; NULL mounts the daemon's own (endpoints off). */
 enum dp_alloc_err dp_build_alloc(struct dp_arena *a, const struct dp_config *c,
                                  const struct dp_resource *r, const struct dp_node *n,
-                                 char *const *ids, size_t nids,
+                                 char *const *ids, size_t nids, const char *ep_dir,
                                  V1beta1__ContainerAllocateResponse **out, char *err, size_t cap);
 
 /* A preferred choice of req->allocation_size IDs among the available ones,

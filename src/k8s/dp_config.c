@@ -38,6 +38,7 @@ void dp_config_defaults(struct dp_config *c)
     c->placement = DP_PLACE_SPREAD;
     c->require_daemon = true;
     c->prestart = true;
+    c->endpoints = true;
     c->slots = 4;
     c->unit = 1ull << 30;
     c->health_ms = 5000;
@@ -235,6 +236,7 @@ enum opt_id {
     O_PLUGIN_DIR = 256, O_KUBELET_SOCK, O_RESOURCE, O_SLOTS, O_UNIT, O_NVML, O_SYSFS, O_LIB,
     O_LIB_CONTAINER, O_INSTALL_LIB, O_SOCKET, O_INJECT, O_PRELOAD_FILE, O_PLACEMENT,
     O_REQUIRE_DAEMON, O_PRESTART, O_DEVICE_NODES, O_HEALTH, O_LOG_LEVEL, O_PRINT, O_HELP,
+    O_ENDPOINTS,
 };
 
 struct opt_desc {
@@ -262,6 +264,7 @@ static const struct opt_desc opts[] = {
     {"require-daemon", "CUSHARE_DP_REQUIRE_DAEMON", O_REQUIRE_DAEMON, 1},
     {"prestart", "CUSHARE_DP_PRESTART", O_PRESTART, 1},
     {"device-nodes", "CUSHARE_DP_DEVICE_NODES", O_DEVICE_NODES, 1},
+    {"endpoints", "CUSHARE_DP_ENDPOINTS", O_ENDPOINTS, 1},
     {"health-interval", "CUSHARE_DP_HEALTH_INTERVAL_MS", O_HEALTH, 1},
     {"log-level", "CUSHARE_DP_LOG_LEVEL", O_LOG_LEVEL, 1},
     {"print-config", NULL, O_PRINT, 0},
@@ -347,6 +350,7 @@ static int set_opt(struct dp_config *c, enum opt_id id, const char *name, const 
     case O_REQUIRE_DAEMON: return set_bool(&c->require_daemon, name, v, err, cap);
     case O_PRESTART: return set_bool(&c->prestart, name, v, err, cap);
     case O_DEVICE_NODES: return set_bool(&c->device_nodes, name, v, err, cap);
+    case O_ENDPOINTS: return set_bool(&c->endpoints, name, v, err, cap);
     case O_RESOURCE: return add_resource_list(c, v, err, cap);
     default: return set_number(c, id, name, v, err, cap);
     }
@@ -490,6 +494,7 @@ void dp_config_print(const struct dp_config *c, FILE *f)
     fprintf(f, "placement       %s\nrequire-daemon  %s\nprestart        %s\n",
             dp_placement_name(c->placement), c->require_daemon ? "on" : "off",
             c->prestart ? "on" : "off");
+    fprintf(f, "endpoints       %s\n", c->endpoints ? "on" : "off");
     fprintf(f, "device-nodes    %s\nhealth-interval %u\nlog-level       %s\n",
             c->device_nodes ? "on" : "off", c->health_ms,
             (const char *[]){"error", "warn", "info", "debug"}[c->log_level]);
@@ -525,8 +530,12 @@ void dp_config_usage(FILE *f)
         "  --container-lib PATH  where containers see it (/usr/local/lib/cushare/libcushare.so)\n"
         "                        [CUSHARE_DP_CONTAINER_LIB]\n"
         "  --install-lib SRC     copy SRC to --lib at start (atomically) [CUSHARE_DP_INSTALL_LIB]\n"
-        "  --socket PATH         cushared's socket, same path in containers\n"
-        "                        (/run/cushare/cushared.sock) [CUSHARE_SOCKET]\n"
+        "  --socket PATH         cushared's socket (/run/cushare/cushared.sock); containers\n"
+        "                        see their endpoint's socket at this path [CUSHARE_SOCKET]\n"
+        "  --endpoints B         each container of a slots resource gets its own cushared\n"
+        "                        endpoint, which caps what it may claim, instead of the\n"
+        "                        daemon's socket (on; off is not safe with untrusted pods)\n"
+        "                        [CUSHARE_DP_ENDPOINTS]\n"
         "  --inject MODE         env: LD_PRELOAD; preload: mount a file at /etc/ld.so.preload;\n"
         "                        none: mount the library only (env) [CUSHARE_DP_INJECT]\n"
         "  --preload-file PATH   host file written for --inject preload\n"

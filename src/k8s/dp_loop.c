@@ -238,4 +238,5 @@ void dp_plugin_free(struct dp_plugin *p)
         close(p->watch_fd);
     p->cq = NULL;
     p->sig_fd = p->watch_fd = -1;
+    dp_eps_free(&p->eps);
 }

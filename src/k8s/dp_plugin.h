@@ -3,8 +3,9 @@
  * (one socket per registration, as the kubelet requires) and its own
  * registration state.
  *
- * Nothing about allocations is kept: an ID names its GPU, so a restarted
- * plugin answers exactly as the old one did. */
+ * An ID names its GPU, so a restarted plugin answers Allocate as the old one
+ * did; the only thing kept about allocations is which endpoint each device
+ * ID went to (dp_endpoint.h), in memory. */
 #ifndef DP_PLUGIN_H
 #define DP_PLUGIN_H
 
@@ -12,6 +13,7 @@
 #include <sys/types.h>
 
 #include "k8s/dp.h"
+#include "k8s/dp_endpoint.h"
 
 struct dp_srv;
 struct dp_reg;
@@ -46,6 +48,7 @@ struct dp_plugin {
     bool kubelet_new; /* kubelet.sock created since the last check */
     unsigned live; /* servers and Register calls not yet finished */
     uint64_t next_health, next_check;
+    struct dp_eps eps; /* device ID -> its container's endpoint */
 };
 
 /* ---- dp_server.c ---- */

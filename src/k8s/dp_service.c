@@ -53,6 +53,30 @@ static grpc_status_code prefer(struct dp_slot *s, const V1beta1__PreferredAlloca
     return GRPC_STATUS_OK;
 }
 
+/* A slots resource's container gets its own daemon endpoint: NULL in *dir
+ * when endpoints are off or not needed, else FAILED_PRECONDITION if the
+ * daemon cannot make one (never the daemon's own socket instead). */
+static grpc_status_code endpoint_of(struct dp_slot *s, struct dp_arena *a,
+                                    const V1beta1__ContainerAllocateRequest *c, char **dir,
+                                    char *msg, size_t cap)
+{
+    *dir = NULL;
+    if (!s->p->cfg->endpoints || s->res->kind != DP_KIND_SLOTS)
+        return GRPC_STATUS_OK;
+    bool gpus[DP_MAX_GPUS] = {false};
+    enum dp_alloc_err e = dp_build_resolve(s->res, &s->p->node, c->devices_ids, c->n_devices_ids,
+                                           gpus, msg, cap);
+    if (e != DP_ALLOC_OK) /* dp_build_alloc says so again, with its status */
+        return GRPC_STATUS_OK;
+    *dir = dp_arena_alloc(a, DP_PATH_MAX);
+    if (dp_ep_acquire(&s->p->eps, s->p->cfg, s->res, &s->p->node, gpus, c->devices_ids,
+                      c->n_devices_ids, *dir, DP_PATH_MAX, msg, cap) < 0) {
+        cs_error("%s", msg);
+        return GRPC_STATUS_FAILED_PRECONDITION;
+    }
+    return GRPC_STATUS_OK;
+}
+
 static grpc_status_code allocate(struct dp_slot *s, const V1beta1__AllocateRequest *rq,
                                  grpc_byte_buffer **resp, char *msg, size_t cap)
 {
@@ -62,8 +86,11 @@ static grpc_status_code allocate(struct dp_slot *s, const V1beta1__AllocateReque
     for (size_t i = 0; i < rq->n_container_requests && code == GRPC_STATUS_OK; i++) {
         const V1beta1__ContainerAllocateRequest *c = rq->container_requests[i];
         V1beta1__ContainerAllocateResponse *ca = NULL;
+        char *ep_dir;
+        if ((code = endpoint_of(s, &a, c, &ep_dir, msg, cap)) != GRPC_STATUS_OK)
+            break;
         enum dp_alloc_err e = dp_build_alloc(&a, s->p->cfg, s->res, &s->p->node, c->devices_ids,
-                                             c->n_devices_ids, &ca, msg, cap);
+                                             c->n_devices_ids, ep_dir, &ca, msg, cap);
         if (e == DP_ALLOC_UNKNOWN)
             code = GRPC_STATUS_INVALID_ARGUMENT;
         else if (e == DP_ALLOC_UNHEALTHY)

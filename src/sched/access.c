@@ -281,3 +281,13 @@ void sd_grant_describe(const struct sd_grant *g, uint32_t uid, char *buf, size_t
                                                                      : CS_PRIO_LOW)),
              g->max_weight ? g->max_weight : 1, mem, g->source);
 }
+
+bool sd_grant_allows_gpu(const struct sd_grant *g, const uint8_t uuid[CS_UUID_LEN])
+{
+    if (g->ngpus == 0)
+        return true; /* any GPU of the node */
+    for (uint32_t i = 0; i < g->ngpus && i < CS_MAX_DEVICES; i++)
+        if (memcmp(g->gpus[i], uuid, CS_UUID_LEN) == 0)
+            return true;
+    return false;
+}

@@ -101,5 +101,8 @@ bool sd_grant_trusted(const struct sd_grant *g);
 /* "uid 1000 may claim at most normal, weight 1 (default grant)": for logs
  * and TERMS. */
 void sd_grant_describe(const struct sd_grant *g, uint32_t uid, char *buf, size_t cap);
+/* Whether a connection with grant g may ATTACH the GPU uuid: its list, or
+ * any GPU when the list is empty. */
+bool sd_grant_allows_gpu(const struct sd_grant *g, const uint8_t uuid[CS_UUID_LEN]);
 
 #endif

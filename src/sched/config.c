@@ -54,6 +54,10 @@ static const struct knob knobs[] = {
     KNOB(default_max_priority, K_PRIO, false, 0, 0),
     KNOB(default_max_weight, K_U32, false, 1, CS_WEIGHT_MAX),
     KNOB(default_mem_limit, K_SIZE, false, 0, 0),
+    KNOB(endpoint_dir, K_PATH, false, 0, 0),
+    KNOB(max_endpoints, K_U32, true, 1, 65536),
+    KNOB(endpoint_max_conns, K_U32, true, 1, 65536),
+    KNOB(endpoint_idle_ttl_s, K_U32, true, 0, 315360000),
 };
 
 static const char *const mode_names[] = {"exclusive", "shared"};
@@ -101,6 +105,9 @@ void sd_config_defaults(struct sd_config *c)
     c->default_max_priority = CS_PRIO_NORMAL; /* issue 17: a tenant cannot claim high */
     c->default_max_weight = 1;
     c->default_mem_limit = 0;
+    c->max_endpoints = 256;
+    c->endpoint_max_conns = 16;
+    c->endpoint_idle_ttl_s = 86400; /* a plugin that died before REMOVE leaks for a day */
 }
 
 static void seterr(char *err, size_t len, const char *fmt, ...)

@@ -53,6 +53,11 @@ struct sd_config {
     uint32_t default_max_weight;
     uint64_t default_mem_limit;    /* bytes per GPU, 0 = none */
     struct sd_access access;       /* [uid.*] and [gid.*] sections */
+    /* Endpoints (endpoint.c): sockets made for one allocation each. */
+    char endpoint_dir[SD_PATH_LEN]; /* "" = <socket dir>/endpoints, "none" = off */
+    uint32_t max_endpoints;
+    uint32_t endpoint_max_conns;  /* per endpoint, unless its request says otherwise */
+    uint32_t endpoint_idle_ttl_s; /* removed after this long unused; 0 = never */
 };
 
 /* What keeps a latency-critical (high) holder's kernels from waiting behind

@@ -2,8 +2,8 @@
  *
  * Every request gets exactly one CTL_DONE (a status reply puts CTL_DAEMON,
  * then CTL_GPU and its CTL_CLIENTs per GPU, before it). Status is open to
- * every local user, like nvidia-smi; changes (set, drain) need the uid the
- * daemon runs as, or root, taken from SO_PEERCRED. */
+ * every local user, like nvidia-smi; changes (set, drain, endpoint) need the
+ * uid the daemon runs as, or root, taken from SO_PEERCRED. */
 #include "sched/server.h"
 
 #include <errno.h>
@@ -393,6 +393,18 @@ static void ctl_drain(struct sd_server *s, struct sd_conn *c, const struct cs_ms
     done(s, c, 0, "gpu %u (%s) %s", g->index, uuid, m->on ? "draining" : "undrained");
 }
 
+/* ---- endpoint ------------------------------------------------------------------------ */
+
+static void ctl_endpoint(struct sd_server *s, struct sd_conn *c,
+                         const struct cs_msg_ctl_endpoint *m)
+{
+    if (!authorized(s, c, m->op == CS_EP_CREATE ? "create an endpoint" : "remove an endpoint"))
+        return;
+    char text[CS_TEXT_LEN];
+    int rc = sd_ep_request(s, m, text, sizeof text);
+    done(s, c, rc, "%s", text);
+}
+
 void sd_control(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
 {
     switch (m->type) {
@@ -404,6 +416,9 @@ void sd_control(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
         return;
     case CS_MSG_CTL_DRAIN:
         ctl_drain(s, c, &m->u.ctl_drain);
+        return;
+    case CS_MSG_CTL_ENDPOINT:
+        ctl_endpoint(s, c, &m->u.ctl_endpoint);
         return;
     default:
         sd_conn_fail(s, c, "not a control request");

@@ -224,6 +224,11 @@ _Static_assert(SD_GRANT_CUT_PRIORITY == CS_TERMS_CUT_PRIORITY &&
 static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg_hello *h)
 {
     c->caps = h->flags & (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS);
+    if ((h->flags & CS_HELLO_CONTROL) && c->on_endpoint) {
+        /* A container holds its endpoint; node control is not its business. */
+        refuse(s, c, "control is not available on an endpoint");
+        return;
+    }
     if (h->flags & CS_HELLO_CONTROL) {
         c->kind = SD_CONN_CONTROL;
         send_welcome(s, c, c->id);
@@ -270,6 +275,19 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
 
 /* ---- client messages ------------------------------------------------------------ */
 
+/* An ATTACH of a GPU outside the connection's grant (an endpoint's list). */
+static bool gpu_refused(struct sd_server *s, struct sd_conn *c, const uint8_t *uuid)
+{
+    if (sd_grant_allows_gpu(&c->grant, uuid))
+        return false;
+    char txt[CS_UUID_STR_LEN], why[CS_TEXT_LEN];
+    cs_uuid_format(uuid, txt);
+    snprintf(why, sizeof why, "GPU %s is not in this connection's grant (%s)", txt,
+             c->grant.source);
+    refuse(s, c, why);
+    return true;
+}
+
 static void client_message(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
 {
     const char *why = "unexpected message";
@@ -278,6 +296,8 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
     int rc;
     switch (m->type) {
     case CS_MSG_ATTACH:
+        if (gpu_refused(s, c, m->u.attach.uuid))
+            return;
         rc = sd_policy_attach(&s->policy, cl, &m->u.attach, now, &why);
         break;
     case CS_MSG_ACQUIRE:

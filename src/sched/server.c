@@ -193,6 +193,7 @@ static void conn_free(struct sd_server *s, struct sd_conn *c)
         free(r);
     }
     free(c->batch);
+    sd_ep_conn_closed(s, c);
     if (c->fd >= 0)
         close(c->fd); /* also removes it from the epoll set */
     if (c->prev)
@@ -333,23 +334,34 @@ static void conn_readable(struct sd_server *s, struct sd_conn *c)
     }
 }
 
-static void accept_all(struct sd_server *s)
+/* The next connection on lfd with its credentials: its fd, or -1 when
+ * none is left (an error is logged, naming where). One whose credentials
+ * cannot be read is closed and skipped. */
+static int accept_peer(int lfd, struct ucred *cr, const char *where)
 {
     for (;;) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                cs_warn("accept: %s", strerror(errno));
-            return;
+                cs_warn("%s: accept: %s", where, strerror(errno));
+            return -1;
         }
+        socklen_t cl = sizeof *cr;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &cl) == 0)
+            return fd;
+        close(fd);
+    }
+}
+
+static void accept_all(struct sd_server *s)
+{
+    for (;;) {
         struct ucred cr;
-        socklen_t cl = sizeof cr;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0) {
-            close(fd);
-            continue;
-        }
+        int fd = accept_peer(s->lfd, &cr, s->sock_path);
+        if (fd < 0)
+            return;
         /* Control connections count too: the cap bounds fds and memory. */
         if (s->nconns >= (size_t)s->cfg.max_clients + 16) {
             s->ctr.refused++;
@@ -362,11 +374,67 @@ static void accept_all(struct sd_server *s)
     }
 }
 
+/* ---- endpoint listeners (endpoint.c owns them) ------------------------------- */
+
+int sd_server_add_listener(struct sd_server *s, int fd, uint64_t tag)
+{
+    if (s->epfd < 0) {
+        errno = EBADF;
+        return -1;
+    }
+    return ep_add(s, fd, EPOLLIN, tag);
+}
+
+/* Tells a connection why it is refused and closes it. The socket is new
+ * and non-blocking: the record fits in its buffer, and if not it is lost
+ * rather than waited for. */
+static void refuse_fd(struct sd_server *s, int fd, const char *why)
+{
+    struct cs_msg e = {.type = CS_MSG_ERROR};
+    e.u.error.code = EBUSY;
+    snprintf(e.u.error.text, sizeof e.u.error.text, "refused: %.150s", why);
+    uint8_t buf[CS_MSG_MAX];
+    int n = cs_msg_encode(&e, buf, sizeof buf);
+    if (n > 0 && send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        cs_debug("refusal not delivered: %s", strerror(errno));
+    close(fd);
+    s->ctr.refused++;
+}
+
+/* Connections on an endpoint carry its grant and count against its cap.
+ * At most SD_READ_BURST per wakeup: a flood cannot hold the loop. */
+static void accept_endpoint(struct sd_server *s, struct sd_ep *ep)
+{
+    for (int i = 0; i < SD_READ_BURST; i++) {
+        struct ucred cr;
+        int fd = accept_peer(ep->lfd, &cr, ep->id);
+        if (fd < 0)
+            return;
+        uint32_t cap = sd_ep_max_conns(s, ep);
+        if (ep->nconns >= cap || s->nconns >= (size_t)s->cfg.max_clients + 16) {
+            char why[CS_TEXT_LEN];
+            snprintf(why, sizeof why, "too many connections on endpoint %.63s (%u open, cap %u)",
+                     ep->id, ep->nconns, cap);
+            uint64_t k = ++ep->refused;
+            if ((k & (k - 1)) == 0) /* the 1st, 2nd, 4th...: no log flood */
+                cs_warn("pid %d: %s", (int)cr.pid, why);
+            refuse_fd(s, fd, why);
+            continue;
+        }
+        struct sd_conn *c = sd_conn_adopt(s, fd, (uint32_t)cr.pid, (uint32_t)cr.uid,
+                                          (uint32_t)cr.gid);
+        if (c)
+            sd_ep_conn_opened(s, ep, c);
+    }
+}
+
 /* ---- timer, signals, settle ------------------------------------------------- */
 
 static void arm_timer(struct sd_server *s)
 {
-    uint64_t d = sd_policy_deadline(&s->policy);
+    uint64_t d = sd_policy_deadline(&s->policy), e = sd_ep_deadline(s);
+    if (e && (!d || e < d))
+        d = e;
     if (d == s->armed_deadline || s->tfd < 0)
         return;
     struct itimerspec its = {{0, 0}, {0, 0}};
@@ -380,7 +448,9 @@ static void arm_timer(struct sd_server *s)
 
 void sd_server_tick(struct sd_server *s)
 {
-    sd_policy_tick(&s->policy, sd_server_now(s));
+    uint64_t now = sd_server_now(s);
+    sd_policy_tick(&s->policy, now);
+    sd_ep_tick(s, now);
 }
 
 void sd_server_settle(struct sd_server *s)
@@ -471,6 +541,7 @@ int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
         if (open_listener(s) < 0 || open_fds(s) < 0)
             return -1;
     }
+    sd_ep_init(s);
     if (s->state_path[0]) {
         struct sd_restore *r = calloc(1, sizeof *r);
         if (!r)
@@ -500,6 +571,10 @@ static void handle_event(struct sd_server *s, const struct epoll_event *ev)
     uint64_t tag = ev->data.u64;
     if (tag == TAG_LISTEN) {
         accept_all(s);
+    } else if (tag & SD_EP_TAG) {
+        struct sd_ep *ep = sd_ep_by_tag(s, tag);
+        if (ep) /* else removed earlier in this batch */
+            accept_endpoint(s, ep);
     } else if (tag == TAG_TIMER) {
         uint64_t n;
         ssize_t r = read(s->tfd, &n, sizeof n);
@@ -533,22 +608,27 @@ int sd_server_run(struct sd_server *s)
             s->cfg.mode == CS_MODE_SHARED ? "shared" : "exclusive",
             (unsigned long long)s->epoch);
     sd_server_settle(s);
-    struct epoll_event evs[64];
-    while (!s->stop) {
-        int timeout = s->metrics ? sd_metrics_timeout_ms(s->metrics) : -1;
-        int n = epoll_wait(s->epfd, evs, 64, timeout);
-        if (n < 0 && errno != EINTR) {
-            cs_error("epoll_wait: %s", strerror(errno));
+    while (!s->stop)
+        if (sd_server_step(s, s->metrics ? sd_metrics_timeout_ms(s->metrics) : -1) < 0)
             return -1;
-        }
-        for (int i = 0; i < n; i++)
-            handle_event(s, &evs[i]);
-        if (s->metrics)
-            sd_metrics_run(s->metrics);
-        /* A dead holder's lease ends here, and its successor is granted,
-         * in the same iteration that saw the EOF. */
-        sd_server_settle(s);
+    return 0;
+}
+
+int sd_server_step(struct sd_server *s, int timeout_ms)
+{
+    struct epoll_event evs[64];
+    int n = epoll_wait(s->epfd, evs, 64, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+        cs_error("epoll_wait: %s", strerror(errno));
+        return -1;
     }
+    for (int i = 0; i < n; i++)
+        handle_event(s, &evs[i]);
+    if (s->metrics)
+        sd_metrics_run(s->metrics);
+    /* A dead holder's lease ends here, and its successor is granted, in
+     * the same iteration that saw the EOF. */
+    sd_server_settle(s);
     return 0;
 }
 
@@ -563,6 +643,7 @@ void sd_server_fini(struct sd_server *s)
         }
         conn_free(s, c);
     }
+    sd_ep_fini(s);
     if (s->metrics)
         sd_metrics_stop(s->metrics);
     s->metrics = NULL;

@@ -11,9 +11,10 @@
  *   server.c    listening socket, loop, connection I/O and lifetime
  *   dispatch.c  HELLO and the lease/memory messages -> policy calls, and the
  *               policy's grant/revoke decisions -> messages
- *   control.c   cusharectl requests: status, set, drain
+ *   control.c   cusharectl requests: status, set, drain, endpoint
  *   metrics.c   the Prometheus page and its HTTP endpoint
  *   state.c     the lease holders, persisted for a restarted daemon
+ *   endpoint.c  sockets made for one allocation each, with their grant
  *
  * A connection is closed in one place (reap, after the current event), so
  * code that finds a connection dead mid-event only marks it: policy
@@ -28,7 +29,9 @@
 #include <sys/un.h>
 
 #include "common/proto.h"
+#include "sched/access.h"
 #include "sched/config.h"
+#include "sched/endpoint.h"
 #include "sched/policy.h"
 
 #define SD_OUTQ_BYTES (256u * 1024) /* queued output a connection may owe */
@@ -69,6 +72,8 @@ struct sd_conn {
     struct sd_outrec *qhead, *qtail;
     size_t qbytes;
     struct sd_conn *next, *prev;
+    bool on_endpoint;       /* accepted on an endpoint: no control, grant from it */
+    struct sd_ep *ep;       /* that endpoint while it exists (its connection count) */
 };
 
 struct sd_counters {
@@ -114,12 +119,17 @@ struct sd_server {
     size_t nconns;
     struct sd_counters ctr;
     struct sd_metrics *metrics;
+    struct sd_eps eps;        /* endpoint.c */
 };
 
 /* server.c */
 int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
                    const struct sd_overrides *ov, const struct sd_server_opts *o);
 int sd_server_run(struct sd_server *s);
+/* One pass of the loop: waits up to timeout_ms (-1: no limit) for events,
+ * handles them and settles. 0, or -1 when epoll fails. Tests drive an
+ * in-process server with it. */
+int sd_server_step(struct sd_server *s, int timeout_ms);
 void sd_server_fini(struct sd_server *s);
 uint64_t sd_server_now(const struct sd_server *s);
 /* Takes ownership of a connected socket with the given credentials; its
@@ -143,6 +153,9 @@ void sd_server_save_state(struct sd_server *s);
 /* Runs the policy's deadlines that have passed. */
 void sd_server_tick(struct sd_server *s);
 struct sd_conn *sd_server_conn_by_fd(const struct sd_server *s, int fd);
+/* Watches a listening socket of an endpoint (tag: SD_EP_TAG | serial; see
+ * endpoint.h). 0 or -1 with errno. */
+int sd_server_add_listener(struct sd_server *s, int fd, uint64_t tag);
 
 /* dispatch.c */
 extern const struct sd_policy_ops sd_dispatch_ops;

@@ -8,16 +8,23 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Receives one message within CTL_TIMEOUT_MS. 0 or -1 with err. */
+static int timeout_ms = CTL_TIMEOUT_MS;
+
+void ctl_set_timeout(int ms)
+{
+    timeout_ms = ms > 0 ? ms : CTL_TIMEOUT_MS;
+}
+
+/* Receives one message within timeout_ms. 0 or -1 with err. */
 static int recv_one(int fd, struct cs_msg *m, char *err, size_t errlen)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
     int r;
     do
-        r = poll(&p, 1, CTL_TIMEOUT_MS);
+        r = poll(&p, 1, timeout_ms);
     while (r < 0 && errno == EINTR);
     if (r == 0) {
-        snprintf(err, errlen, "the daemon did not answer within %d ms", CTL_TIMEOUT_MS);
+        snprintf(err, errlen, "the daemon did not answer within %d ms", timeout_ms);
         return -1;
     }
     const char *why = "?";

@@ -1,7 +1,8 @@
-/* ctl_client.h: the control side of the protocol, for cusharectl and
- * cushare-run: connect, say HELLO as a control connection, send requests and
- * collect replies (every request ends with one CTL_DONE). Blocking, with a
- * time limit on every wait so a wedged daemon cannot hang a tool. */
+/* ctl_client.h: the control side of the protocol, for cusharectl,
+ * cushare-run and the device plugin: connect, say HELLO as a control
+ * connection, send requests and collect replies (every request ends with one
+ * CTL_DONE). Blocking, with a time limit on every wait so a wedged daemon
+ * cannot hang a tool. */
 #ifndef CTL_CLIENT_H
 #define CTL_CLIENT_H
 
@@ -25,6 +26,10 @@ struct ctl_status {
     struct cs_msg_ctl_client_tsg *client_tsg;
     struct cs_msg_ctl_client_lc *client_lc; /* zero from a daemon without CS_HELLO_LC */
 };
+
+/* How long each wait for the daemon may last (ms; <= 0: CTL_TIMEOUT_MS).
+ * The device plugin, whose one thread serves the kubelet, waits less. */
+void ctl_set_timeout(int ms);
 
 /* Connects to the daemon and completes the handshake. Returns the fd, or
  * -errno with a reason in err (-ENOENT/-ECONNREFUSED: no daemon there). */

@@ -4,6 +4,10 @@
  *   cusharectl [--socket PATH] top
  *   cusharectl [--socket PATH] set KEY=VALUE...
  *   cusharectl [--socket PATH] drain GPU | undrain GPU
+ *   cusharectl [--socket PATH] endpoint create ID [--priority P] [--weight-max N]
+ *              [--mem-limit SIZE] [--gpus UUID[,UUID...]] [--max-conns N]
+ *              [--pod P] [--namespace N]
+ *   cusharectl [--socket PATH] endpoint remove ID
  *
  * Exit status: 0 done; 1 the daemon refused or failed the request; 2 usage
  * error; 3 no daemon to talk to. */
@@ -36,6 +40,12 @@ static void usage(FILE *f)
             "                      client.<pid or name>.weight=N, .priority=high|normal|low)\n"
             "  drain GPU           revoke the GPU and grant nobody (GPU: index or UUID)\n"
             "  undrain GPU         resume granting\n"
+            "  endpoint create ID [--priority P] [--weight-max N] [--mem-limit SIZE]\n"
+            "                  [--gpus UUID[,UUID...]] [--max-conns N] [--pod P]\n"
+            "                  [--namespace N]\n"
+            "                      a socket whose clients may claim at most these terms\n"
+            "                      (default: normal, weight 1, any GPU); prints its path\n"
+            "  endpoint remove ID  close it (its open connections keep running)\n"
             "Changes need the daemon's uid or root.\n");
 }
 
@@ -203,6 +213,135 @@ static int cmd_drain(int fd, const char *gpu, bool on)
     return 0;
 }
 
+/* ---- endpoint ------------------------------------------------------------------------ */
+
+static int parse_gpus(const char *arg, struct cs_msg_ctl_endpoint *e)
+{
+    char buf[CS_MAX_DEVICES * CS_UUID_STR_LEN + 1];
+    if (strlen(arg) >= sizeof buf)
+        return -1;
+    cs_strlcpy(buf, arg, sizeof buf);
+    char *save = NULL;
+    for (char *u = strtok_r(buf, ",", &save); u; u = strtok_r(NULL, ",", &save))
+        if (e->ngpus == CS_MAX_DEVICES || cs_uuid_parse(u, e->gpus[e->ngpus++]) < 0)
+            return -1;
+    return e->ngpus ? 0 : -1;
+}
+
+static int set_text(char *dst, const char *v)
+{
+    if (strlen(v) >= CS_NAME_LEN)
+        return -1;
+    for (const char *c = v; *c; c++)
+        if (*c < 0x21 || *c > 0x7e)
+            return -1;
+    cs_strlcpy(dst, v, CS_NAME_LEN);
+    return 0;
+}
+
+/* One option of `endpoint create`; -1 with a message on a bad value. */
+static int endpoint_opt(int ch, const char *v, struct cs_msg_ctl_endpoint *e)
+{
+    uint64_t x;
+    int p;
+    switch (ch) {
+    case 'p':
+        if ((p = cs_priority_parse(v)) < 0)
+            break;
+        e->max_priority = (uint32_t)p;
+        return 0;
+    case 'w':
+        if (cs_parse_u64(v, 1, CS_WEIGHT_MAX, &x) < 0)
+            break;
+        e->max_weight = (uint32_t)x;
+        return 0;
+    case 'm':
+        if (cs_parse_size(v, &x) < 0)
+            break;
+        e->mem_limit = x;
+        return 0;
+    case 'g':
+        if (parse_gpus(v, e) < 0)
+            break;
+        return 0;
+    case 'c':
+        if (cs_parse_u64(v, 0, 65536, &x) < 0)
+            break;
+        e->max_conns = (uint32_t)x;
+        return 0;
+    case 'P':
+        if (set_text(e->pod, v) < 0)
+            break;
+        return 0;
+    case 'n':
+        if (set_text(e->ns, v) < 0)
+            break;
+        return 0;
+    }
+    fprintf(stderr, "cusharectl: endpoint create: bad value '%s'\n", v);
+    return -1;
+}
+
+/* argv[0] is "create" or "remove", argv[1] the id, then create's options.
+ * Checked whole before connecting. -1: usage error. */
+static int endpoint_args(int argc, char **argv, struct cs_msg *m)
+{
+    static const struct option lo[] = {
+        {"priority", required_argument, NULL, 'p'}, {"weight-max", required_argument, NULL, 'w'},
+        {"mem-limit", required_argument, NULL, 'm'}, {"gpus", required_argument, NULL, 'g'},
+        {"max-conns", required_argument, NULL, 'c'}, {"pod", required_argument, NULL, 'P'},
+        {"namespace", required_argument, NULL, 'n'}, {NULL, 0, NULL, 0},
+    };
+    struct cs_msg_ctl_endpoint *e = &m->u.ctl_endpoint;
+    memset(m, 0, sizeof *m);
+    m->type = CS_MSG_CTL_ENDPOINT;
+    e->max_priority = CS_PRIO_NORMAL;
+    e->max_weight = 1;
+    bool create = argc >= 2 && strcmp(argv[0], "create") == 0;
+    if (argc < 2 || (!create && (strcmp(argv[0], "remove") != 0 || argc != 2)) ||
+        strlen(argv[1]) >= sizeof e->id) {
+        fprintf(stderr, "cusharectl: endpoint create ID [options] | endpoint remove ID\n");
+        return -1;
+    }
+    e->op = create ? CS_EP_CREATE : CS_EP_REMOVE;
+    cs_strlcpy(e->id, argv[1], sizeof e->id);
+    optind = 0; /* glibc: a full reset; argv[1] (the id) plays the program name */
+    opterr = 0;
+    int ch;
+    while (create && (ch = getopt_long(argc - 1, argv + 1, "", lo, NULL)) != -1) {
+        if (ch == '?') {
+            fprintf(stderr, "cusharectl: endpoint create: unknown option or missing value "
+                            "(see --help)\n");
+            return -1;
+        }
+        if (endpoint_opt(ch, optarg, e) < 0)
+            return -1;
+    }
+    if (create && optind != argc - 1) {
+        fprintf(stderr, "cusharectl: endpoint create: unexpected '%s'\n", argv[optind + 1]);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_endpoint(int fd, const struct cs_msg *m)
+{
+    struct cs_msg_ctl_done d;
+    char err[256];
+    if (ctl_request(fd, m, &d, err, sizeof err) < 0) {
+        fprintf(stderr, "cusharectl: endpoint: %s\n", err);
+        return EXIT_REFUSED;
+    }
+    if (d.status != 0) {
+        fprintf(stderr, "cusharectl: endpoint %s %s: %s\n",
+                m->u.ctl_endpoint.op == CS_EP_CREATE ? "create" : "remove",
+                m->u.ctl_endpoint.id, d.text);
+        return EXIT_REFUSED;
+    }
+    printf("%s\n", d.text);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -240,6 +379,12 @@ int main(int argc, char **argv)
               (strcmp(cmd, "top") == 0 && nargs == 0) ||
               (strcmp(cmd, "set") == 0 && nargs > 0) ||
               ((strcmp(cmd, "drain") == 0 || strcmp(cmd, "undrain") == 0) && nargs == 1);
+    struct cs_msg ep;
+    if (strcmp(cmd, "endpoint") == 0) {
+        if (endpoint_args(nargs, args, &ep) < 0)
+            return EXIT_USAGE;
+        ok = true;
+    }
     if (!ok) {
         fprintf(stderr, "cusharectl: bad command line for '%s'\n", cmd);
         usage(stderr);
@@ -253,6 +398,8 @@ int main(int argc, char **argv)
         rc = cmd_top(fd);
     else if (strcmp(cmd, "set") == 0)
         rc = cmd_set(fd, nargs, args);
+    else if (strcmp(cmd, "endpoint") == 0)
+        rc = cmd_endpoint(fd, &ep);
     else
         rc = cmd_drain(fd, args[0], strcmp(cmd, "drain") == 0);
     close(fd);

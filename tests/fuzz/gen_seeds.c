@@ -19,6 +19,7 @@ static const uint16_t all[] = {
     CS_MSG_RESTORED,   CS_MSG_PREFETCH, CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
     CS_MSG_LC_MODE, CS_MSG_LC_BURST, CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED, CS_MSG_TERMS,
+    CS_MSG_CTL_ENDPOINT,
 };
 
 /* The smallest valid message of a type (fields with a lower bound at it). */
@@ -73,6 +74,13 @@ static void minimal(uint16_t type, struct cs_msg *m)
         memset(&m->u, 0, sizeof m->u);
         m->u.ctl_drain.on = 1;
         strcpy(m->u.ctl_drain.gpu, "0");
+        break;
+    case CS_MSG_CTL_ENDPOINT:
+        memset(&m->u, 0, sizeof m->u);
+        m->u.ctl_endpoint.op = CS_EP_CREATE;
+        m->u.ctl_endpoint.max_priority = CS_PRIO_NORMAL;
+        m->u.ctl_endpoint.max_weight = 1;
+        strcpy(m->u.ctl_endpoint.id, "seed");
         break;
     default:
         memset(&m->u, 0, sizeof m->u);

@@ -11,6 +11,9 @@ resources the examples request are advertised by the device plugin's flags;
 cushared's --metrics is not bound to every address, a $(VAR) host is the
 pod's IP (status.podIP), and off loopback a NetworkPolicy admits ingress to
 the metrics port from named peers only (never on the host network).
+the device plugin keeps endpoints on, and cushared and the plugin share the
+socket directory as a hostPath mounted at its own path (the plugin hands the
+daemon's endpoint paths to the kubelet as host paths).
 The chart: Chart.yaml fields, values.yaml against values.schema.json (a
 draft-07 subset: type, properties, required, additionalProperties, items,
 minItems, enum, minimum, maximum, minLength, pattern), templates with
@@ -223,6 +226,34 @@ def check_metrics(label, ds, objs):
         ports.add(int(hp.rsplit(":", 1)[1]) if hp.rsplit(":", 1)[1].isdigit() else None)
         check_metrics_policy(label, ds, [o for o in objs if o.get("kind") == "NetworkPolicy"],
                              ports)
+def flag(cmd, name):
+    for a in cmd or []:
+        if a.startswith(f"--{name}="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def check_endpoints(label, ds, plugin):
+    cmd = plugin.get("command") or []
+    if (flag(cmd, "endpoints") or "on").lower() in ("off", "false", "no", "0"):
+        err(label, "the device plugin runs with --endpoints=off: any pod could claim any class")
+    sock = flag(cmd, "socket") or "/run/cushare/cushared.sock"
+    sdir = os.path.dirname(sock)
+    spec = pod_spec(ds)
+    vols = {v.get("name"): v for v in spec.get("volumes") or []}
+    daemons = [c for c in spec.get("containers") or []
+               if (c.get("command") or [""])[0].endswith("/cushared")]
+    if not daemons:
+        err(label, "no cushared container beside the device plugin")
+    for c in daemons + [plugin]:
+        if c in daemons and (flag(c.get("command"), "socket") or sock) != sock:
+            err(label, f"cushared's --socket is not the device plugin's ({sock})")
+        ok = any(vm.get("mountPath") == sdir and
+                 ((vols.get(vm.get("name")) or {}).get("hostPath") or {}).get("path") == sdir
+                 for vm in c.get("volumeMounts") or [])
+        if not ok:
+            err(label, f"container {c.get('name')}: the socket directory {sdir} is not a "
+                       "hostPath mounted at the same path")
 
 
 def check_set(label, objs, examples=()):
@@ -238,6 +269,7 @@ def check_set(label, objs, examples=()):
             sel = (o.get("spec") or {}).get("selector") or {}
             if any(labels.get(k) != v for k, v in sel.items()):
                 err(label, f"Service {o['metadata']['name']} does not select the DaemonSet")
+    check_endpoints(label, ds, plugin)
     names = advertised(plugin.get("command") or [])
     for where, o in examples:
         spec = pod_spec(o) or {}

@@ -11,7 +11,9 @@
  * a daemon, a kubelet that restarts (with and without clearing the
  * directory), starts late or refuses a registration, the plugin's own
  * restart and SIGTERM, and NVML absent, failing or old (unversioned names,
- * found through LD_LIBRARY_PATH).
+ * found through LD_LIBRARY_PATH). Most tests run with --endpoints off (the
+ * fields of today's answer); the endpoint tests start a real cushared and
+ * check that each container of a slots resource gets its own endpoint.
  *
  * No timing is asserted: every wait is for an event, with a 20 s limit
  * that only a hang reaches. */
@@ -29,6 +31,7 @@
 #include <cmocka.h>
 #include <grpc/grpc.h>
 
+#include "common/proto.h"
 #include "k8s/dp_grpc.h"
 #include "tclient.h"
 #include "tkubelet.h"
@@ -47,6 +50,9 @@ struct fx {
     struct tk *k;
     pid_t pid;
     int daemon_fd;
+    bool endpoints; /* start the plugin with endpoints on (the default) */
+    pid_t dpid;     /* a real cushared */
+    char dlog[600];
 };
 static struct fx F;
 
@@ -86,6 +92,7 @@ static void fixture_dirs(void)
     snprintf(F.state, sizeof F.state, "%s/nvml-state", F.tmp);
     snprintf(F.preload, sizeof F.preload, "%s/ld.so.preload", F.tmp);
     snprintf(F.errlog, sizeof F.errlog, "%s/plugin.err", F.tmp);
+    snprintf(F.dlog, sizeof F.dlog, "%s/cushared.log", F.tmp);
     tu_mkdirs(F.dir);
     tu_mkdirs(F.run);
     char p[700];
@@ -114,6 +121,10 @@ static pid_t start_plugin_env(const char *nvml, char *const *env, const char *co
     const char *argv[64] = {bin, "--plugin-dir", F.dir, "--nvml", nv, "--sysfs", F.sys,
                             "--lib", F.lib, "--socket", F.sock, "--health-interval", "20"};
     size_t n = 13;
+    if (!F.endpoints) {
+        argv[n++] = "--endpoints";
+        argv[n++] = "off";
+    }
     for (size_t i = 0; extra && extra[i] && n < 62; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -145,6 +156,8 @@ static int setup_a(void **state)
 static int teardown(void **state)
 {
     int rc = F.pid > 0 ? tu_stop(F.pid) : 0;
+    if (F.dpid > 0)
+        assert_int_equal(tu_stop(F.dpid), 0);
     if (F.k)
         tk_stop(F.k, false);
     if (F.daemon_fd >= 0)
@@ -736,6 +749,152 @@ static void test_nvml_legacy(void **state)
     free(err);
 }
 
+/* ---- endpoints ---------------------------------------------------------------------------- */
+
+/* A HELLO and its WELCOME on path: a daemon serves there. */
+static bool served(const char *path)
+{
+    int fd = cs_connect(path);
+    if (fd < 0)
+        return false;
+    struct cs_msg h = {.type = CS_MSG_HELLO}, w;
+    h.u.hello.priority = CS_PRIO_NORMAL;
+    h.u.hello.weight = 1;
+    h.u.hello.proto_min = 1;
+    bool ok = cs_send(fd, &h) == 0 && cs_recv(fd, &w, NULL) == 1 && w.type == CS_MSG_WELCOME;
+    close(fd);
+    return ok;
+}
+
+static void start_daemon(void)
+{
+    static char bin[600];
+    snprintf(bin, sizeof bin, "%s/bin/cushared", tu_build());
+    char *argv[] = {bin, "--socket", F.sock, NULL};
+    F.dpid = tu_spawn(argv, NULL, F.dlog);
+    for (int i = 0; i < 2000 && !served(F.sock); i++)
+        usleep(10000);
+    if (!served(F.sock))
+        fail_msg("cushared did not start; see %s", F.dlog);
+}
+
+static int setup_ep(void **state)
+{
+    fixture_dirs();
+    F.endpoints = true;
+    set_state_env();
+    start_daemon();
+    F.k = tk_start(F.dir, "kubelet.sock");
+    F.pid = start_plugin_env("nvml", env2, res_a, NULL);
+    register_all_a();
+    return 0;
+}
+
+/* The host directory mounted where the daemon's socket directory would be. */
+static const char *ep_mount(const V1beta1__ContainerAllocateResponse *r)
+{
+    for (size_t i = 0; i < r->n_mounts; i++)
+        if (!strcmp(r->mounts[i]->container_path, F.run)) {
+            assert_true(r->mounts[i]->read_only);
+            return r->mounts[i]->host_path;
+        }
+    fail_msg("no mount at %s", F.run);
+    return NULL;
+}
+
+static void allocate_ok(const char *endpoint, const char *const *ids, char *dir, size_t cap)
+{
+    V1beta1__AllocateResponse *a = NULL;
+    char msg[256];
+    grpc_status_code st = allocate1(endpoint, ids, &a, msg, sizeof msg);
+    if (st != GRPC_STATUS_OK)
+        fail_msg("Allocate: %d %s", st, msg);
+    V1beta1__ContainerAllocateResponse *r = a->container_responses[0];
+    assert_string_equal(tc_env(r, "CUSHARE_SOCKET"), F.sock);
+    snprintf(dir, cap, "%s", ep_mount(r));
+    free_msg(a);
+}
+
+static bool ep_served(const char *dir)
+{
+    char p[800];
+    snprintf(p, sizeof p, "%s/cushared.sock", dir);
+    return served(p);
+}
+
+/* A slots container gets its own endpoint, under the daemon's endpoint
+ * directory, with the resource's terms; the same IDs again (in another
+ * order) get the same one. */
+static void test_endpoint_allocate(void **state)
+{
+    char dir[600], again[600], prefix[700];
+    allocate_ok("cushare-gpu-high.sock", (const char *[]){id(0, "1"), id(1, "0"), NULL}, dir,
+                sizeof dir);
+    snprintf(prefix, sizeof prefix, "%s/endpoints/dp-", F.run);
+    assert_memory_equal(dir, prefix, strlen(prefix));
+    assert_int_equal(strlen(dir), strlen(prefix) + 16);
+    assert_true(ep_served(dir));
+    allocate_ok("cushare-gpu-high.sock", (const char *[]){id(1, "0"), id(0, "1"), NULL}, again,
+                sizeof again);
+    assert_string_equal(again, dir);
+    /* The daemon's record of it: class high (0), weight 4, both GPUs. */
+    char st[700], line[300];
+    snprintf(st, sizeof st, "%s/endpoints/endpoints.state", F.run);
+    char *text = tu_read(st);
+    assert_non_null(text);
+    snprintf(line, sizeof line, "ep %s 0 4 0 0 %s,%s - -\n", strrchr(dir, '/') + 1, uuid(0),
+             uuid(1));
+    if (!strstr(text, line))
+        fail_msg("no '%s' in %s:\n%s", line, st, text);
+    unsigned eps = 0;
+    for (const char *p = text; (p = strstr(p, "\nep ")); p++)
+        eps++;
+    assert_int_equal(eps, 1); /* the retry made no second one */
+    free(text);
+    /* A memory resource's Allocate has no endpoint (its quota comes with
+     * the slots resource's). */
+    V1beta1__AllocateResponse *a = NULL;
+    char msg[256];
+    assert_int_equal(allocate1("cushare-gpu-memory.sock", (const char *[]){id(0, "m0"), NULL}, &a,
+                               msg, sizeof msg),
+                     GRPC_STATUS_OK);
+    assert_int_equal(a->container_responses[0]->n_mounts, 0);
+    free_msg(a);
+}
+
+/* A device ID given to a new container: the endpoint that held it goes. */
+static void test_endpoint_reallocate(void **state)
+{
+    char first[600], second[600], other[600];
+    allocate_ok("cushare-gpu.sock", (const char *[]){id(0, "0"), id(0, "1"), NULL}, first,
+                sizeof first);
+    allocate_ok("cushare-gpu.sock", (const char *[]){id(1, "2"), NULL}, other, sizeof other);
+    allocate_ok("cushare-gpu.sock", (const char *[]){id(0, "1"), NULL}, second, sizeof second);
+    assert_string_not_equal(first, second);
+    assert_false(tu_exists(first));
+    assert_true(ep_served(second));
+    assert_true(ep_served(other)); /* not one of the IDs: untouched */
+}
+
+/* Endpoints on and no daemon: Allocate fails and says why, never mounting
+ * the daemon's own socket directory instead. */
+static void test_endpoint_daemon_down(void **state)
+{
+    assert_int_equal(tu_stop(F.dpid), 0);
+    F.dpid = 0;
+    V1beta1__AllocateResponse *a = NULL;
+    char msg[256];
+    assert_int_equal(allocate1("cushare-gpu.sock", (const char *[]){id(0, "0"), NULL}, &a, msg,
+                               sizeof msg),
+                     GRPC_STATUS_FAILED_PRECONDITION);
+    if (!strstr(msg, "cannot ask cushared"))
+        fail_msg("message: %s", msg);
+    assert_int_equal(allocate1("cushare-gpu-memory.sock", (const char *[]){id(0, "m1"), NULL}, &a,
+                               msg, sizeof msg),
+                     GRPC_STATUS_OK);
+    free_msg(a);
+}
+
 static int teardown_none(void **state)
 {
     return 0;
@@ -763,6 +922,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_plugin_restart, setup_a, teardown),
         cmocka_unit_test_teardown(test_nvml_absent, teardown_none),
         cmocka_unit_test_teardown(test_nvml_legacy, teardown),
+        cmocka_unit_test_setup_teardown(test_endpoint_allocate, setup_ep, teardown),
+        cmocka_unit_test_setup_teardown(test_endpoint_reallocate, setup_ep, teardown),
+        cmocka_unit_test_setup_teardown(test_endpoint_daemon_down, setup_ep, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     grpc_shutdown();

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "k8s/dp_build.h"
 #include "k8s/dp_config.h"
+#include "k8s/dp_endpoint.h"
 #include "k8s/dp_ids.h"
 #include "k8s/dp_nvml.h"
 #include "tutil.h"
@@ -54,6 +55,13 @@ static void test_config_defaults(void **state)
     assert_true(c.require_daemon);
     assert_true(c.prestart);
     assert_false(c.device_nodes);
+    assert_true(c.endpoints);
+    assert_int_equal(PARSE(&c, "--endpoints", "off"), 0);
+    assert_false(c.endpoints);
+    setenv("CUSHARE_DP_ENDPOINTS", "off", 1);
+    assert_int_equal(PARSE(&c, "--slots", "2"), 0);
+    assert_false(c.endpoints);
+    unsetenv("CUSHARE_DP_ENDPOINTS");
 }
 
 static void test_config_resources(void **state)
@@ -103,6 +111,7 @@ static void test_config_errors(void **state)
     expect_bad(PARSE(&c, "--inject", "magic"), "env, preload or none");
     expect_bad(PARSE(&c, "--socket", "relative.sock"), "absolute");
     expect_bad(PARSE(&c, "--require-daemon", "maybe"), "on or off");
+    expect_bad(PARSE(&c, "--endpoints", "sometimes"), "on or off");
     expect_bad(PARSE(&c, "--plugin-dir",
                      "/a/very/long/directory/name/that/goes/on/and/on/and/on/and/on/and/on/and/"
                      "on/and/on/and/on/and/on/forever"),
@@ -210,16 +219,46 @@ static void test_build_alloc(void **state)
     struct dp_arena a = DP_ARENA_INIT;
     V1beta1__ContainerAllocateResponse *r;
     char *ids[] = {"GPU-aaaaaaaa-0000-0000-0000-000000000001::0"};
-    assert_int_equal(dp_build_alloc(&a, &c, &c.res[0], &n, ids, 1, &r, err, sizeof err), 0);
+    assert_int_equal(dp_build_alloc(&a, &c, &c.res[0], &n, ids, 1, NULL, &r, err, sizeof err), 0);
     assert_int_equal(r->n_envs, 3); /* no LD_PRELOAD, no REQUIRE_DAEMON */
     assert_string_equal(r->envs[2]->key, "CUSHARE_MEM_LIMIT");
     assert_string_equal(r->envs[2]->value, "3000M");
     assert_int_equal(r->n_mounts, 2);
     assert_string_equal(r->mounts[1]->host_path, "/"); /* a socket at the root */
+    /* With an endpoint: its directory where the socket's would be. */
+    assert_int_equal(PARSE(&c, "--socket", "/run/cushare/cushared.sock"), 0);
+    assert_int_equal(dp_build_alloc(&a, &c, &c.res[0], &n, ids, 1, "/run/cushare/endpoints/dp-1",
+                                    &r, err, sizeof err),
+                     0);
+    assert_string_equal(r->mounts[1]->host_path, "/run/cushare/endpoints/dp-1");
+    assert_string_equal(r->mounts[1]->container_path, "/run/cushare");
+    assert_string_equal(r->envs[1]->key, "CUSHARE_SOCKET");
+    assert_string_equal(r->envs[1]->value, "/run/cushare/cushared.sock");
     n.gpu[1].healthy = false;
-    assert_int_equal(dp_build_alloc(&a, &c, &c.res[0], &n, ids, 1, &r, err, sizeof err),
+    assert_int_equal(dp_build_alloc(&a, &c, &c.res[0], &n, ids, 1, NULL, &r, err, sizeof err),
                      DP_ALLOC_UNHEALTHY);
     dp_arena_free(&a);
+}
+
+/* An endpoint's id: the same for the same resource and IDs in any order,
+ * another for other IDs or another resource. */
+static void test_endpoint_id(void **state)
+{
+    char *ab[] = {"GPU-a::0", "GPU-b::1"}, *ba[] = {"GPU-b::1", "GPU-a::0"};
+    char *a_b[] = {"GPU-a::0GPU-b::1"}, *a[] = {"GPU-a::0"};
+    char x[DP_EP_ID_LEN], y[DP_EP_ID_LEN];
+    dp_ep_id("cushare.io/gpu", ab, 2, x);
+    assert_int_equal(strlen(x), 19);
+    assert_memory_equal(x, "dp-", 3);
+    assert_int_equal(strspn(x + 3, "0123456789abcdef"), 16);
+    dp_ep_id("cushare.io/gpu", ba, 2, y);
+    assert_string_equal(x, y);
+    dp_ep_id("cushare.io/gpu-high", ab, 2, y);
+    assert_string_not_equal(x, y);
+    dp_ep_id("cushare.io/gpu", a_b, 1, y);
+    assert_string_not_equal(x, y);
+    dp_ep_id("cushare.io/gpu", a, 1, y);
+    assert_string_not_equal(x, y);
 }
 
 static void test_build_prefer_pack(void **state)
@@ -329,7 +368,8 @@ int main(void)
         cmocka_unit_test(test_config_errors),    cmocka_unit_test(test_config_env),
         cmocka_unit_test(test_ids),              cmocka_unit_test(test_size_text),
         cmocka_unit_test(test_build_list),       cmocka_unit_test(test_build_alloc),
-        cmocka_unit_test(test_build_prefer_pack), cmocka_unit_test(test_nvml_full),
+        cmocka_unit_test(test_build_prefer_pack), cmocka_unit_test(test_endpoint_id),
+        cmocka_unit_test(test_nvml_full),
         cmocka_unit_test(test_nvml_legacy),      cmocka_unit_test(test_nvml_missing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -83,6 +83,11 @@ static void test_every_knob(void **state)
         {"default_max_weight", "0", 0},  {"default_max_weight", "1000001", 0},
         {"default_mem_limit", "20G", 1}, {"default_mem_limit", "0", 1},
         {"default_mem_limit", "12Q", 0}, {"default_mem_limit", "-1", 0},
+        {"endpoint_dir", "/run/cushare/ep", 1}, {"endpoint_dir", "none", 1},
+        {"endpoint_dir", "ep", 0},       {"max_endpoints", "1", 1},
+        {"max_endpoints", "0", 0},       {"endpoint_max_conns", "65536", 1},
+        {"endpoint_max_conns", "0", 0},  {"endpoint_idle_ttl_s", "0", 1},
+        {"endpoint_idle_ttl_s", "x", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct sd_config c;
@@ -117,6 +122,8 @@ static void test_runtime_refusals(void **state)
     assert_int_equal(sd_config_set(&c, "default_max_priority", "high", true, err, sizeof err),
                      -1);
     assert_non_null(strstr(err, "start-up"));
+    assert_int_equal(sd_config_set(&c, "endpoint_dir", "/x", true, err, sizeof err), -1);
+    assert_int_equal(sd_config_set(&c, "endpoint_idle_ttl_s", "60", true, err, sizeof err), 0);
     assert_int_equal(sd_config_set(&c, "nope", "1", true, err, sizeof err), -1);
     assert_string_equal(err, "unknown key 'nope'");
 }

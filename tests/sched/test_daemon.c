@@ -653,12 +653,66 @@ static void test_unauthorized_control_refused(void **state)
     tc_ctl(&o, nobody, d.sock, "drain", "0", NULL);
     assert_int_equal(o.status, 1);
     assert_non_null(strstr(o.err, "permission denied"));
+    tc_ctl(&o, nobody, d.sock, "endpoint", "create", "mine", "--priority", "high", NULL);
+    assert_int_equal(o.status, 1);
+    assert_non_null(strstr(o.err, "permission denied"));
     struct js *j = status_json(d.sock);
     assert_string_equal(jstr(js_get(j, "daemon"), "mode"), "exclusive");
     js_done(j);
     tc_ctl(&o, (uid_t)-1, d.sock, "set", "mode=shared", NULL);
     assert_int_equal(o.status, 0);
     assert_true(tc_log_contains(&d, "may not change settings"));
+    close(a);
+}
+
+/* cusharectl endpoint: create prints the socket, whose clients are served
+ * and on which control is refused; remove deletes it; bad command lines are
+ * usage errors that send nothing. */
+static void test_endpoint_command(void **state)
+{
+    (void)state;
+    start("endpoint", NULL);
+    static struct tc_out o;
+    tc_ctl(&o, (uid_t)-1, d.sock, "endpoint", "create", "job-1", "--priority", "low",
+           "--weight-max", "2", "--mem-limit", "1G", "--max-conns", "4", "--gpus",
+           "GPU-10111213-1415-1617-1819-1a1b1c1d1e00", "--pod", "p-0", "--namespace", "ns",
+           NULL);
+    if (o.status != 0)
+        fail_msg("endpoint create: exit %d: %s", o.status, o.err);
+    char path[300], want[300];
+    snprintf(path, sizeof path, "%.299s", o.out);
+    path[strcspn(path, "\n")] = '\0';
+    snprintf(want, sizeof want, "%.*s/endpoints/job-1/cushared.sock",
+             (int)(strrchr(d.sock, '/') - d.sock), d.sock);
+    assert_string_equal(path, want);
+    int a = tc_client(path, CS_PRIO_LOW, 1, "in-pod");
+    tc_attach(a, 0, 0, 0, 0); /* tc_uuid(0): the endpoint's GPU */
+    tc_acquire(a, 0);
+    tc_expect_grant(a, 0);
+    tc_ctl(&o, (uid_t)-1, path, "status", NULL);
+    assert_int_not_equal(o.status, 0);
+    assert_non_null(strstr(o.err, "control is not available on an endpoint"));
+    tc_ctl(&o, (uid_t)-1, d.sock, "endpoint", "remove", "job-1", NULL);
+    assert_int_equal(o.status, 0);
+    assert_string_equal(o.out, "removed job-1\n");
+    struct stat st;
+    assert_int_equal(stat(path, &st), -1);
+    tc_ctl(&o, (uid_t)-1, d.sock, "endpoint", "remove", "job-1", NULL);
+    assert_int_equal(o.status, 1);
+    assert_non_null(strstr(o.err, "no endpoint 'job-1'"));
+    const char *const bad[][6] = {
+        {"endpoint", NULL},
+        {"endpoint", "create", NULL},
+        {"endpoint", "remove", "x", "y"},
+        {"endpoint", "create", "x", "--weight-max"},
+        {"endpoint", "create", "x", "--gpus", "nope"},
+        {"endpoint", "create", "x", "stray"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tc_ctl(&o, (uid_t)-1, d.sock, bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4],
+               NULL);
+        assert_int_equal(o.status, 2);
+    }
     close(a);
 }
 
@@ -1011,6 +1065,7 @@ int main(void)
         T(test_set_at_run_time),
         T(test_drain_undrain),
         T(test_unauthorized_control_refused),
+        T(test_endpoint_command),
         T(test_slow_reader_dropped),
         T(test_client_cap),
         T(test_metrics_endpoint),

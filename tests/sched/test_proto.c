@@ -30,6 +30,7 @@ static const uint16_t all_types[] = {
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
     CS_MSG_LC_MODE,    CS_MSG_LC_BURST,   CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED,
     CS_MSG_TERMS,
+    CS_MSG_CTL_ENDPOINT,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -209,6 +210,17 @@ static void sample(uint16_t type, struct cs_msg *m)
         m->u.ctl_client_lc = (struct cs_msg_ctl_client_lc){
             9, 0, CS_LC_MECH_GATE, CS_LC_BOUNDED, 1000, 42, 3, 250000, 500000, 1000000, 2500000};
         break;
+    case CS_MSG_CTL_ENDPOINT: {
+        struct cs_msg_ctl_endpoint *e = &m->u.ctl_endpoint;
+        *e = (struct cs_msg_ctl_endpoint){
+            CS_EP_CREATE, CS_PRIO_NORMAL, 4, 3, 8ull << 30, 2, 0, {{0}}, "", "", ""};
+        memset(e->gpus[0], 0xa1, CS_UUID_LEN);
+        memset(e->gpus[1], 0xb2, CS_UUID_LEN);
+        strcpy(e->id, "dp-0123456789abcdef");
+        strcpy(e->pod, "trainer-0");
+        strcpy(e->ns, "team-a");
+        break;
+    }
     case CS_MSG_CTL_DONE:
         m->u.ctl_done.status = -EPERM;
         strcpy(m->u.ctl_done.text, "permission denied");
@@ -281,6 +293,7 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_TERMS), 32 + CS_TEXT_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LC), 80);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_ENDPOINT), 488);
     assert_int_equal(cs_msg_size(0), 0);
     assert_int_equal(cs_msg_size(200), 0);
     assert_string_equal(cs_msg_name(200), "UNKNOWN");
@@ -453,6 +466,19 @@ static void test_reject_out_of_range(void **state)
     reject_u32(CS_MSG_CTL_CLIENT, 36, CS_STATE_MAX + 1, RANGE); /* state */
     reject_u32(CS_MSG_CTL_DAEMON, 32, CS_MODE_MAX + 1, RANGE);
     reject_u32(CS_MSG_CTL_DAEMON, 36, 65536, RANGE);            /* port */
+    /* CTL_ENDPOINT: op 8, max_priority 12, max_weight 16, max_conns 20,
+     * mem_limit 24, ngpus 32 */
+    reject_u32(CS_MSG_CTL_ENDPOINT, 8, 0, RANGE);
+    reject_u32(CS_MSG_CTL_ENDPOINT, 8, CS_EP_OP_MAX + 1, RANGE);
+    accept_u32(CS_MSG_CTL_ENDPOINT, 8, CS_EP_REMOVE);
+    reject_u32(CS_MSG_CTL_ENDPOINT, 12, CS_PRIO_COUNT, RANGE);
+    reject_u32(CS_MSG_CTL_ENDPOINT, 16, 0, RANGE);
+    reject_u32(CS_MSG_CTL_ENDPOINT, 16, CS_WEIGHT_MAX + 1, RANGE);
+    accept_u32(CS_MSG_CTL_ENDPOINT, 16, CS_WEIGHT_MAX);
+    reject_u32(CS_MSG_CTL_ENDPOINT, 20, 65537, RANGE);
+    reject_u64(CS_MSG_CTL_ENDPOINT, 24, (1ull << 62) + 1, RANGE);
+    reject_u32(CS_MSG_CTL_ENDPOINT, 32, CS_MAX_DEVICES + 1, RANGE);
+    accept_u32(CS_MSG_CTL_ENDPOINT, 32, CS_MAX_DEVICES);
 }
 
 static void test_reject_padding(void **state)
@@ -463,6 +489,7 @@ static void test_reject_padding(void **state)
     reject_u32(CS_MSG_CTL_SET, 12, 1, "non-zero padding");
     reject_u32(CS_MSG_CTL_DONE, 12, 1, "non-zero padding");
     reject_u32(CS_MSG_CTL_DRAIN, 12, 0x80000000u, "non-zero padding");
+    reject_u32(CS_MSG_CTL_ENDPOINT, 36, 1, "non-zero padding");
 }
 
 static void test_reject_strings(void **state)
@@ -505,6 +532,16 @@ static void test_reject_strings(void **state)
     n = encode(&m, buf);
     buf[16 + 3] = 0x1b; /* ESC in the key */
     expect_reject(buf, n, "malformed string field");
+    /* CTL_ENDPOINT: id at 296 (after 256 bytes of GPUs), ns last at 424 */
+    sample(CS_MSG_CTL_ENDPOINT, &m);
+    n = encode(&m, buf);
+    assert_string_equal((const char *)buf + 296, "dp-0123456789abcdef");
+    memcpy(b2, buf, n);
+    memset(b2 + 296, 'i', CS_NAME_LEN);
+    expect_reject(b2, n, "malformed string field");
+    memcpy(b2, buf, n);
+    b2[424] = 0x0a;
+    expect_reject(b2, n, "malformed string field");
 }
 
 static void test_decode_does_not_trust_why(void **state)
