@@ -49,6 +49,9 @@ static const struct knob knobs[] = {
     KNOB(lc_linger_us, K_U32, true, 1, CS_LC_PARAM_MAX_US),
     KNOB(metrics, K_ADDR, false, 0, 0),
     KNOB(state_file, K_PATH, false, 0, 0),
+    KNOB(class_share_max_pct, K_U32, true, 1, 100),
+    KNOB(class_share_window_ms, K_U32, true, 10, 3600000),
+    KNOB(answer_timeout_ms, K_U32, true, 1, 3600000),
 };
 
 static const char *const mode_names[] = {"exclusive", "shared"};
@@ -89,6 +92,9 @@ void sd_config_defaults(struct sd_config *c)
     c->lc_mechanism = SD_LC_AUTO;
     c->lc_window_us = 1000; /* issue 7: a gated BE job drains in about 1 ms */
     c->lc_linger_us = 300;  /* longer than the CPU gaps inside one inference request */
+    c->class_share_max_pct = 90; /* a waiting lower class gets 10% of every 2 s */
+    c->class_share_window_ms = 2000;
+    c->answer_timeout_ms = 10000; /* what ROOM and grants waited for an EVICT before */
 }
 
 static void seterr(char *err, size_t len, const char *fmt, ...)

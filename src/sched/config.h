@@ -46,6 +46,13 @@ struct sd_config {
                                     work is done (LC_MODE RELEASE_IDLE) */
     char metrics[SD_ADDR_LEN];   /* HOST:PORT, "" = off */
     char state_file[SD_PATH_LEN];/* "" = next to the socket, "none" = off */
+    /* issue 17: no tenant takes a GPU hostage (docs/priority.md) */
+    uint32_t class_share_max_pct;   /* share of a window better classes may take while a
+                                       lower class waits; 100 = strict priority */
+    uint32_t class_share_window_ms; /* the sliding window of that cap */
+    uint32_t answer_timeout_ms;     /* EVICT, PREFETCH, EVICT PREPARE unanswered this long
+                                       (plus their bytes at SD_ANSWER_MIN_BPS): the client
+                                       is marked unresponsive */
 };
 
 /* What keeps a latency-critical (high) holder's kernels from waiting behind
