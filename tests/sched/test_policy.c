@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -18,6 +20,7 @@
 #include "common/log.h"
 #include "sched/policy.h"
 #include "sched/policy_int.h"
+#include "sched/procstat.h"
 #include "sched/server.h"
 
 #define MS 1000000ull
@@ -2695,6 +2698,39 @@ static void test_stopped_holder(void **state)
     assert_int_equal(c->state, CS_STATE_HOLDING);
 }
 
+/* The server's side of the probe (procstat.c): a real child, stopped and
+ * continued; nothing to read is "not stopped". */
+static void test_proc_stopped(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        for (;;)
+            pause();
+    }
+    assert_false(sd_proc_stopped((uint32_t)pid));
+    kill(pid, SIGSTOP);
+    bool seen = false;
+    for (int i = 0; i < 1000 && !seen; i++) { /* the stop is asynchronous */
+        seen = sd_proc_stopped((uint32_t)pid);
+        if (!seen)
+            usleep(1000);
+    }
+    assert_true(seen);
+    kill(pid, SIGCONT);
+    for (int i = 0; i < 1000 && seen; i++) {
+        seen = sd_proc_stopped((uint32_t)pid);
+        if (seen)
+            usleep(1000);
+    }
+    assert_false(seen);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_false(sd_proc_stopped((uint32_t)pid)); /* gone */
+    assert_false(sd_proc_stopped(0));
+}
+
 /* ---- restart of a revoking daemon (issue 17) ------------------------------------------- */
 
 /* The previous daemon was revoking client 7's lease: when 7 claims it again
@@ -2873,6 +2909,7 @@ int main(void)
         T(test_unresponsive_revoke_without_force),
         T(test_unresponsive_prepare_and_prefetch),
         T(test_stopped_holder),
+        T(test_proc_stopped),
         T(test_restart_revoking_holder),
         T(test_restart_revoked_holder_not_first),
         T(test_state_file_revoking),
