@@ -22,6 +22,13 @@
  *      their quantum (QUANTUM); and only
  *      when revoking them is enough. Otherwise the earliest quantum end is
  *      the GPU's next deadline. Nobody waiting means nobody is revoked.
+ *   4. The class share cap (share.c): a lower class kept from the GPU by
+ *      better ones beyond class_share_max_pct of a window gets a turn first
+ *      (better holders revoked with QUANTUM, not preempted during it).
+ *   5. A client that misses an answer deadline (REVOKE, EVICT, PREFETCH,
+ *      PREPARE) or whose process is stopped while one is out is marked
+ *      unresponsive once: demoted, asked nothing more, its leases taken
+ *      back with their REVOKE; nobody waits for it again.
  * vtime advances by held time / weight when a lease ends; a client that
  * starts waiting is placed at max(its vtime, the class's minimum vtime over
  * active members), so a newcomer neither starves nor monopolizes and a
