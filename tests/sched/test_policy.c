@@ -2467,6 +2467,40 @@ static void answer_honestly(const struct ev *e, const struct sd_member *silent)
         assert_int_equal(evicted(e->m, e->lease, 0, e->evict), SD_OK);
 }
 
+/* Honest busy jobs: on REVOKE each drains 2 ms and releases what it was
+ * asked to swap out, its threads already waiting at the gate (ACQUIRE
+ * first, as the hook does). Counts grants and the time from a RELEASE to
+ * the next GRANT. */
+struct handovers {
+    size_t seen;
+    uint64_t grants, waited, released;
+};
+
+static void alternate(struct handovers *h, const struct sd_member *silent, uint64_t duration)
+{
+    for (uint64_t end = now + duration; now < end;) {
+        uint64_t d = sd_policy_deadline(&pol);
+        assert_true(d != 0);
+        now = d > now ? d : now;
+        sd_policy_tick(&pol, now);
+        for (; h->seen < nev; h->seen++) {
+            const struct ev *e = &evs[h->seen % 65536];
+            if (e->kind == EV_GRANT) {
+                h->grants++;
+                if (h->released)
+                    h->waited += now - h->released;
+            }
+            answer_honestly(e, silent);
+            if (e->kind != EV_REVOKE || e->m == silent)
+                continue;
+            now += 2 * MS;
+            acquire(e->m);
+            release_swap(e->m, 2 * MS, MS, e->evict);
+            h->released = now;
+        }
+    }
+}
+
 /* Two honest jobs alternate on a GPU they fill; a third reports 1 GiB
  * resident and swappable and never answers. Before, every grant waited
  * revoke_timeout_ms for its EVICT (17.5 s of work took 122 s); now the first
@@ -2486,59 +2520,21 @@ static void test_unresponsive_evict_dealt_with_once(void **state)
     usage4(b, 0, 5 * GiB, 0, 5 * GiB);
     acquire(a);
     acquire(b);
-    uint64_t t0 = now;
-    size_t seen = nev;
-    uint64_t waited = 0, grants = 0, released = 0;
-    while (now < t0 + 40 * SEC) {
-        uint64_t d = sd_policy_deadline(&pol);
-        assert_true(d != 0);
-        now = d > now ? d : now;
-        sd_policy_tick(&pol, now);
-        for (; seen < nev; seen++) {
-            const struct ev *e = &evs[seen % 65536];
-            if (e->kind == EV_GRANT) {
-                grants++;
-                if (released)
-                    waited += now - released;
-            }
-            answer_honestly(e, s);
-            if (e->kind != EV_REVOKE || e->m == s)
-                continue;
-            now += 2 * MS;
-            acquire(e->m); /* its threads wait at the closed gate (the hook) */
-            release_swap(e->m, 2 * MS, MS, e->evict);
-            released = now;
-        }
-    }
+    struct handovers h = {.seen = nev};
+    alternate(&h, s, 40 * SEC);
     assert_true(s->client->unresponsive);
     assert_int_equal(g->st.unresponsive, 1);
     /* One wait, bounded by the EVICT's deadline (10 s + 1 GiB at 500 MB/s). */
     print_message("%llu grants in 40 s, %.3f s waited for the silent one\n",
-                  (unsigned long long)grants, (double)waited / SEC);
-    assert_true(waited <= 12200 * MS);
-    assert_true(grants >= 25);
+                  (unsigned long long)h.grants, (double)h.waited / SEC);
+    assert_true(h.waited <= 12200 * MS);
+    assert_true(h.grants >= 25);
     /* After the mark: nothing more asked of it, and no grant waits. */
     size_t asked = count(EV_EVICT, s) + count(EV_PREFETCH, s) + count(EV_PREPARE, s);
-    uint64_t w0 = waited;
-    grants = 0;
-    for (uint64_t end = now + 20 * SEC; now < end;) {
-        now = sd_policy_deadline(&pol);
-        sd_policy_tick(&pol, now);
-        for (; seen < nev; seen++) {
-            const struct ev *e = &evs[seen % 65536];
-            if (e->kind == EV_GRANT)
-                waited += now - released, grants++;
-            answer_honestly(e, s);
-            if (e->kind != EV_REVOKE)
-                continue;
-            now += 2 * MS;
-            acquire(e->m); /* its threads wait at the closed gate (the hook) */
-            release_swap(e->m, 2 * MS, MS, e->evict);
-            released = now;
-        }
-    }
-    assert_true(grants >= 19);
-    assert_int_equal(waited, w0);
+    uint64_t w0 = h.waited, g0 = h.grants;
+    alternate(&h, s, 20 * SEC);
+    assert_true(h.grants - g0 >= 19);
+    assert_int_equal(h.waited, w0);
     assert_int_equal(count(EV_EVICT, s) + count(EV_PREFETCH, s) + count(EV_PREPARE, s), asked);
     assert_int_equal(s->resident, GiB); /* where it was, and unswappable now */
     assert_int_equal(sd_mem_movable(s), 0);
