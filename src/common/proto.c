@@ -251,7 +251,7 @@ static const struct field f_ctl_client[] = {
     U32(cs_msg_ctl_client, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_ctl_client, state, 0, CS_STATE_MAX),
     U32(cs_msg_ctl_client, idle, 0, 1),
-    PAD(cs_msg_ctl_client, pad),
+    U32(cs_msg_ctl_client, flags, 0, CS_CTL_CLIENT_FLAGS),
     U64(cs_msg_ctl_client, gpu_ns, ANY64),
     U64(cs_msg_ctl_client, wait_ns, ANY64),
     U64(cs_msg_ctl_client, slices, ANY64),
@@ -271,7 +271,7 @@ static const struct field f_ctl_client[] = {
 };
 static const struct field f_ctl_gpu_mem[] = {
     U32(cs_msg_ctl_gpu_mem, index, ANY32),
-    PAD(cs_msg_ctl_gpu_mem, pad),
+    U32(cs_msg_ctl_gpu_mem, share_turns, ANY32),
     U64(cs_msg_ctl_gpu_mem, capacity, ANY64),
     U64(cs_msg_ctl_gpu_mem, client_reserve, ANY64),
     U64(cs_msg_ctl_gpu_mem, footprint, ANY64),

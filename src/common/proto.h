@@ -469,6 +469,11 @@ struct cs_msg_ctl_gpu {
     uint64_t forced_releases;
 };
 
+/* CTL_CLIENT.flags (issue 17; 0 from an older daemon, whose field was pad) */
+#define CS_CTL_CLIENT_UNRESPONSIVE 0x1u /* missed a deadline or stopped: asked nothing more */
+#define CS_CTL_CLIENT_DEMOTED 0x2u      /* ...and its class and weight lowered to low, 1 */
+#define CS_CTL_CLIENT_FLAGS 0x3u
+
 struct cs_msg_ctl_client {
     uint64_t client_id;
     uint32_t pid;
@@ -478,7 +483,7 @@ struct cs_msg_ctl_client {
     uint32_t weight;
     uint32_t state;         /* enum cs_lease_state */
     uint32_t idle;          /* last USAGE said idle */
-    uint32_t pad;
+    uint32_t flags;         /* CS_CTL_CLIENT_* */
     uint64_t gpu_ns;
     uint64_t wait_ns;
     uint64_t slices;
@@ -500,7 +505,8 @@ struct cs_msg_ctl_client {
 /* Memory and swap of one GPU: follows its CTL_GPU in a status reply. */
 struct cs_msg_ctl_gpu_mem {
     uint32_t index;         /* the CTL_GPU's */
-    uint32_t pad;
+    uint32_t share_turns;   /* turns given to a starved lower class (saturates; 0 from an
+                               older daemon, whose field was pad) */
     uint64_t capacity;      /* what the clients may keep resident (memory model) */
     uint64_t client_reserve;/* bytes set aside per attached client */
     uint64_t footprint;     /* sum of the clients' footprints */

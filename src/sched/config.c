@@ -58,6 +58,9 @@ static const struct knob knobs[] = {
     KNOB(max_endpoints, K_U32, true, 1, 65536),
     KNOB(endpoint_max_conns, K_U32, true, 1, 65536),
     KNOB(endpoint_idle_ttl_s, K_U32, true, 0, 315360000),
+    KNOB(class_share_max_pct, K_U32, true, 1, 100),
+    KNOB(class_share_window_ms, K_U32, true, 10, 3600000),
+    KNOB(answer_timeout_ms, K_U32, true, 1, 3600000),
 };
 
 static const char *const mode_names[] = {"exclusive", "shared"};
@@ -108,6 +111,9 @@ void sd_config_defaults(struct sd_config *c)
     c->max_endpoints = 256;
     c->endpoint_max_conns = 16;
     c->endpoint_idle_ttl_s = 86400; /* a plugin that died before REMOVE leaks for a day */
+    c->class_share_max_pct = 90; /* a waiting lower class gets 10% of every 2 s */
+    c->class_share_window_ms = 2000;
+    c->answer_timeout_ms = 10000; /* what ROOM and grants waited for an EVICT before */
 }
 
 static void seterr(char *err, size_t len, const char *fmt, ...)

@@ -58,6 +58,13 @@ struct sd_config {
     uint32_t max_endpoints;
     uint32_t endpoint_max_conns;  /* per endpoint, unless its request says otherwise */
     uint32_t endpoint_idle_ttl_s; /* removed after this long unused; 0 = never */
+    /* issue 17: no tenant takes a GPU hostage (docs/priority.md) */
+    uint32_t class_share_max_pct;   /* share of a window better classes may take while a
+                                       lower class waits; 100 = strict priority */
+    uint32_t class_share_window_ms; /* the sliding window of that cap */
+    uint32_t answer_timeout_ms;     /* EVICT, PREFETCH, EVICT PREPARE unanswered this long
+                                       (plus their bytes at SD_ANSWER_MIN_BPS): the client
+                                       is marked unresponsive */
 };
 
 /* What keeps a latency-critical (high) holder's kernels from waiting behind

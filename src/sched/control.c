@@ -98,6 +98,7 @@ static void status_gpu(struct sd_server *s, struct sd_conn *c, const struct sd_g
     struct cs_msg mm = {.type = CS_MSG_CTL_GPU_MEM};
     struct cs_msg_ctl_gpu_mem *x = &mm.u.ctl_gpu_mem;
     x->index = g->index;
+    x->share_turns = g->st.share_turns < UINT32_MAX ? (uint32_t)g->st.share_turns : UINT32_MAX;
     x->capacity = sd_gpu_capacity(&s->policy, g);
     x->client_reserve = (uint64_t)s->cfg.client_reserve_mb << 20;
     x->footprint = sd_gpu_footprint(g);
@@ -173,6 +174,8 @@ static void status_member(struct sd_server *s, struct sd_conn *c, const struct s
     o->weight = cl->info.weight;
     o->state = mb->state;
     o->idle = mb->idle;
+    o->flags = (cl->unresponsive ? CS_CTL_CLIENT_UNRESPONSIVE : 0u) |
+               (cl->demoted ? CS_CTL_CLIENT_DEMOTED : 0u);
     o->gpu_ns = sd_member_gpu_ns(mb, now);
     o->wait_ns = sd_member_wait_ns(mb, now);
     o->slices = mb->st.slices;

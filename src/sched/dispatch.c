@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "sched/procstat.h"
 
 /* ---- policy -> messages -------------------------------------------------------- */
 
@@ -120,6 +121,7 @@ const struct sd_policy_ops sd_dispatch_ops = {
     .prefetch = on_prefetch,
     .timeslice = on_timeslice,
     .lc_mode = on_lc_mode,
+    .stopped = sd_proc_member_stopped,
 };
 
 /* ---- HELLO ------------------------------------------------------------------------- */

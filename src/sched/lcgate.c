@@ -108,7 +108,10 @@ void sd_lc_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         return;
     for (size_t i = 0; i < g->n; i++) {
         struct sd_member *m = g->m[i];
-        if (m->state == CS_STATE_HOLDING && sd_lc_gated(p, m))
+        /* Not during its class's share turn (share.c): a high job that
+         * always has work would otherwise gate it for ever. */
+        if (m->state == CS_STATE_HOLDING && sd_lc_gated(p, m) &&
+            !sd_share_protected(g, m, now))
             sd_lc_revoke(p, m, now);
     }
 }

@@ -43,6 +43,7 @@
  * moved less than asked is not asked again until its memory changes.
  */
 #include <cuda.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/log.h"
@@ -73,7 +74,12 @@ static uint64_t min64(uint64_t a, uint64_t b)
 
 uint64_t sd_mem_movable(const struct sd_member *m)
 {
-    return sub0(m->resident, m->unswappable);
+    return m->client->unresponsive ? 0 : sub0(m->resident, m->unswappable);
+}
+
+uint64_t sd_mem_fixed(const struct sd_member *m)
+{
+    return m->client->unresponsive ? m->resident : m->unswappable;
 }
 
 /* Bytes m was asked to move out that are not yet known gone. */
@@ -152,9 +158,10 @@ uint64_t sd_mem_shortfall(const struct sd_policy *p, const struct sd_gpu *g,
 }
 
 void sd_mem_send_evict(struct sd_policy *p, struct sd_member *v, uint64_t bytes,
-                       struct sd_member *asker)
+                       struct sd_member *asker, uint64_t now)
 {
     v->evict_id = ++p->next_evict_id;
+    v->evict_ns = now;
     v->evict_for = asker;
     v->evict_bytes = bytes;
     v->evict_seen = 0;
@@ -175,7 +182,7 @@ static bool plannable(const struct sd_member *v, const struct sd_member *w)
 /* Evicts from third parties, furthest from running first, until `need`
  * bytes are on their way out or nobody is left. */
 static void evict_third_parties(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
-                                uint64_t need)
+                                uint64_t need, uint64_t now)
 {
     while (need > SD_MEM_SLACK) {
         struct sd_member *v = NULL;
@@ -186,7 +193,7 @@ static void evict_third_parties(struct sd_policy *p, struct sd_gpu *g, struct sd
             return;
         uint64_t amount = min64(sd_mem_movable(v), need);
         need -= amount;
-        sd_mem_send_evict(p, v, amount, NULL);
+        sd_mem_send_evict(p, v, amount, NULL, now);
     }
 }
 
@@ -213,7 +220,7 @@ bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member 
         g->room_wait_since = 0;
         return true;
     }
-    evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w));
+    evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w), now);
     if (!evictions_in_flight(g)) {
         /* Nothing more can move: grant, and let ROOM sort out whatever the
          * model got wrong (or the client learn it does not fit). */
@@ -229,6 +236,7 @@ bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member 
         cs_warn("gpu %u: evictions for pid %u not answered within %u ms; granting anyway",
                 g->index, w->client->info.pid, p->cfg->revoke_timeout_ms);
         g->room_wait_since = 0;
+        g->sw_waited_out = true;
         return true;
     }
     sd_gpu_want_at(g, until);
@@ -238,9 +246,10 @@ bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member 
 /* ---- planning while a holder runs ------------------------------------------------ */
 
 static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
-                          uint64_t cap)
+                          uint64_t cap, uint64_t now)
 {
-    if (!p->ops.prefetch || w->prefetch_id || w->no_swap || w->restore_blocked)
+    if (!p->ops.prefetch || w->prefetch_id || w->no_swap || w->restore_blocked ||
+        w->client->unresponsive)
         return; /* (a blocked one is restoring already) */
     if (w->prefetch_stuck && w->prefetch_epoch == g->freed_epoch)
         return;
@@ -259,6 +268,8 @@ static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_membe
     if (free_now < need / 4 && evictions_in_flight(g))
         return;
     w->prefetch_id = ++p->next_evict_id;
+    w->prefetch_ns = now;
+    w->prefetch_bytes = min64(need, free_now);
     w->prefetch_base = w->resident;
     w->prefetch_epoch = g->freed_epoch; /* memory freed after this: worth a retry */
     w->prefetch_stuck = false;
@@ -379,7 +390,7 @@ static bool node_pinning(const struct sd_policy *p)
 static uint64_t prepare_ask(const struct sd_member *m, uint64_t over, uint64_t budget,
                             uint64_t pinned, uint64_t *have_out)
 {
-    if (m->no_swap || m->state == CS_STATE_REVOKING)
+    if (m->no_swap || m->state == CS_STATE_REVOKING || m->client->unresponsive)
         return 0;
     uint64_t movable = prepare_target(m, over);
     /* What a client reports pinned beyond its swapped bytes backs resident
@@ -444,7 +455,9 @@ void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     if (!cap || g->restoring)
         return;
     plan_prepare(p, g, cap, now);
-    struct sd_member *w = g->draining ? NULL : sd_best_waiter(g);
+    /* The next holder: a waiter owed a share turn (share.c) goes first. */
+    struct sd_member *w = g->draining ? NULL
+                          : g->share_pending ? g->share_pending : sd_best_waiter(g);
     if (!w)
         return;
     bool running = false, leaving = false;
@@ -466,8 +479,77 @@ void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     if (p->cfg->mode == CS_MODE_SHARED && !leaving && !sd_fits_beside_holders(p, g, w))
         return;
     if (running)
-        evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w));
-    plan_prefetch(p, g, w, cap);
+        evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w), now);
+    plan_prefetch(p, g, w, cap, now);
+}
+
+/* ---- answer deadlines ---------------------------------------------------------------- */
+
+/* When a request of `bytes` sent at `sent` is overdue: answer_timeout_ms, and
+ * the bytes at SD_ANSWER_MIN_BPS on top, so that an honest client moving a
+ * large working set whose backing must be pinned first (0.3-1.7 s/GiB on
+ * the H100) is never taken for a silent one. */
+uint64_t sd_answer_deadline(const struct sd_policy *p, uint64_t sent, uint64_t bytes)
+{
+    uint64_t t = sd_add_sat(sent, (uint64_t)p->cfg->answer_timeout_ms * SD_MS);
+    return sd_add_sat(t, bytes / SD_ANSWER_MIN_BPS * 1000000000ull +
+                             bytes % SD_ANSWER_MIN_BPS * 1000000000ull / SD_ANSWER_MIN_BPS);
+}
+
+/* The first of m's EVICT, PREFETCH and EVICT PREPARE that is overdue at now
+ * (its name), or NULL; *next: the earliest deadline still ahead. */
+static const char *overdue(const struct sd_policy *p, const struct sd_member *m, uint64_t now,
+                           uint64_t *next)
+{
+    struct { bool out; uint64_t sent, bytes; const char *what; } rq[] = {
+        {m->evict_id != 0, m->evict_ns, m->evict_bytes, "EVICT"},
+        {m->prefetch_id != 0, m->prefetch_ns, m->prefetch_bytes, "PREFETCH"},
+        {m->prep_id != 0, m->prep_ns, sub0(m->prep_asked, m->prep_covered), "EVICT PREPARE"},
+    };
+    for (size_t i = 0; i < sizeof rq / sizeof rq[0]; i++) {
+        if (!rq[i].out)
+            continue;
+        uint64_t d = sd_answer_deadline(p, rq[i].sent, rq[i].bytes);
+        if (now >= d)
+            return rq[i].what;
+        if (!*next || d < *next)
+            *next = d;
+    }
+    return NULL;
+}
+
+void sd_mem_check_answers(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        struct sd_member *m = g->m[i];
+        uint64_t next = 0;
+        const char *what = overdue(p, m, now, &next);
+        if (what) {
+            char why[64];
+            snprintf(why, sizeof why, "did not answer %s in time", what);
+            sd_unresponsive(p, m->client, why, now);
+        } else {
+            sd_gpu_want_at(g, next);
+        }
+    }
+}
+
+/* An unresponsive member: what it was asked is forgotten (nobody waits
+ * for it), and what it holds counts as resident where it is. */
+void sd_mem_forget_requests(struct sd_policy *p, struct sd_member *m, uint64_t now)
+{
+    if (m->evict_id) {
+        m->evict_id = 0;
+        sd_room_victim_lost(p, m, now);
+    }
+    if (m->prefetch_id && m->footprint > m->resident)
+        m->resident = sd_add_sat(m->resident, min64(m->prefetch_bytes,
+                                                    m->footprint - m->resident));
+    m->prefetch_id = 0;
+    m->prep_id = 0;
+    m->evict_bytes = 0;
+    m->evict_seen = 0;
+    m->room_bytes = 0;
 }
 
 /* ---- reports ------------------------------------------------------------------------ */

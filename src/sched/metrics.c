@@ -150,6 +150,13 @@ static uint64_t m_tsg(const struct sd_member *m, uint64_t now)
     return m->client->tsg_reported ? m->client->tsg.state : CS_TSG_MECH_MAX + 1u;
 }
 
+static uint64_t m_unresp(const struct sd_member *m, uint64_t now)
+{
+    (void)now;
+    return (m->client->unresponsive ? CS_CTL_CLIENT_UNRESPONSIVE : 0u) |
+           (m->client->demoted ? CS_CTL_CLIENT_DEMOTED : 0u);
+}
+
 static uint64_t m_lcmech(const struct sd_member *m, uint64_t now) { (void)now; return m->lc_mech; }
 static uint64_t m_lcpre(const struct sd_member *m, uint64_t now) { (void)now; return m->st.lc_preempted; }
 
@@ -206,6 +213,9 @@ static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t
                   "PREFETCHes the client was sent.", m_pref, V_U64);
     client_series(b, p, now, "cushare_client_state", "gauge",
                   "Lease state: 0 idle, 1 waiting, 2 holding, 3 revoking.", m_state, V_U64);
+    client_series(b, p, now, "cushare_client_unresponsive", "gauge",
+                  "0, or 1 for a client that missed a deadline or was stopped (asked nothing "
+                  "more), 3 when it was also demoted to low, weight 1.", m_unresp, V_U64);
     client_series(b, p, now, "cushare_client_weight", "gauge",
                   "The client's weight within its priority class.", m_weight, V_U64);
     client_series(b, p, now, "cushare_client_timeslice_us", "gauge",
@@ -273,6 +283,12 @@ static void render_gpus(const struct sd_server *s, struct sd_buf *b, uint64_t no
     gpu_u64(b, p, "cushare_gpu_forced_releases_total", "counter",
             "Leases taken back after revoke_timeout_ms (force_release).",
             offsetof(struct sd_gpu, st.forced_releases));
+    gpu_u64(b, p, "cushare_gpu_share_turns_total", "counter",
+            "Turns given to a waiting lower class kept from the GPU beyond class_share_max_pct.",
+            offsetof(struct sd_gpu, st.share_turns));
+    gpu_u64(b, p, "cushare_gpu_unresponsive_clients_total", "counter",
+            "Clients of the GPU marked unresponsive (a missed deadline, a stopped process).",
+            offsetof(struct sd_gpu, st.unresponsive));
     gpu_u64(b, p, "cushare_gpu_swap_out_bytes_total", "counter",
             "Bytes moved from the GPU to host memory.", offsetof(struct sd_gpu, st.swap_out_bytes));
     gpu_u64(b, p, "cushare_gpu_swap_in_bytes_total", "counter",

@@ -211,7 +211,11 @@ static void measure_switch(struct sd_gpu *g, const struct sd_member *w, uint64_t
     if (g->revoke_mark_ns || g->handover)
         g->st.switches++;
     switch_flush(g);
-    if (g->revoke_mark_ns) {
+    /* A handover that waited out a deadline (an answer that never came)
+     * measured the silent client, not what a switch costs. */
+    if (g->revoke_mark_ns && g->sw_waited_out)
+        sd_hist_add(&g->st.switch_latency, sub0(now, g->revoke_mark_ns));
+    else if (g->revoke_mark_ns) {
         sd_hist_add(&g->st.switch_latency, sub0(now, g->revoke_mark_ns));
         uint64_t s = sub0(sub0(now, g->revoke_mark_ns), g->sw_drain_ns);
         g->sw_prev_ewma = g->switch_ewma_ns;
@@ -221,6 +225,7 @@ static void measure_switch(struct sd_gpu *g, const struct sd_member *w, uint64_t
     }
     g->revoke_mark_ns = 0;
     g->sw_drain_ns = 0;
+    g->sw_waited_out = false;
     g->handover = false;
 }
 
@@ -251,6 +256,7 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
     m->resumed = false;
     m->restore_blocked = false;
     m->restoring = m->footprint > sd_add_sat(m->resident, SD_MEM_SLACK);
+    sd_share_granted(p, g, m, now);
     measure_switch(g, m, now);
     gpu_account(g, now);
     uint64_t q = sd_gpu_quantum_ns(p, g);
@@ -260,6 +266,22 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
     sd_ts_update(p, m);
     p->ops.grant(p->ctx, m, (uint32_t)(q / MS));
     holders_changed(p);
+}
+
+/* A lease ends without a RELEASE (force_release): the client's gate closed
+ * when it got the REVOKE, so the next holder does not overlap with its new
+ * work, only with whatever it still has in flight. Its memory stays where
+ * it is: all resident (its grant restored it; nothing says it moved). */
+static void take_back(struct sd_policy *p, struct sd_member *m, uint64_t now)
+{
+    m->gpu->st.forced_releases++;
+    m->st.forced++;
+    m->timeout_reported = true;
+    if (m->footprint > m->resident)
+        m->resident = m->footprint;
+    m->evict_bytes = 0;
+    m->evict_seen = 0;
+    end_lease(p, m, now);
 }
 
 static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, uint64_t evict,
@@ -281,6 +303,10 @@ static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, ui
     cs_debug("gpu %u: revoke lease %llu of %s (pid %u), reason %u", g->index,
              (unsigned long long)m->lease_id, client_name(m), m->client->info.pid, reason);
     p->ops.revoke(p->ctx, m, reason, evict);
+    holders_changed(p); /* a restarted daemon revokes it again (state.c) */
+    /* Told, in case it still listens; never waited for again. */
+    if (m->client->unresponsive && p->cfg->force_release)
+        take_back(p, m, now);
 }
 
 void sd_lc_revoke(struct sd_policy *p, struct sd_member *m, uint64_t now)
@@ -442,6 +468,15 @@ static bool idle_revocable(const struct sd_policy *p, const struct sd_gpu *g,
     return h->idle && now >= h->idle_ns + idle_grace_ns(p, g);
 }
 
+/* A holder owed time renews its slice rather than pay a switch it would
+ * win anyway, but not for longer than quantum_cap_ms in one lease: a huge
+ * weight (1000000 beside 1) would otherwise keep the GPU for ever while a
+ * peer waits. */
+static bool renewals_over(const struct sd_policy *p, const struct sd_member *h, uint64_t now)
+{
+    return now >= h->grant_ns + (uint64_t)p->cfg->quantum_cap_ms * MS;
+}
+
 /* Why holder h may be revoked now in favour of waiter w; 0 if it may not.
  * A same-class holder goes at the end of its slice unless it is still
  * behind w in vtime (then make_room renews its slice: a switch to the
@@ -452,14 +487,16 @@ static uint32_t revoke_reason_for(const struct sd_policy *p, const struct sd_gpu
 {
     if (idle_revocable(p, g, h, now))
         return CS_REVOKE_IDLE;
-    if (h->client->info.priority > w->client->info.priority)
-        return CS_REVOKE_PREEMPT;
+    uint32_t hc = h->client->info.priority, wc = w->client->info.priority;
+    if (hc > wc) /* not during its class's share turn (share.c) */
+        return sd_share_protected(g, h, now) ? 0 : CS_REVOKE_PREEMPT;
+    if (hc < wc) /* a better class goes only for a starved class's turn */
+        return sd_share_owed(g, w) ? CS_REVOKE_QUANTUM : 0;
     /* Not while it waits for room being made for it (room.c gives it the
      * waiting time back when the room is there). */
-    if (h->client->info.priority == w->client->info.priority && !h->room_active &&
-        now >= h->slice_ns + sd_gpu_quantum_ns(p, g) && eff_vtime(h, now) >= w->vtime)
-        return CS_REVOKE_QUANTUM;
-    return 0;
+    if (h->room_active || now < h->slice_ns + sd_gpu_quantum_ns(p, g))
+        return 0;
+    return eff_vtime(h, now) >= w->vtime || renewals_over(p, h, now) ? CS_REVOKE_QUANTUM : 0;
 }
 
 /* Victim order: idle first, then the lowest class, then the longest holding. */
@@ -484,6 +521,19 @@ static void sort_victims(struct sd_member **v, size_t n)
             v[j] = v[j - 1];
         v[j] = x;
     }
+}
+
+/* A same-class holder whose renewals ran out while still owed time
+ * (renewals_over) gives up the rest of it: w, whom it would otherwise beat
+ * again at once, gets the next slice. */
+static void forfeit_credit(struct sd_member *h, const struct sd_member *w, uint32_t why,
+                           uint64_t now)
+{
+    if (why != CS_REVOKE_QUANTUM || h->client->info.priority != w->client->info.priority ||
+        eff_vtime(h, now) >= w->vtime)
+        return;
+    settle_vtime(h, now);
+    h->vtime = w->vtime;
 }
 
 /* w does not fit: revoke enough holders that may go now, or none. */
@@ -540,7 +590,9 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
         uint64_t movable = sd_mem_movable(v[i]);
         uint64_t ev = need < movable ? need : movable;
         need -= ev;
-        revoke(p, v[i], revoke_reason_for(p, g, v[i], w, now), ev, now);
+        uint32_t why = revoke_reason_for(p, g, v[i], w, now);
+        forfeit_credit(v[i], w, why, now);
+        revoke(p, v[i], why, ev, now);
     }
     free(v);
 }
@@ -566,11 +618,105 @@ static void check_revoke_timeouts(struct sd_policy *p, struct sd_gpu *g, uint64_
                 client_name(m), m->client->info.pid, (unsigned long long)m->lease_id,
                 p->cfg->revoke_timeout_ms,
                 p->cfg->force_release ? "; taking it back" : "; waiting (force_release off)");
-        if (p->cfg->force_release) {
-            g->st.forced_releases++;
-            m->st.forced++;
-            end_lease(p, m, now);
+        if (!m->client->unresponsive)
+            sd_unresponsive(p, m->client, "did not answer REVOKE", now);
+    }
+}
+
+/* ---- unresponsive clients ------------------------------------------------------ */
+
+/* How often a client the daemon waits for is checked for a stopped
+ * process, and how many checks in a row must find it stopped: a process
+ * under strace stops for a moment at every system call, one under SIGSTOP
+ * or a debugger's breakpoint stays stopped. */
+#define STOP_PROBE_NS (50 * MS)
+#define STOP_PROBES 2
+
+/* When the oldest answer the daemon waits for from m was asked; 0 = none. */
+static uint64_t awaited_since(const struct sd_member *m)
+{
+    uint64_t t = UINT64_MAX;
+    if (m->state == CS_STATE_REVOKING && !m->timeout_reported && m->revoke_ns < t)
+        t = m->revoke_ns;
+    if (m->evict_id && m->evict_ns < t)
+        t = m->evict_ns;
+    if (m->prefetch_id && m->prefetch_ns < t)
+        t = m->prefetch_ns;
+    if (m->prep_id && m->prep_ns < t)
+        t = m->prep_ns;
+    return t == UINT64_MAX ? 0 : t;
+}
+
+/* A stopped process answers nothing until it is continued: waiting
+ * revoke_timeout_ms for it only idles the GPU. The server reads the
+ * process state (ops.stopped); the policy asks while it waits. */
+static void check_stopped(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    for (size_t i = 0; p->ops.stopped && i < g->n; i++) {
+        struct sd_member *m = g->m[i];
+        struct sd_client *c = m->client;
+        uint64_t since = awaited_since(m);
+        if (c->unresponsive || !since)
+            continue;
+        uint64_t due = since + STOP_PROBE_NS;
+        if (c->stop_probe_ns && c->stop_probe_ns + STOP_PROBE_NS > due)
+            due = c->stop_probe_ns + STOP_PROBE_NS;
+        if (now < due) {
+            want_at(g, due);
+            continue;
         }
+        bool stopped = p->ops.stopped(p->ctx, m);
+        bool series = c->stop_seen && now <= c->stop_probe_ns + 2 * STOP_PROBE_NS;
+        c->stop_seen = stopped ? (series ? c->stop_seen + 1 : 1) : 0;
+        c->stop_probe_ns = now;
+        if (c->stop_seen >= STOP_PROBES)
+            sd_unresponsive(p, c, "its process is stopped while the daemon waits for it",
+                            now);
+        else
+            want_at(g, now + STOP_PROBE_NS);
+    }
+}
+
+/* Class and weight, the time held so far charged at the old weight, a
+ * member that changes class placed in its new class. */
+static void set_class(struct sd_client *c, uint32_t priority, uint32_t weight, uint64_t now)
+{
+    bool moved = priority != c->info.priority;
+    for (int s = 0; s < CS_MAX_DEVICES; s++)
+        if (c->slot[s] && is_holder(c->slot[s]))
+            settle_vtime(c->slot[s], now);
+    c->info.priority = priority < CS_PRIO_COUNT ? priority : CS_PRIO_LOW;
+    c->info.weight = weight ? weight : 1;
+    for (int s = 0; s < CS_MAX_DEVICES; s++)
+        if (moved && c->slot[s] && is_active(c->slot[s]))
+            place_vtime(c->slot[s]);
+}
+
+void sd_unresponsive(struct sd_policy *p, struct sd_client *c, const char *why, uint64_t now)
+{
+    if (c->unresponsive)
+        return;
+    c->unresponsive = true;
+    c->demoted = c->info.priority != CS_PRIO_LOW || c->info.weight != 1;
+    cs_warn("client %llu (pid %u, %s) %s: marked unresponsive%s for the rest of its "
+            "connection; asked nothing more, its memory counted where it is%s",
+            (unsigned long long)c->id, c->info.pid, c->info.name[0] ? c->info.name : "unnamed",
+            why, c->demoted ? " and demoted to low, weight 1," : "",
+            p->cfg->force_release ? ", its leases taken back at once"
+                                  : " (force_release off: its revokes are waited for)");
+    if (c->demoted)
+        set_class(c, CS_PRIO_LOW, 1, now);
+    for (int s = 0; s < CS_MAX_DEVICES; s++) {
+        struct sd_member *m = c->slot[s];
+        if (!m)
+            continue;
+        m->gpu->st.unresponsive++;
+        sd_mem_forget_requests(p, m, now);
+        if (m->state == CS_STATE_REVOKING && p->cfg->force_release) {
+            m->gpu->sw_waited_out = true;
+            take_back(p, m, now);
+        }
+        want_at(m->gpu, now); /* its other GPUs: at this tick */
     }
 }
 
@@ -634,6 +780,8 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
     update_min_vtime(g);
     sd_room_check(p, g, now);
+    sd_mem_check_answers(p, g, now);
+    check_stopped(p, g, now);
     check_revoke_timeouts(p, g, now);
     trim_holders(p, g, now);
     restore_check(g, now);
@@ -647,12 +795,16 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     }
     sd_lc_decide(p, g, now);
     for (;;) {
-        struct sd_member *w = sd_lc_best_waiter(p, g);
+        struct sd_member *w = sd_share_target(p, g, now);
+        if (!w)
+            w = sd_lc_best_waiter(p, g);
         if (!w)
             return;
         if (!fits(p, g, w)) {
             make_room(p, g, w, now);
-            return;
+            if (!fits(p, g, w))
+                return;
+            continue; /* leases taken back at once (an unresponsive client) */
         }
         if (!sd_mem_grant_ready(p, g, w, now))
             return; /* evictions for it are under way */
@@ -663,10 +815,15 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
     g->deadline = 0;
+    sd_share_account(p, g, now);
     gpu_decide(p, g, now);
     sd_mem_plan(p, g, now);
     sd_ts_plan(p, g);
     sd_lc_plan(p, g);
+    /* Deadlines of the requests this decision sent. */
+    sd_mem_check_answers(p, g, now);
+    check_stopped(p, g, now);
+    sd_share_update(g);
 }
 
 void sd_gpu_reschedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
@@ -794,6 +951,7 @@ void sd_policy_restore(struct sd_policy *p, const struct sd_restore *r, uint64_t
         size_t n = rg->nholders < SD_RESTORE_MAX_IDS ? rg->nholders : SD_RESTORE_MAX_IDS;
         if (n && p->cfg->reconnect_grace_ms) {
             memcpy(g->expect, rg->holders, n * sizeof g->expect[0]);
+            memcpy(g->expect_revoke, rg->revoking, n * sizeof g->expect_revoke[0]);
             g->nexpect = n;
             g->restoring = true;
             g->restore_deadline = now + (uint64_t)p->cfg->reconnect_grace_ms * MS;
@@ -841,6 +999,7 @@ void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t 
                     client_name(m), c->info.pid);
         }
         sd_room_forget(p, m);
+        sd_share_forget(g, m);
         if (m->resident)
             g->freed_epoch++;
         gpu_remove_member(g, m);
@@ -864,20 +1023,14 @@ void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t 
 void sd_policy_client_update(struct sd_policy *p, struct sd_client *c, uint32_t priority,
                              uint32_t weight, uint64_t now)
 {
-    bool moved = priority != c->info.priority;
-    for (int s = 0; s < CS_MAX_DEVICES; s++)
-        if (c->slot[s] && is_holder(c->slot[s]))
-            settle_vtime(c->slot[s], now); /* time so far at the old weight */
-    c->info.priority = priority < CS_PRIO_COUNT ? priority : CS_PRIO_LOW;
-    c->info.weight = weight ? weight : 1;
-    for (int s = 0; s < CS_MAX_DEVICES; s++) {
-        struct sd_member *m = c->slot[s];
-        if (!m)
-            continue;
-        if (moved && is_active(m))
-            place_vtime(m);
-        gpu_schedule(p, m->gpu, now);
+    if (c->demoted) { /* for the rest of its connection, whoever asks */
+        priority = CS_PRIO_LOW;
+        weight = 1;
     }
+    set_class(c, priority, weight, now);
+    for (int s = 0; s < CS_MAX_DEVICES; s++)
+        if (c->slot[s])
+            gpu_schedule(p, c->slot[s]->gpu, now);
 }
 
 /* ---- public: messages ---------------------------------------------------------- */
@@ -890,14 +1043,19 @@ static struct sd_member *member_of(struct sd_client *c, uint32_t slot, const cha
     return m;
 }
 
-/* Returns whether c held g under the previous daemon. */
-static bool restore_resolve(struct sd_gpu *g, const struct sd_client *c)
+/* Returns whether c held g under the previous daemon; *revoking: the
+ * REVOKE reason that daemon had given it, 0 if none. */
+static bool restore_resolve(struct sd_gpu *g, const struct sd_client *c, uint32_t *revoking)
 {
+    *revoking = 0;
     if (!g->restoring || !c->info.reconnect)
         return false;
     for (size_t i = 0; i < g->nexpect; i++) {
         if (g->expect[i] == c->info.prev_id) {
-            g->expect[i] = g->expect[--g->nexpect];
+            *revoking = g->expect_revoke[i];
+            g->nexpect--;
+            g->expect[i] = g->expect[g->nexpect];
+            g->expect_revoke[i] = g->expect_revoke[g->nexpect];
             return true;
         }
     }
@@ -952,7 +1110,10 @@ int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_m
      * restoring memory for it (its gate opens only after): it goes first,
      * so that this restore becomes the next grant's and is not left
      * waiting for room nobody will make. */
-    m->resumed = restore_resolve(g, c) && !(a->flags & CS_ATTACH_HOLDING);
+    uint32_t revoking;
+    bool held = restore_resolve(g, c, &revoking);
+    /* One that was being revoked is done with its grant: not first. */
+    m->resumed = held && !revoking && !(a->flags & CS_ATTACH_HOLDING);
     if (a->flags & CS_ATTACH_HOLDING) {
         /* Its gate is open under a lease of the previous daemon (or of a
          * connection that dropped): adopt the lease as is. A conflicting
@@ -961,9 +1122,12 @@ int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_m
         hold_from(m, now);
         m->lease_id = a->lease_id;
         gpu_account(g, now);
-        cs_info("gpu %u: %s (pid %u) resumes lease %llu", g->index, client_name(m),
-                c->info.pid, (unsigned long long)a->lease_id);
+        cs_info("gpu %u: %s (pid %u) resumes lease %llu%s", g->index, client_name(m),
+                c->info.pid, (unsigned long long)a->lease_id,
+                revoking ? ", which the previous daemon was revoking: revoked again" : "");
         holders_changed(p);
+        if (revoking) /* its slice was over: no new one */
+            revoke(p, m, revoking, 0, now);
     } else if (a->flags & CS_ATTACH_WAITING) {
         start_wait(p, m, now);
     }
@@ -1080,9 +1244,12 @@ void sd_policy_reconfigure(struct sd_policy *p, uint64_t now)
 
 uint64_t sd_policy_tick(struct sd_policy *p, uint64_t now)
 {
-    for (size_t i = 0; i < p->ngpu; i++)
-        if (p->gpu[i]->deadline && now >= p->gpu[i]->deadline)
-            gpu_schedule(p, p->gpu[i], now);
+    /* A decision on one GPU can make another's due at once (a client
+     * marked unresponsive there): a second pass takes those. */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < p->ngpu; i++)
+            if (p->gpu[i]->deadline && now >= p->gpu[i]->deadline)
+                gpu_schedule(p, p->gpu[i], now);
     return sd_policy_deadline(p);
 }
 

@@ -22,6 +22,13 @@
  *      their quantum (QUANTUM); and only
  *      when revoking them is enough. Otherwise the earliest quantum end is
  *      the GPU's next deadline. Nobody waiting means nobody is revoked.
+ *   4. The class share cap (share.c): a lower class kept from the GPU by
+ *      better ones beyond class_share_max_pct of a window gets a turn first
+ *      (better holders revoked with QUANTUM, not preempted during it).
+ *   5. A client that misses an answer deadline (REVOKE, EVICT, PREFETCH,
+ *      PREPARE) or whose process is stopped while one is out is marked
+ *      unresponsive once: demoted, asked nothing more, its leases taken
+ *      back with their REVOKE; nobody waits for it again.
  * vtime advances by held time / weight when a lease ends; a client that
  * starts waiting is placed at max(its vtime, the class's minimum vtime over
  * active members), so a newcomer neither starves nor monopolizes and a
@@ -65,6 +72,7 @@
 #define SD_MAX_GPUS 64
 #define SD_RESTORE_MAX_IDS 64 /* holders of one GPU remembered across a restart */
 #define SD_VT_SCALE 1000u     /* vtime unit: ns * SD_VT_SCALE / weight */
+#define SD_SHARE_BUCKETS 16   /* the class share window, in this many steps */
 
 struct sd_gpu;
 struct sd_client;
@@ -186,6 +194,10 @@ struct sd_member {
     /* an EVICT sent to this member */
     uint64_t evict_id;        /* 0 = none outstanding */
     struct sd_member *evict_for; /* whose ROOM it serves, NULL once answered */
+    /* answer deadlines (policy.c, issue 17): when each request went out */
+    uint64_t evict_ns;
+    uint64_t prefetch_ns;
+    uint64_t prefetch_bytes;  /* asked by the outstanding PREFETCH */
     struct sd_member_stats st;
 };
 
@@ -196,6 +208,13 @@ struct sd_client {
     /* its last TSG_STATE (the mechanism is process-wide, not per GPU) */
     bool tsg_reported;
     struct cs_msg_tsg_state tsg;
+    /* A deadline it missed (or its process was seen stopped while the
+     * daemon waited for it): asked nothing more, its leases taken back at
+     * once, for the rest of its connection (policy.c). */
+    bool unresponsive;
+    bool demoted;             /* ...and its class and weight lowered to low, 1 */
+    uint32_t stop_seen;       /* consecutive probes that found its process stopped */
+    uint64_t stop_probe_ns;   /* next probe, 0 = none yet */
     void *owner;          /* the server's connection; opaque to the policy */
     struct sd_client *next, *prev;
 };
@@ -217,6 +236,8 @@ struct sd_gpu_stats {
     uint64_t busy_ns;        /* closed intervals with a holder */
     uint64_t revoke_timeouts;
     uint64_t forced_releases;
+    uint64_t share_turns;    /* turns given to a lower class under class_share_max_pct */
+    uint64_t unresponsive;   /* clients of it marked unresponsive */
     struct sd_hist switch_latency; /* REVOKE -> next GRANT */
     struct sd_hist switch_cost;    /* switch overhead samples (the quantum's basis) */
 };
@@ -233,10 +254,12 @@ struct sd_gpu {
     bool restore_all;         /* previous state unknown: wait the whole grace */
     uint64_t restore_deadline;
     uint64_t expect[SD_RESTORE_MAX_IDS];
+    uint32_t expect_revoke[SD_RESTORE_MAX_IDS]; /* REVOKE reason it was given, 0 = none */
     size_t nexpect;
     uint64_t switch_ewma_ns;  /* smoothed switch overhead, 0 = none yet */
     uint64_t revoke_mark_ns;  /* first REVOKE since the last grant */
     uint64_t sw_drain_ns;     /* drain the RELEASEs of this handover reported */
+    bool sw_waited_out;       /* this handover waited out a deadline: not a sample */
     /* a switch sample waiting for the new holder's RESTORED */
     uint64_t sw_lease;        /* the granted lease, 0 = none pending */
     uint64_t sw_sample_ns;    /* REVOKE->GRANT minus drain */
@@ -249,6 +272,15 @@ struct sd_gpu {
     bool busy;                /* accounting: a holder exists */
     uint64_t acct_ns;         /* start of the current busy/idle interval */
     uint64_t deadline;        /* next time this GPU needs a decision, 0 = none */
+    /* class share cap (share.c): a turn owed to a starved lower class */
+    struct sd_member *share_pending; /* its waiter, granted next */
+    struct sd_member *share_holder;  /* holding its turn, not preempted until share_until */
+    uint64_t share_until;
+    uint64_t share_mark_ns;   /* the window is accounted up to here */
+    uint64_t share_bw;        /* bucket width the window was kept in, ns */
+    bool share_denied[CS_PRIO_COUNT]; /* the class was denied since share_mark_ns */
+    uint64_t share_k[SD_SHARE_BUCKETS + 1]; /* which bucket each slot holds */
+    uint64_t share_ns[CS_PRIO_COUNT][SD_SHARE_BUCKETS + 1]; /* denied time per bucket */
     struct sd_gpu_stats st;
 };
 
@@ -276,6 +308,9 @@ struct sd_policy_ops {
     /* m (a client with CS_HELLO_LC) should behave as `mode` (enum
      * cs_lc_mode) on its GPU: send LC_MODE. May be NULL. */
     void (*lc_mode)(void *ctx, struct sd_member *m, uint32_t mode, uint32_t param_us);
+    /* Whether m's process is stopped (SIGSTOP, a debugger): asked while the
+     * daemon waits for an answer from it. May be NULL (never stopped). */
+    bool (*stopped)(void *ctx, const struct sd_member *m);
 };
 
 /* What the previous daemon recorded (see state.h). */
@@ -285,6 +320,7 @@ struct sd_restore_gpu {
     uint64_t mem_total;
     size_t nholders;
     uint64_t holders[SD_RESTORE_MAX_IDS];
+    uint32_t revoking[SD_RESTORE_MAX_IDS]; /* the REVOKE reason it was given, 0 = holding */
 };
 
 struct sd_restore {

@@ -33,8 +33,12 @@ void sd_room_forget(struct sd_policy *p, struct sd_member *m);
 /* mem.c */
 /* a + b, saturating. */
 uint64_t sd_add_sat(uint64_t a, uint64_t b);
-/* Resident bytes that could move: resident - unswappable. */
+/* Resident bytes that could move: resident - unswappable; none of an
+ * unresponsive client's (it would not move them). */
 uint64_t sd_mem_movable(const struct sd_member *m);
+/* Resident bytes that can never move: unswappable, or all of an
+ * unresponsive client's. */
+uint64_t sd_mem_fixed(const struct sd_member *m);
 /* Eviction order, furthest from running first: idle before waiting, lower
  * class before higher, larger vtime before smaller. */
 bool sd_mem_evict_before(const struct sd_member *a, const struct sd_member *b);
@@ -66,7 +70,19 @@ uint64_t sd_mem_on_evicted(struct sd_member *m, const struct cs_msg_evicted *e);
 /* Sends an EVICT of `bytes` to v (which must not hold the GPU) on behalf
  * of asker's ROOM, or of the planner (asker NULL). */
 void sd_mem_send_evict(struct sd_policy *p, struct sd_member *v, uint64_t bytes,
-                       struct sd_member *asker);
+                       struct sd_member *asker, uint64_t now);
+/* The slowest rate an honest client moves memory at (pinning included): a
+ * request's deadline grows by its bytes at this rate. */
+#define SD_ANSWER_MIN_BPS 500000000ull
+/* When a request of `bytes` sent at `sent` is overdue (answer_timeout_ms
+ * plus the bytes at SD_ANSWER_MIN_BPS). */
+uint64_t sd_answer_deadline(const struct sd_policy *p, uint64_t sent, uint64_t bytes);
+/* Marks unresponsive the clients whose EVICT, PREFETCH or EVICT PREPARE on
+ * g is overdue; sets g's deadline for the others. */
+void sd_mem_check_answers(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
+/* m will not answer: its outstanding requests are dropped (a ROOM waiting
+ * for its EVICT is answered) and an outstanding prefetch counts as done. */
+void sd_mem_forget_requests(struct sd_policy *p, struct sd_member *m, uint64_t now);
 
 /* tslice.c, called by policy.c */
 /* After every decision on g: TIMESLICE to each member whose desired
@@ -95,6 +111,34 @@ void sd_lc_plan(struct sd_policy *p, struct sd_gpu *g);
 void sd_lc_revoke(struct sd_policy *p, struct sd_member *m, uint64_t now);
 /* Waiter order (class, vtime, waiting time, age). */
 bool sd_waiter_before(const struct sd_member *a, const struct sd_member *b);
+
+/* share.c, called by policy.c (the class share cap) */
+/* Accounts the time since the last decision (call first in a decision). */
+void sd_share_account(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
+/* Records who is denied now (call last in a decision). */
+void sd_share_update(struct sd_gpu *g);
+/* The waiter owed a turn, granted before anyone else; NULL if none. Sets
+ * g's deadline for the end of a turn or the next look at the window. */
+struct sd_member *sd_share_target(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
+/* m was granted: its turn starts if it was owed one. */
+void sd_share_granted(const struct sd_policy *p, struct sd_gpu *g, struct sd_member *m,
+                      uint64_t now);
+/* h holds its turn: no better class preempts it. */
+bool sd_share_protected(const struct sd_gpu *g, const struct sd_member *h, uint64_t now);
+/* w is owed a turn: better-class holders go for it (REVOKE QUANTUM). */
+bool sd_share_owed(const struct sd_gpu *g, const struct sd_member *w);
+/* m is going away. */
+void sd_share_forget(struct sd_gpu *g, const struct sd_member *m);
+
+/* policy.c, called by room.c and mem.c */
+/* c did not answer `what` in time (or its process is stopped): marked
+ * unresponsive and demoted, its requests forgotten, its leases taken back.
+ * Once per client; its GPUs are rescheduled at `now` (deadline). */
+void sd_unresponsive(struct sd_policy *p, struct sd_client *c, const char *what, uint64_t now);
+
+/* room.c, called by policy.c: v will not answer its EVICT; the ROOM it
+ * served is answered when it was the last one awaited. */
+void sd_room_victim_lost(struct sd_policy *p, struct sd_member *v, uint64_t now);
 
 /* policy.c, called by mem.c: the new holder's RESTORED completes the
  * switch overhead sample of its grant (drain excluded, restore added). */

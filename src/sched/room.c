@@ -91,7 +91,7 @@ static uint64_t room_limit(const struct sd_policy *p, const struct sd_gpu *g,
     uint64_t fixed = 0;
     for (size_t i = 0; i < g->n; i++)
         if (g->m[i] != m)
-            fixed = sd_add_sat(fixed, g->m[i]->unswappable);
+            fixed = sd_add_sat(fixed, sd_mem_fixed(g->m[i]));
     return cap > fixed ? cap - fixed : 0;
 }
 
@@ -159,7 +159,7 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
         uint64_t amount = movable < need ? movable : need;
         need -= amount;
         m->room_wait++;
-        sd_mem_send_evict(p, v, amount, m);
+        sd_mem_send_evict(p, v, amount, m, now);
     }
     if (m->room_wait == 0) {
         reply(p, m, r->request_id, CUDA_ERROR_OUT_OF_MEMORY);
@@ -224,14 +224,19 @@ void sd_room_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     }
 }
 
+void sd_room_victim_lost(struct sd_policy *p, struct sd_member *v, uint64_t now)
+{
+    struct sd_member *asker = v->evict_for;
+    v->evict_for = NULL;
+    if (asker && --asker->room_wait == 0)
+        answer(p, asker, outcome(asker), now);
+}
+
 void sd_room_forget(struct sd_policy *p, struct sd_member *m)
 {
     struct sd_gpu *g = m->gpu;
     for (size_t j = 0; j < g->n; j++)
         if (g->m[j]->evict_for == m)
             g->m[j]->evict_for = NULL;
-    struct sd_member *asker = m->evict_for;
-    m->evict_for = NULL;
-    if (asker && --asker->room_wait == 0)
-        answer(p, asker, outcome(asker), 0);
+    sd_room_victim_lost(p, m, 0);
 }

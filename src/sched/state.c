@@ -13,7 +13,12 @@
  *
  *     cushared-state 1
  *     next_id <first client id the next daemon may hand out>
- *     gpu <GPU-uuid> <index> <mem_total> [<holder client id>...]
+ *     gpu <GPU-uuid> <index> <mem_total> [<holder>...]
+ *
+ * A holder is its client id, followed by ":<REVOKE reason>" when it was
+ * being revoked: the next daemon revokes it again as soon as it claims its
+ * lease, rather than give it a new slice (issue 17). A plain id is the
+ * format of earlier daemons, which a new daemon reads as it always did.
  *
  * A missing file means no daemon ran (or the machine rebooted): nobody can
  * hold a lease, no grace. A file that cannot be parsed means the past is
@@ -31,6 +36,23 @@
 #include "common/util.h"
 #include "sched/buf.h"
 
+/* "<id>" or "<id>:<reason>" into the next holder of g. */
+static int parse_holder(char *tok, struct sd_restore_gpu *g)
+{
+    uint64_t id, reason = 0;
+    char *colon = strchr(tok, ':');
+    if (colon) {
+        *colon = '\0';
+        if (cs_parse_u64(colon + 1, 1, CS_REVOKE_REASON_MAX, &reason) < 0)
+            return -1;
+    }
+    if (cs_parse_u64(tok, 1, UINT64_MAX, &id) < 0)
+        return -1;
+    g->holders[g->nholders] = id;
+    g->revoking[g->nholders] = (uint32_t)reason;
+    return 0;
+}
+
 static int parse_gpu(char *line, struct sd_restore_gpu *g)
 {
     char *save = NULL;
@@ -47,9 +69,9 @@ static int parse_gpu(char *line, struct sd_restore_gpu *g)
         return -1;
     g->nholders = 0;
     while ((tok = strtok_r(NULL, " \t\n", &save))) {
-        if (g->nholders == SD_RESTORE_MAX_IDS || cs_parse_u64(tok, 1, UINT64_MAX, &v) < 0)
+        if (g->nholders == SD_RESTORE_MAX_IDS || parse_holder(tok, g) < 0)
             return -1;
-        g->holders[g->nholders++] = v;
+        g->nholders++;
     }
     return 0;
 }
@@ -94,6 +116,14 @@ int sd_state_load(const char *path, struct sd_restore *r)
     return rc;
 }
 
+static void append_holder(struct sd_buf *b, uint64_t id, uint32_t revoke_reason)
+{
+    if (revoke_reason)
+        sd_buf_printf(b, " %" PRIu64 ":%u", id, revoke_reason);
+    else
+        sd_buf_printf(b, " %" PRIu64, id);
+}
+
 static void append_gpu(struct sd_buf *b, const struct sd_gpu *g)
 {
     char uuid[CS_UUID_STR_LEN];
@@ -103,14 +133,15 @@ static void append_gpu(struct sd_buf *b, const struct sd_gpu *g)
     for (size_t i = 0; i < g->n && n < SD_RESTORE_MAX_IDS; i++) {
         const struct sd_member *m = g->m[i];
         if (m->state == CS_STATE_HOLDING || m->state == CS_STATE_REVOKING) {
-            sd_buf_printf(b, " %" PRIu64, m->client->id);
+            append_holder(b, m->client->id,
+                          m->state == CS_STATE_REVOKING ? m->revoke_reason : 0);
             n++;
         }
     }
     /* Holders of the previous daemon not seen yet are still expected by the
      * next one, should this one die during its grace. */
     for (size_t i = 0; g->restoring && i < g->nexpect && n < SD_RESTORE_MAX_IDS; i++, n++)
-        sd_buf_printf(b, " %" PRIu64, g->expect[i]);
+        append_holder(b, g->expect[i], g->expect_revoke[i]);
     sd_buf_printf(b, "\n");
 }
 

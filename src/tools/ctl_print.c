@@ -84,6 +84,15 @@ static void print_client(FILE *f, const struct cs_msg_ctl_client *c,
             fmt_ms(x->swap_in_ns, si, sizeof si), lim);
 }
 
+/* Under a client the daemon no longer waits for (issue 17). */
+static void print_client_mark(FILE *f, const struct cs_msg_ctl_client *c)
+{
+    if (!(c->flags & CS_CTL_CLIENT_UNRESPONSIVE))
+        return;
+    fprintf(f, "  %-8s UNRESPONSIVE: missed a deadline or stopped; asked nothing more%s\n", "",
+            c->flags & CS_CTL_CLIENT_DEMOTED ? ", demoted to low, weight 1" : "");
+}
+
 static const char *tsg_mech_name(const struct cs_msg_ctl_client_tsg *t)
 {
     static const char *const names[] = {"off", "unprobed", "ready", "active", "unavailable"};
@@ -202,6 +211,9 @@ void ctl_print_table(FILE *f, const struct ctl_status *st, const struct ctl_stat
         if (g->forced_releases)
             fprintf(f, "  %" PRIu64 " lease(s) taken back after the revoke timeout\n",
                     g->forced_releases);
+        if (st->gpu_mem[i].share_turns)
+            fprintf(f, "  %u turn(s) given to a waiting lower class (class_share_max_pct)\n",
+                    st->gpu_mem[i].share_turns);
         print_gpu_mem(f, g, &st->gpu_mem[i]);
         fprintf(f, "  %-8s %-16s %-6s %6s %-9s %9s %9s %4s %7s %7s %11s %11s %8s %8s %11s\n",
                 "PID", "NAME", "PRIO", "WEIGHT", "STATE", "GPU", "WAIT", "GPU%", "SLICES",
@@ -210,6 +222,7 @@ void ctl_print_table(FILE *f, const struct ctl_status *st, const struct ctl_stat
             if (st->client[j].gpu_index == g->index)
             {
                 print_client(f, &st->client[j], &st->client_mem[j], st, prev);
+                print_client_mark(f, &st->client[j]);
                 print_client_tsg(f, &st->client_tsg[j]);
                 print_client_lc(f, &st->client_lc[j]);
             }
@@ -310,6 +323,8 @@ static void json_client(FILE *f, const struct cs_msg_ctl_client *c,
     json_u64(f, "weight", c->weight, ", ");
     json_str(f, "state", ctl_state_name(c->state), ", ");
     json_bool(f, "idle", c->idle, ", ");
+    json_bool(f, "unresponsive", c->flags & CS_CTL_CLIENT_UNRESPONSIVE, ", ");
+    json_bool(f, "demoted", c->flags & CS_CTL_CLIENT_DEMOTED, ", ");
     json_sec(f, "gpu_s", c->gpu_ns, ", ");
     json_sec(f, "wait_s", c->wait_ns, ", ");
     json_u64(f, "slices", c->slices, ", ");
@@ -376,6 +391,7 @@ static void json_gpu(FILE *f, const struct ctl_status *st, const struct cs_msg_c
     json_u64(f, "room_made", x->room_made, ", ");
     json_u64(f, "room_refused", x->room_refused, ", ");
     json_u64(f, "room_waits", x->room_waits, ", ");
+    json_u64(f, "share_turns", x->share_turns, ", ");
     fprintf(f, "\"clients\": [\n");
     size_t n = 0, total = 0;
     for (size_t j = 0; j < st->nclient; j++)

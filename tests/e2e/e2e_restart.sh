@@ -42,9 +42,9 @@ epoch1=$(sed -n 's/.*"epoch": \([0-9]*\).*/\1/p' "$T/before.json")
 old_daemon=$DAEMON_PID
 kill_daemon
 echo "cushared (pid $old_daemon) killed"
-# Who held the GPU: `gpu <uuid> <index> <mem> <holder client id>...`.
+# Who held the GPU: `gpu <uuid> <index> <mem> <holder client id>[:<revoke reason>]...`.
 [ -f "$T/cushared.state" ] || fail "the daemon left no state file"
-ids=$(sed -n 's/^gpu [^ ]* [0-9]* [0-9]*//p' "$T/cushared.state")
+ids=$(sed -n 's/^gpu [^ ]* [0-9]* [0-9]*//p' "$T/cushared.state" | sed 's/:[0-9]*//g')
 holders=()
 for id in $ids; do
     p=$(sed -n "s/.* client $id: pid \([0-9]*\) .*/\1/p" "$T/cushared.log")

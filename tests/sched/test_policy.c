@@ -8,13 +8,20 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "common/log.h"
 #include "sched/policy.h"
 #include "sched/policy_int.h"
+#include "sched/procstat.h"
+#include "sched/server.h"
 
 #define MS 1000000ull
 #define CUDA_OOM 2u /* CUDA_ERROR_OUT_OF_MEMORY */
@@ -82,8 +89,25 @@ static void on_prefetch(void *ctx, struct sd_member *m, uint64_t id, uint64_t by
     evs[nev++ % 65536] = (struct ev){EV_PREFETCH, m, 0, id, bytes, 0};
 }
 
+/* The pid whose process the fake /proc shows stopped (SIGSTOP), 0 = none. */
+static uint32_t stopped_pid;
+static size_t stop_probes;
+
+static bool on_stopped(void *ctx, const struct sd_member *m)
+{
+    (void)ctx;
+    stop_probes++;
+    return stopped_pid && m->client->info.pid == stopped_pid;
+}
+
 static const struct sd_policy_ops ops = {on_grant,  on_revoke,  on_changed, on_evict,
-                                         on_room,   on_prepare, on_prefetch, NULL, NULL};
+                                         on_room,   on_prepare, on_prefetch, NULL,
+                                         NULL,      NULL};
+/* The same with a server that can tell a stopped process (ops.stopped). */
+static const struct sd_policy_ops ops_stop = {on_grant,   on_revoke,   on_changed,
+                                              on_evict,   on_room,     on_prepare,
+                                              on_prefetch, NULL,       NULL,
+                                              on_stopped};
 
 /* Quantum at the floor until a switch is measured: an oversubscribed GPU
  * would otherwise start from a predicted switch cost (test_predicted_quantum),
@@ -114,6 +138,8 @@ static int setup(void **state)
     now = 1000 * SEC;
     nev = 0;
     changed = 0;
+    stopped_pid = 0;
+    stop_probes = 0;
     start();
     return 0;
 }
@@ -308,6 +334,7 @@ static void test_waiter_arriving_after_quantum(void **state)
 static void test_priority_preempts_at_once(void **state)
 {
     (void)state;
+    cfg.class_share_max_pct = 100; /* strict priority (the cap: test_share_*) */
     struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 0);
     struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
     acquire(lo);
@@ -849,6 +876,7 @@ static void test_shared_high_class_preempts_to_fit(void **state)
 static void test_shared_lower_class_never_revokes(void **state)
 {
     (void)state;
+    cfg.class_share_max_pct = 100; /* strict priority (the cap: test_share_*) */
     cfg.mode = CS_MODE_SHARED;
     struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
     struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 0);
@@ -2024,6 +2052,7 @@ static void test_room_moves_the_shortfall(void **state)
 static void test_shared_no_churn_for_blocked_waiter(void **state)
 {
     (void)state;
+    cfg.class_share_max_pct = 100; /* strict priority (the cap: test_share_*) */
     cfg.mode = CS_MODE_SHARED;
     struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
     struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 0);
@@ -2178,6 +2207,618 @@ static void test_gpu_cap(void **state)
     assert_int_equal(pol.ngpu, SD_MAX_GPUS);
 }
 
+/* ---- class share cap (issue 17) ------------------------------------------------------ */
+
+/* A client of the share tests: busy (on REVOKE it drains 2 ms, releases and
+ * asks again at once), bursty (releases `hold` after its grant and asks
+ * again `gap` after that), or silent (never answers a REVOKE). */
+struct actor {
+    struct sd_member *m;
+    uint64_t hold, gap; /* bursty when hold != 0 */
+    bool silent;
+    uint64_t release_at, next_ask;
+};
+
+static void actor_events(struct actor *a, size_t n, size_t *seen)
+{
+    for (; *seen < nev; (*seen)++) {
+        const struct ev *e = &evs[*seen % 65536];
+        for (size_t k = 0; k < n; k++) {
+            if (e->m != a[k].m || a[k].silent)
+                continue;
+            uint64_t t = e->kind == EV_REVOKE  ? now + 2 * MS
+                         : e->kind == EV_GRANT && a[k].hold ? now + a[k].hold
+                                                              : 0;
+            if (t && (!a[k].release_at || t < a[k].release_at))
+                a[k].release_at = t;
+        }
+    }
+}
+
+static void actor_act(struct actor *a)
+{
+    struct sd_member *m = a->m;
+    if (a->release_at && now >= a->release_at) {
+        a->release_at = 0;
+        if (sd_is_holder(m)) {
+            assert_int_equal(release_lease(m, m->lease_id, a->hold ? CS_RELEASE_IDLE
+                                                                    : CS_RELEASE_REVOKED),
+                             SD_OK);
+            if (a->hold)
+                a->next_ask = now + a->gap;
+            else
+                acquire(m);
+        }
+    }
+    if (a->hold && a->next_ask && now >= a->next_ask && m->state == CS_STATE_IDLE) {
+        a->next_ask = 0;
+        acquire(m);
+    }
+}
+
+/* Runs the actors on a 1 ms clock for `duration`. */
+static void run_actors(struct actor *a, size_t n, uint64_t duration)
+{
+    size_t seen = nev;
+    for (uint64_t end = now + duration; now < end;) {
+        now += MS;
+        sd_policy_tick(&pol, now);
+        for (size_t k = 0; k < n; k++) {
+            actor_events(a, n, &seen);
+            actor_act(&a[k]);
+        }
+        actor_events(a, n, &seen);
+    }
+}
+
+static double share_of(const struct sd_member *m, uint64_t gpu0, uint64_t span)
+{
+    return (double)(sd_member_gpu_ns(m, now) - gpu0) / (double)span;
+}
+
+/* A high job that lets the GPU go for 1 ms every 300 ms: under strict
+ * priority the normal job gets those milliseconds; with the cap (90% of
+ * 2 s) it gets its 10%, in turns of 200 ms. */
+static void burst_run(uint64_t hold, double *normal, double *high)
+{
+    struct sd_member *n = attach(client(CS_PRIO_NORMAL, 1, "normal"), 0);
+    struct sd_member *h = attach(client(CS_PRIO_HIGH, 1, "runaway"), 0);
+    struct actor a[2] = {{.m = n}, {.m = h, .hold = hold, .gap = 300 * MS - hold, .next_ask = now}};
+    acquire(n);
+    run_actors(a, 2, 2 * SEC); /* the window fills */
+    uint64_t n0 = sd_member_gpu_ns(n, now), h0 = sd_member_gpu_ns(h, now);
+    run_actors(a, 2, 20 * SEC);
+    *normal = share_of(n, n0, 20 * SEC);
+    *high = share_of(h, h0, 20 * SEC);
+    print_message("hold %llu ms of 300: normal %.3f, high %.3f, %llu turns\n",
+                  (unsigned long long)(hold / MS), *normal, *high,
+                  (unsigned long long)gpu(0)->st.share_turns);
+}
+
+static void test_share_runaway_high_burst(void **state)
+{
+    (void)state;
+    double normal, high;
+    burst_run(299 * MS, &normal, &high);
+    assert_true(normal >= 0.09 && normal <= 0.13);
+    assert_true(high >= 0.85);
+    assert_true(gpu(0)->st.share_turns >= 9 && gpu(0)->st.share_turns <= 12);
+}
+
+static void test_share_cap_100_is_strict(void **state)
+{
+    (void)state;
+    cfg.class_share_max_pct = 100;
+    double normal, high;
+    burst_run(299 * MS, &normal, &high);
+    assert_true(normal < 0.01);
+    assert_int_equal(gpu(0)->st.share_turns, 0);
+}
+
+static void test_share_short_bursts_need_no_turn(void **state)
+{
+    (void)state;
+    double normal, high;
+    burst_run(1 * MS, &normal, &high); /* ~1 ms every 300 ms */
+    assert_true(normal >= 0.98);
+    assert_int_equal(gpu(0)->st.share_turns, 0);
+}
+
+/* A high holder that never lets go (it answers REVOKE and asks again at
+ * once): the normal waiter runs within one window, for its turn, unpreempted;
+ * then strict priority resumes. */
+static void test_share_holder_never_releases(void **state)
+{
+    (void)state;
+    struct sd_member *n = attach(client(CS_PRIO_NORMAL, 1, "normal"), 0);
+    struct sd_member *h = attach(client(CS_PRIO_HIGH, 1, "hog"), 0);
+    struct actor a[2] = {{.m = h}, {.m = n}};
+    acquire(h);
+    run_actors(a, 2, 5 * SEC); /* nobody else: no turn, no revoke */
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    uint64_t t0 = now;
+    acquire(n);
+    run_actors(a, 2, 1790 * MS);
+    assert_int_equal(n->state, CS_STATE_WAITING);
+    run_actors(a, 2, 210 * MS);
+    assert_int_equal(n->state, CS_STATE_HOLDING); /* within the window */
+    const struct ev *r = find(EV_REVOKE, h);
+    assert_non_null(r);
+    assert_int_equal(r->reason, CS_REVOKE_QUANTUM); /* old clients know it */
+    uint64_t t_grant = n->grant_ns;
+    assert_true(t_grant - t0 >= 1800 * MS && t_grant - t0 <= 1810 * MS);
+    /* Its turn: 10% of the window; h asks again at once and waits. */
+    run_actors(a, 2, t_grant + 199 * MS - now);
+    assert_int_equal(n->state, CS_STATE_HOLDING);
+    assert_int_equal(h->state, CS_STATE_WAITING);
+    run_actors(a, 2, 3 * MS);
+    assert_int_equal(find(EV_REVOKE, n)->reason, CS_REVOKE_PREEMPT);
+    assert_int_equal(gpu(0)->st.share_turns, 1);
+    /* Over a long run: 10% each window. */
+    uint64_t n0 = sd_member_gpu_ns(n, now);
+    run_actors(a, 2, 20 * SEC);
+    double s = share_of(n, n0, 20 * SEC);
+    print_message("normal beside a hog: %.3f\n", s);
+    assert_true(s >= 0.09 && s <= 0.12);
+}
+
+/* A hog that does not answer the REVOKE of the turn either: taken back
+ * after revoke_timeout_ms, marked, demoted: the normal job then runs. */
+static void test_share_silent_hog(void **state)
+{
+    (void)state;
+    cfg.revoke_timeout_ms = 1000;
+    struct sd_member *n = attach(client(CS_PRIO_NORMAL, 1, "normal"), 0);
+    struct sd_member *h = attach(client(CS_PRIO_HIGH, 1, "hog"), 0);
+    struct actor a[2] = {{.m = h, .silent = true}, {.m = n}};
+    acquire(h);
+    uint64_t t0 = now;
+    acquire(n);
+    run_actors(a, 2, 2799 * MS);
+    assert_int_equal(n->state, CS_STATE_WAITING);
+    run_actors(a, 2, 10 * MS);
+    assert_int_equal(n->state, CS_STATE_HOLDING);
+    assert_true(n->grant_ns - t0 <= 2810 * MS);
+    assert_true(h->client->unresponsive && h->client->demoted);
+    assert_int_equal(h->client->info.priority, CS_PRIO_LOW);
+    /* Low now: behind the normal job but for its own turns (10%), each
+     * lease of it taken back with its REVOKE. */
+    uint64_t n0 = sd_member_gpu_ns(n, now);
+    acquire(h);
+    run_actors(a, 2, 60 * SEC);
+    assert_true(share_of(n, n0, 60 * SEC) >= 0.88);
+    assert_int_equal(gpu(0)->st.revoke_timeouts, 1);
+}
+
+/* Shared mode: a high job that always has work gates a lower-class one
+ * (lcgate.c) for ever; the turn lifts the gate. Co-running beside it with
+ * timeslices is no denial: no turn. */
+static void test_share_in_shared_mode(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_SHARED;
+    cfg.lc_mechanism = SD_LC_GATE;
+    struct sd_member *h = attach(client(CS_PRIO_HIGH, 1, "lc"), 0);
+    struct sd_member *n = attach(client(CS_PRIO_NORMAL, 1, "be"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage(h, 0, 0, 0, 4 * GiB);
+    usage(n, 0, 0, 0, 4 * GiB);
+    struct actor a[2] = {{.m = h}, {.m = n}};
+    acquire(h);
+    acquire(n);
+    assert_int_equal(n->state, CS_STATE_WAITING); /* gated */
+    uint64_t n0 = sd_member_gpu_ns(n, now);
+    run_actors(a, 2, 20 * SEC);
+    double s = share_of(n, n0, 20 * SEC);
+    print_message("gated BE job beside a busy LC job: %.3f\n", s);
+    assert_true(s >= 0.08 && s <= 0.12);
+    assert_true(n->st.lc_preempted >= 8); /* each turn ends with the gate */
+    assert_int_equal(h->state, CS_STATE_HOLDING); /* never revoked: it co-ran */
+    assert_int_equal(count(EV_REVOKE, h), 0);
+
+    cfg.lc_mechanism = SD_LC_OFF; /* co-running: the BE job holds too */
+    uint64_t turns = gpu(0)->st.share_turns;
+    run_actors(a, 2, 20 * SEC);
+    assert_int_equal(n->state, CS_STATE_HOLDING);
+    assert_int_equal(gpu(0)->st.share_turns, turns);
+}
+
+/* Within a class a holder owed time renews its slice, but a weight of
+ * 1000000 does not keep the GPU past quantum_cap_ms while a peer waits, and
+ * what it is still owed is forfeited so that the peer runs next. */
+static void test_huge_weight_rotates(void **state)
+{
+    (void)state;
+    cfg.quantum_cap_ms = 5000;
+    struct sd_member *l = attach(client(CS_PRIO_NORMAL, 1, "light"), 0);
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, CS_WEIGHT_MAX, "heavy"), 0);
+    acquire(l);
+    run_until(now + 10 * SEC); /* l alone: 10 s of vtime at weight 1 */
+    assert_int_equal(release_lease(l, l->lease_id, CS_RELEASE_IDLE), SD_OK);
+    acquire(h);
+    advance(10 * MS);
+    acquire(l);
+    struct actor a[2] = {{.m = h}, {.m = l}};
+    run_actors(a, 2, 4980 * MS);
+    assert_int_equal(count(EV_REVOKE, h), 0); /* renewed while owed */
+    run_actors(a, 2, 100 * MS);
+    assert_int_equal(find(EV_REVOKE, h)->reason, CS_REVOKE_QUANTUM);
+    assert_int_equal(l->state, CS_STATE_HOLDING);
+    /* Over a minute the light one gets at least a slice per cap. */
+    uint64_t l0 = sd_member_gpu_ns(l, now);
+    run_actors(a, 2, 60 * SEC);
+    double s = share_of(l, l0, 60 * SEC);
+    print_message("weight 1 beside 1000000: %.3f\n", s);
+    assert_true(s >= 0.12); /* 1 s quantum per 5 s + 1 s */
+}
+
+/* ---- unresponsive clients (issue 17) -------------------------------------------------- */
+
+/* What an honest client of the test answers at once: PREFETCH, EVICT and
+ * EVICT PREPARE in full. */
+static void answer_honestly(const struct ev *e, const struct sd_member *silent)
+{
+    if (e->m == silent)
+        return;
+    if (e->kind == EV_PREFETCH && e->m->prefetch_id == e->lease)
+        prefetched(e->m, e->lease, 0, e->evict, MS);
+    if ((e->kind == EV_EVICT && e->m->evict_id == e->lease) ||
+        (e->kind == EV_PREPARE && e->m->prep_id == e->lease))
+        assert_int_equal(evicted(e->m, e->lease, 0, e->evict), SD_OK);
+}
+
+/* Honest busy jobs: on REVOKE each drains 2 ms and releases what it was
+ * asked to swap out, its threads already waiting at the gate (ACQUIRE
+ * first, as the hook does). Counts grants and the time from a RELEASE to
+ * the next GRANT. */
+struct handovers {
+    size_t seen;
+    uint64_t grants, waited, released;
+};
+
+static void alternate(struct handovers *h, const struct sd_member *silent, uint64_t duration)
+{
+    for (uint64_t end = now + duration; now < end;) {
+        uint64_t d = sd_policy_deadline(&pol);
+        assert_true(d != 0);
+        now = d > now ? d : now;
+        sd_policy_tick(&pol, now);
+        for (; h->seen < nev; h->seen++) {
+            const struct ev *e = &evs[h->seen % 65536];
+            if (e->kind == EV_GRANT) {
+                h->grants++;
+                if (h->released)
+                    h->waited += now - h->released;
+            }
+            answer_honestly(e, silent);
+            if (e->kind != EV_REVOKE || e->m == silent)
+                continue;
+            now += 2 * MS;
+            acquire(e->m);
+            release_swap(e->m, 2 * MS, MS, e->evict);
+            h->released = now;
+        }
+    }
+}
+
+/* Two honest jobs alternate on a GPU they fill; a third reports 1 GiB
+ * resident and swappable and never answers. Before, every grant waited
+ * revoke_timeout_ms for its EVICT (17.5 s of work took 122 s); now the first
+ * missed deadline marks it, its gigabyte counts where it is, and every
+ * later grant follows its RELEASE at once. */
+static void test_unresponsive_evict_dealt_with_once(void **state)
+{
+    (void)state;
+    no_predicted_quantum();
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *s = attach(client(CS_PRIO_NORMAL, 1, "silent"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 10 * GiB;
+    usage4(s, GiB, 0, 0, GiB);
+    usage4(a, 0, 5 * GiB, 0, 5 * GiB);
+    usage4(b, 0, 5 * GiB, 0, 5 * GiB);
+    acquire(a);
+    acquire(b);
+    struct handovers h = {.seen = nev};
+    alternate(&h, s, 40 * SEC);
+    assert_true(s->client->unresponsive);
+    assert_int_equal(g->st.unresponsive, 1);
+    /* One wait, bounded by the EVICT's deadline (10 s + 1 GiB at 500 MB/s). */
+    print_message("%llu grants in 40 s, %.3f s waited for the silent one\n",
+                  (unsigned long long)h.grants, (double)h.waited / SEC);
+    assert_true(h.waited <= 12200 * MS);
+    assert_true(h.grants >= 25);
+    /* After the mark: nothing more asked of it, and no grant waits. */
+    size_t asked = count(EV_EVICT, s) + count(EV_PREFETCH, s) + count(EV_PREPARE, s);
+    uint64_t w0 = h.waited, g0 = h.grants;
+    alternate(&h, s, 20 * SEC);
+    assert_true(h.grants - g0 >= 19);
+    assert_int_equal(h.waited, w0);
+    assert_int_equal(count(EV_EVICT, s) + count(EV_PREFETCH, s) + count(EV_PREPARE, s), asked);
+    assert_int_equal(s->resident, GiB); /* where it was, and unswappable now */
+    assert_int_equal(sd_mem_movable(s), 0);
+}
+
+/* A REVOKE unanswered: the lease is taken back once, the client is marked
+ * and demoted for the rest of its connection (an operator's set does not
+ * lift it, a late RELEASE is accepted), and its later leases are taken back
+ * with their REVOKE. */
+static void test_unresponsive_revoke(void **state)
+{
+    (void)state;
+    cfg.revoke_timeout_ms = 500;
+    struct sd_member *a = attach(client(CS_PRIO_HIGH, 5, "stuck"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_HIGH, 1, "b"), 0);
+    acquire(a);
+    uint64_t lease = a->lease_id;
+    run_until(now + 2 * SEC);
+    acquire(b);
+    assert_int_equal(a->state, CS_STATE_REVOKING);
+    run_until(now + 500 * MS);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_true(a->client->unresponsive && a->client->demoted);
+    assert_int_equal(a->client->info.priority, CS_PRIO_LOW);
+    assert_int_equal(a->client->info.weight, 1);
+    assert_int_equal(a->st.forced, 1);
+    sd_policy_client_update(&pol, a->client, CS_PRIO_HIGH, 5, now);
+    assert_int_equal(a->client->info.priority, CS_PRIO_LOW);
+    assert_int_equal(release_lease(a, lease, CS_RELEASE_REVOKED), SD_OK); /* late */
+    assert_true(a->client->unresponsive);
+    /* Its next lease: the REVOKE goes out and the lease ends with it. */
+    assert_int_equal(release_lease(b, b->lease_id, CS_RELEASE_IDLE), SD_OK);
+    acquire(a);
+    assert_int_equal(a->state, CS_STATE_HOLDING);
+    acquire(b);
+    assert_int_equal(find(EV_REVOKE, a)->reason, CS_REVOKE_PREEMPT);
+    assert_int_equal(a->state, CS_STATE_IDLE);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(a->st.forced, 2);
+    assert_int_equal(gpu(0)->st.revoke_timeouts, 1); /* waited for once */
+}
+
+static void test_unresponsive_revoke_without_force(void **state)
+{
+    (void)state;
+    cfg.revoke_timeout_ms = 500;
+    cfg.force_release = false;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "stuck"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_HIGH, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    run_until(now + 10 * SEC);
+    assert_true(a->client->unresponsive); /* marked and demoted... */
+    assert_int_equal(a->client->info.priority, CS_PRIO_LOW);
+    assert_int_equal(a->state, CS_STATE_REVOKING); /* ...but the operator said wait */
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+}
+
+/* An EVICT PREPARE unanswered holds the node's pinning (one at a time) only
+ * until its deadline; a PREFETCH unanswered counts as done. */
+static void test_unresponsive_prepare_and_prefetch(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *i = attach(client(CS_PRIO_LOW, 1, "i"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage4(h, 10 * GiB, 0, 0, 10 * GiB);
+    acquire(h);
+    usage4(i, 6 * GiB, 4 * GiB, 0, 10 * GiB);
+    const struct ev *e = find(EV_PREPARE, i);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 4 * GiB);
+    uint64_t due = sd_answer_deadline(&pol, now, 4 * GiB);
+    assert_int_equal(due, now + 10 * SEC + 8589934592ull); /* 4 GiB at 500 MB/s */
+    run_until(due - 1);
+    assert_false(i->client->unresponsive);
+    assert_int_equal(count(EV_PREPARE, NULL), 1);
+    run_until(due);
+    assert_true(i->client->unresponsive);
+    assert_int_equal(i->prep_id, 0);
+    assert_int_equal(count(EV_PREPARE, h), 1); /* the node's pinning is free again */
+    assert_int_equal(evicted(h, find(EV_PREPARE, h)->lease, 0, find(EV_PREPARE, h)->evict),
+                     SD_OK);
+
+    /* A waiter told to prefetch that never answers (on another GPU, behind
+     * a better class that keeps it). */
+    cfg.class_share_max_pct = 100;
+    struct sd_member *x = attach(client(CS_PRIO_NORMAL, 1, "x"), 1);
+    struct sd_member *w = attach(client(CS_PRIO_LOW, 1, "w"), 1);
+    gpu(1)->mem_total = 16 * GiB;
+    usage4(x, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(x);
+    usage4(w, 0, 2 * GiB, 0, 2 * GiB);
+    acquire(w);
+    e = find(EV_PREFETCH, w);
+    assert_non_null(e);
+    run_until(sd_answer_deadline(&pol, now, e->evict));
+    assert_true(w->client->unresponsive);
+    assert_int_equal(w->prefetch_id, 0);
+    assert_int_equal(w->resident, 2 * GiB); /* it may have copied it all */
+    assert_false(x->client->unresponsive);
+    assert_int_equal(gpu(1)->st.unresponsive, 1);
+}
+
+/* ---- stopped processes (issue 17) ------------------------------------------------------ */
+
+static void restart_with_stop_probe(void)
+{
+    sd_policy_fini(&pol);
+    sd_policy_init(&pol, &cfg, &ops_stop, NULL, 1, now);
+}
+
+/* A holder stopped with SIGSTOP answers nothing: two probes 50 ms apart
+ * find it stopped and it is dealt with at once, not after
+ * revoke_timeout_ms. One that drains, or stops for a moment (strace), is
+ * waited for as before. */
+static void test_stopped_holder(void **state)
+{
+    (void)state;
+    restart_with_stop_probe();
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    run_until(a->grant_ns + 1000 * MS);
+    assert_int_equal(a->state, CS_STATE_REVOKING);
+    stopped_pid = a->client->info.pid;
+    uint64_t t = now;
+    run_until(t + 99 * MS);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    assert_int_equal(stop_probes, 1);
+    run_until(t + 100 * MS);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_true(a->client->unresponsive);
+    assert_int_equal(a->st.forced, 1);
+    assert_int_equal(gpu(0)->st.revoke_timeouts, 0);
+
+    /* b drains for 5 s, running: probed, never marked. */
+    stopped_pid = 0;
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    acquire(c);
+    run_until(b->grant_ns + 2 * sd_gpu_quantum_ns(&pol, gpu(0)));
+    assert_int_equal(b->state, CS_STATE_REVOKING);
+    size_t probes = stop_probes;
+    run_until(now + 5 * SEC);
+    assert_true(stop_probes >= probes + 90);
+    assert_false(b->client->unresponsive);
+    /* Stopped at one probe only (a traced process), then running again. */
+    stopped_pid = b->client->info.pid;
+    run_until(now + 50 * MS);
+    stopped_pid = 0;
+    run_until(now + 200 * MS);
+    assert_false(b->client->unresponsive);
+    release(b);
+    assert_int_equal(c->state, CS_STATE_HOLDING);
+}
+
+/* The server's side of the probe (procstat.c): a real child, stopped and
+ * continued; nothing to read is "not stopped". */
+static void test_proc_stopped(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        for (;;)
+            pause();
+    }
+    assert_false(sd_proc_stopped((uint32_t)pid));
+    kill(pid, SIGSTOP);
+    bool seen = false;
+    for (int i = 0; i < 1000 && !seen; i++) { /* the stop is asynchronous */
+        seen = sd_proc_stopped((uint32_t)pid);
+        if (!seen)
+            usleep(1000);
+    }
+    assert_true(seen);
+    kill(pid, SIGCONT);
+    for (int i = 0; i < 1000 && seen; i++) {
+        seen = sd_proc_stopped((uint32_t)pid);
+        if (seen)
+            usleep(1000);
+    }
+    assert_false(seen);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_false(sd_proc_stopped((uint32_t)pid)); /* gone */
+    assert_false(sd_proc_stopped(0));
+}
+
+/* ---- restart of a revoking daemon (issue 17) ------------------------------------------- */
+
+/* The previous daemon was revoking client 7's lease: when 7 claims it again
+ * it is revoked at once (no new slice); when it comes back without it, it
+ * does not go first. */
+static void test_restart_revoking_holder(void **state)
+{
+    (void)state;
+    struct sd_restore r = {.next_client_id = 100, .ngpu = 1};
+    uuid_of(0, r.gpu[0].uuid);
+    r.gpu[0].mem_total = 16 * GiB;
+    r.gpu[0].nholders = 1;
+    r.gpu[0].holders[0] = 7;
+    r.gpu[0].revoking[0] = CS_REVOKE_QUANTUM;
+    sd_policy_restore(&pol, &r, now);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(b);
+    assert_int_equal(b->state, CS_STATE_WAITING); /* 7 may hold it */
+    struct sd_client *c7 = reclient(CS_PRIO_NORMAL, 7, "seven");
+    assert_int_equal(attach_flags(c7, 0, CS_ATTACH_HOLDING, 4242, 16 * GiB), SD_OK);
+    struct sd_member *m7 = c7->slot[0];
+    assert_int_equal(m7->state, CS_STATE_REVOKING);
+    assert_int_equal(find(EV_REVOKE, m7)->reason, CS_REVOKE_QUANTUM);
+    assert_int_equal(find(EV_REVOKE, m7)->lease, 4242);
+    assert_false(gpu(0)->restoring);
+    release(m7);
+    assert_int_equal(b->state, CS_STATE_HOLDING);
+}
+
+static void test_restart_revoked_holder_not_first(void **state)
+{
+    (void)state;
+    struct sd_restore r = {.next_client_id = 100, .ngpu = 1};
+    uuid_of(0, r.gpu[0].uuid);
+    r.gpu[0].nholders = 1;
+    r.gpu[0].holders[0] = 7;
+    r.gpu[0].revoking[0] = CS_REVOKE_PREEMPT;
+    sd_policy_restore(&pol, &r, now);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(b);
+    advance(10 * MS);
+    struct sd_client *c7 = reclient(CS_PRIO_NORMAL, 7, "seven");
+    assert_int_equal(attach_flags(c7, 0, CS_ATTACH_WAITING, 0, 16 * GiB), SD_OK);
+    assert_false(c7->slot[0]->resumed);
+    assert_int_equal(b->state, CS_STATE_HOLDING); /* it waited longer */
+    assert_int_equal(c7->slot[0]->state, CS_STATE_WAITING);
+}
+
+/* The state file records a revoking holder as "<id>:<reason>"; a file of an
+ * earlier daemon (plain ids) still reads; a bad reason makes the past
+ * unknown. */
+static void test_state_file_revoking(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/cs-state-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/cushared.state", dir);
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_HIGH, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    assert_int_equal(a->state, CS_STATE_REVOKING);
+    assert_int_equal(sd_state_save(path, &pol), 0);
+    struct sd_restore *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    assert_int_equal(sd_state_load(path, r), 0);
+    assert_int_equal(r->ngpu, 1);
+    assert_int_equal(r->gpu[0].nholders, 1);
+    assert_int_equal(r->gpu[0].holders[0], a->client->id);
+    assert_int_equal(r->gpu[0].revoking[0], CS_REVOKE_PREEMPT);
+    const char *texts[] = {
+        "cushared-state 1\nnext_id 9\ngpu GPU-a0000000-0000-0000-0000-000000000000 0 100 3 4\n",
+        "cushared-state 1\nnext_id 9\ngpu GPU-a0000000-0000-0000-0000-000000000000 0 100 3:9\n",
+    };
+    for (int k = 0; k < 2; k++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(texts[k], f);
+        fclose(f);
+        int rc = sd_state_load(path, r);
+        assert_int_equal(rc, k == 0 ? 0 : -1);
+        assert_int_equal(r->unknown, k == 1);
+        if (k == 0) {
+            assert_int_equal(r->gpu[0].nholders, 2);
+            assert_int_equal(r->gpu[0].revoking[0] + r->gpu[0].revoking[1], 0);
+        }
+    }
+    free(r);
+    unlink(path);
+    rmdir(dir);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -2252,6 +2893,22 @@ int main(void)
         T(test_multi_gpu_independent),
         T(test_out_of_place_messages),
         T(test_gpu_cap),
+        T(test_share_runaway_high_burst),
+        T(test_share_cap_100_is_strict),
+        T(test_share_short_bursts_need_no_turn),
+        T(test_share_holder_never_releases),
+        T(test_share_silent_hog),
+        T(test_share_in_shared_mode),
+        T(test_huge_weight_rotates),
+        T(test_unresponsive_evict_dealt_with_once),
+        T(test_unresponsive_revoke),
+        T(test_unresponsive_revoke_without_force),
+        T(test_unresponsive_prepare_and_prefetch),
+        T(test_stopped_holder),
+        T(test_proc_stopped),
+        T(test_restart_revoking_holder),
+        T(test_restart_revoked_holder_not_first),
+        T(test_state_file_revoking),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

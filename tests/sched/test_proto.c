@@ -143,6 +143,7 @@ static void sample(uint16_t type, struct cs_msg *m)
         c->weight = 5;
         c->state = CS_STATE_REVOKING;
         c->idle = 1;
+        c->flags = CS_CTL_CLIENT_UNRESPONSIVE | CS_CTL_CLIENT_DEMOTED;
         c->gpu_ns = 6;
         c->wait_ns = 7;
         c->slices = 8;
@@ -464,6 +465,7 @@ static void test_reject_out_of_range(void **state)
     reject_u32(CS_MSG_CTL_CLIENT, 28, CS_PRIO_COUNT, RANGE);    /* priority */
     reject_u32(CS_MSG_CTL_CLIENT, 32, 0, RANGE);                /* weight */
     reject_u32(CS_MSG_CTL_CLIENT, 36, CS_STATE_MAX + 1, RANGE); /* state */
+    reject_u32(CS_MSG_CTL_CLIENT, 44, CS_CTL_CLIENT_FLAGS + 1, RANGE); /* flags */
     reject_u32(CS_MSG_CTL_DAEMON, 32, CS_MODE_MAX + 1, RANGE);
     reject_u32(CS_MSG_CTL_DAEMON, 36, 65536, RANGE);            /* port */
     /* CTL_ENDPOINT: op 8, max_priority 12, max_weight 16, max_conns 20,
