@@ -26,10 +26,13 @@ ALL_TARGETS += $(CUSHARED)
 SD_TDIR := $(BUILD)/tests/sched
 
 # Unit tests (cmocka): pure modules, no sockets, simulated time.
-SD_UNIT := test_policy test_proto test_config test_lc
+SD_UNIT := test_policy test_proto test_config test_lc test_node test_server
 $(SD_UNIT:%=$(SD_TDIR)/%): $(SD_TDIR)/%: $(OBJ)/tests/sched/%.o $(SCHED_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka $(SCHED_LIBS) -lm
+# GPU discovery: NVML through the device plugin's fake, the driver through
+# the simulated one.
+$(SD_TDIR)/test_node: | $(BUILD)/tests/k8s/nvml/libnvidia-ml.so.1 $(BUILD)/fakecuda/libcuda.so.1
 
 # Integration test: real cushared, cusharectl and cushare-run processes
 # driven by a scripted protocol client (tclient.c) over the real socket.

@@ -14,7 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 
-enum knob_kind { K_U32, K_BOOL, K_DOUBLE, K_MODE, K_LEVEL, K_LCMECH, K_ADDR, K_PATH };
+enum knob_kind { K_U32, K_BOOL, K_DOUBLE, K_MODE, K_LEVEL, K_LCMECH, K_ADDR, K_PATH, K_GPUS };
 
 struct knob {
     const char *name;
@@ -49,6 +49,9 @@ static const struct knob knobs[] = {
     KNOB(lc_linger_us, K_U32, true, 1, CS_LC_PARAM_MAX_US),
     KNOB(metrics, K_ADDR, false, 0, 0),
     KNOB(state_file, K_PATH, false, 0, 0),
+    KNOB(gpus, K_GPUS, false, 0, 0),
+    KNOB(max_conns_per_uid, K_U32, true, 1, 65536),
+    KNOB(hello_timeout_ms, K_U32, true, 1, 3600000),
 };
 
 static const char *const mode_names[] = {"exclusive", "shared"};
@@ -89,6 +92,9 @@ void sd_config_defaults(struct sd_config *c)
     c->lc_mechanism = SD_LC_AUTO;
     c->lc_window_us = 1000; /* issue 7: a gated BE job drains in about 1 ms */
     c->lc_linger_us = 300;  /* longer than the CPU gaps inside one inference request */
+    cs_strlcpy(c->gpus, "auto", sizeof c->gpus);
+    c->max_conns_per_uid = 32; /* a job needs one; a user's tools a few more */
+    c->hello_timeout_ms = 2000; /* the hook says HELLO at once after connecting */
 }
 
 static void seterr(char *err, size_t len, const char *fmt, ...)
@@ -218,6 +224,14 @@ static int set_text(const struct knob *k, char *field, size_t cap, const char *v
             return -1;
         }
     }
+    if (k->kind == K_GPUS) {
+        struct sd_node node;
+        char why[200];
+        if (sd_node_parse(value, &node, why, sizeof why) < 0) {
+            seterr(err, errlen, "%s: %s", k->name, why);
+            return -1;
+        }
+    }
     if (k->kind == K_PATH && value[0] && strcmp(value, "none") != 0 && value[0] != '/') {
         seterr(err, errlen, "%s: '%s' is not an absolute path (or none)", k->name, value);
         return -1;
@@ -268,6 +282,8 @@ int sd_config_set(struct sd_config *c, const char *key, const char *value, bool 
         return set_text(k, (char *)field, SD_ADDR_LEN, value, err, errlen);
     case K_PATH:
         return set_text(k, (char *)field, SD_PATH_LEN, value, err, errlen);
+    case K_GPUS:
+        return set_text(k, (char *)field, SD_GPUS_LEN, value, err, errlen);
     }
     seterr(err, errlen, "internal: bad knob kind");
     return -1;
@@ -384,7 +400,24 @@ struct load_ctx {
     struct sd_overrides *ov;
     char err[256];
     int failed;
+    bool gpus_seen; /* later `gpus` lines add to the list */
 };
+
+/* `gpus` in the file: each line adds to what earlier lines listed. */
+static int set_gpus_line(struct load_ctx *l, const char *value)
+{
+    if (!l->gpus_seen) {
+        l->gpus_seen = true;
+        return sd_config_set(l->c, "gpus", value, false, l->err, sizeof l->err);
+    }
+    char joined[SD_GPUS_LEN + 8];
+    int n = snprintf(joined, sizeof joined, "%s,%s", l->c->gpus, value);
+    if (n < 0 || (size_t)n >= SD_GPUS_LEN) {
+        seterr(l->err, sizeof l->err, "gpus: value longer than %d characters", SD_GPUS_LEN - 1);
+        return -1;
+    }
+    return sd_config_set(l->c, "gpus", joined, false, l->err, sizeof l->err);
+}
 
 static int ini_entry(void *user, const char *section, const char *name, const char *value)
 {
@@ -393,7 +426,9 @@ static int ini_entry(void *user, const char *section, const char *name, const ch
         return 1; /* keep only the first error; inih reports its line */
     char key[CS_KEY_LEN + CS_NAME_LEN + 16];
     int rc;
-    if (!section[0] || strcmp(section, "cushared") == 0) {
+    if ((!section[0] || strcmp(section, "cushared") == 0) && strcmp(name, "gpus") == 0) {
+        rc = set_gpus_line(l, value);
+    } else if (!section[0] || strcmp(section, "cushared") == 0) {
         rc = sd_config_set(l->c, name, value, false, l->err, sizeof l->err);
     } else if (strncmp(section, "client.", 7) == 0) {
         snprintf(key, sizeof key, "%s.%s", section, name);
@@ -472,6 +507,7 @@ size_t sd_config_dump(const struct sd_config *c, char *buf, size_t cap)
         }
         case K_ADDR:
         case K_PATH:
+        case K_GPUS:
             w = snprintf(buf + n, cap - n, "%s=%s\n", k->name, (const char *)f);
             break;
         }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "common/proto.h"
+#include "sched/node.h"
 
 #define SD_ADDR_LEN 128
 #define SD_PATH_LEN 256
@@ -46,6 +47,9 @@ struct sd_config {
                                     work is done (LC_MODE RELEASE_IDLE) */
     char metrics[SD_ADDR_LEN];   /* HOST:PORT, "" = off */
     char state_file[SD_PATH_LEN];/* "" = next to the socket, "none" = off */
+    char gpus[SD_GPUS_LEN];      /* the node's GPUs: "auto" or a list (node.h) */
+    uint32_t max_conns_per_uid;  /* open connections per peer uid (owner, root exempt) */
+    uint32_t hello_timeout_ms;   /* a connection must say HELLO within this */
 };
 
 /* What keeps a latency-critical (high) holder's kernels from waiting behind
@@ -97,8 +101,10 @@ const struct sd_override *sd_overrides_find(const struct sd_overrides *t, uint32
                                             const char *name);
 
 /* Loads an INI file over *c and *ov: global knobs at the top or under
- * [cushared], per-client ones under [client.<who>]. Returns 0, or -1 with
- * "FILE:LINE: reason" in err. */
+ * [cushared], per-client ones under [client.<who>]. `gpus` may be given on
+ * several lines (the key repeated, or indented continuation lines): the
+ * file's lines add up to one list (libinih reads at most 200 characters a
+ * line). Returns 0, or -1 with "FILE:LINE: reason" in err. */
 int sd_config_load(struct sd_config *c, struct sd_overrides *ov, const char *path, char *err,
                    size_t errlen);
 
