@@ -67,6 +67,10 @@ void mock_set_room_hook(struct mock_sched *m, void (*fn)(const struct cs_msg_roo
  * client connects. */
 void mock_refuse_caps(struct mock_sched *m, uint32_t caps);
 
+/* Refuse the next n HELLOs as cushared refuses a process (a cap, a GPU it
+ * does not know): ERROR with this code (not EPROTO) and text. */
+void mock_refuse_hellos(struct mock_sched *m, int n, uint32_t code, const char *text);
+
 /* Grant every ACQUIRE at once (lease ids 1, 2, ...). */
 void mock_set_auto_grant(struct mock_sched *m, bool on);
 /* The lease id last granted on a slot (0 if none). */
