@@ -468,7 +468,13 @@ static void tick_lost_daemon_locked(struct cs_dev *d, uint64_t now)
         cs_warn("GPU %d: no scheduler for %u ms: running unmanaged until it returns",
                 d->ordinal, cs_cfg.daemon_wait_ms);
     d->lost_warned = true;
-    set_unmanaged_locked(d);
+    /* Memory allocated while it waited is only reserved, made resident by
+     * the restore of the next grant: so the gate opens after one, of lease
+     * 0 (held under lease 0 is what a reconnect makes of an unmanaged
+     * device). Opening it at once failed the job's first copy. */
+    if (!cs_cfg.swap || (!grant_queued_locked(d, 0) &&
+                         !enqueue_locked(d, (struct cs_job){.kind = CS_JOB_GRANT, .id = 0})))
+        set_unmanaged_locked(d);
 }
 
 /* Idle tracking while held: a holder that has submitted nothing for the
