@@ -152,7 +152,7 @@ static void refuse(struct sd_server *s, struct sd_conn *c, const char *why)
 
 static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg_hello *h)
 {
-    c->caps = h->flags & (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN);
+    c->caps = h->flags & (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_LIMITS);
     if (h->flags & CS_HELLO_CONTROL) {
         c->kind = SD_CONN_CONTROL;
         send_welcome(s, c, c->id);

@@ -64,7 +64,7 @@ struct sd_conn {
     uint64_t id;
     uint32_t pid, uid, gid; /* SO_PEERCRED at accept */
     uint32_t kind;          /* enum sd_conn_kind */
-    uint32_t caps;          /* capability bits of its HELLO (CS_HELLO_TSG, CS_HELLO_LC) */
+    uint32_t caps;          /* capability bits of its HELLO (CS_HELLO_TSG, _LC, _LIMITS) */
     uint64_t accepted_ns;   /* a NEW one is closed at this + hello_timeout_ms */
     bool in_new;            /* on the server's list of connections without HELLO */
     bool dead;              /* close at the next reap */

@@ -740,6 +740,35 @@ static void test_client_cap(void **state)
     close(c);
 }
 
+/* A GPU that is not the node's: refused with the reason, the GPU table does
+ * not grow, and status counts the refusal by reason. */
+static void test_unknown_gpu_refused(void **state)
+{
+    (void)state;
+    start("unknown", NULL);
+    for (uint8_t g = 1; g < 6; g++) {
+        int x = tc_client(d.sock, CS_PRIO_NORMAL, 1, "stranger");
+        tc_attach(x, 0, g, 0, 0);
+        struct cs_msg e;
+        tc_expect(x, CS_MSG_ERROR, &e);
+        assert_non_null(strstr(e.u.error.text, "is not a GPU of this node"));
+        tc_expect_closed(x);
+        close(x);
+    }
+    struct js *j = status_json(d.sock);
+    assert_int_equal(js_get(j, "gpus")->n, 1);
+    const struct js *dm = js_get(j, "daemon");
+    assert_int_equal(jnum(dm, "refused_unknown_gpu"), 5);
+    assert_int_equal(jnum(dm, "node_gpus"), 1);
+    assert_int_equal(jnum(dm, "max_conns_per_uid"), 32);
+    assert_int_equal(jnum(dm, "protocol_errors"), 0);
+    js_done(j);
+    static struct tc_out o;
+    tc_ctl(&o, (uid_t)-1, d.sock, "status", NULL);
+    assert_int_equal(o.status, 0);
+    assert_non_null(strstr(o.out, "5 unknown GPU"));
+}
+
 /* ---- metrics ------------------------------------------------------------------------------ */
 
 static void http_get(uint16_t port, const char *path, char *out, size_t cap)
@@ -764,7 +793,8 @@ static void http_get(uint16_t port, const char *path, char *out, size_t cap)
 static void test_metrics_endpoint(void **state)
 {
     (void)state;
-    if (tc_daemon_start(&d, "metrics", node_conf(fast_conf, 1), "--metrics", "127.0.0.1:0", NULL) < 0)
+    if (tc_daemon_start(&d, "metrics", node_conf(fast_conf, 1), "--metrics", "127.0.0.1:0",
+                        NULL) < 0)
         fail_msg("cushared did not start; see %s", d.log);
     int a = tc_client(d.sock, CS_PRIO_NORMAL, 1, "alpha");
     tc_attach(a, 0, 0, 0, 0);
@@ -1039,6 +1069,7 @@ int main(void)
         T(test_unauthorized_control_refused),
         T(test_slow_reader_dropped),
         T(test_client_cap),
+        T(test_unknown_gpu_refused),
         T(test_metrics_endpoint),
         T(test_daemon_command_line),
         T(test_cushare_run),

@@ -29,6 +29,7 @@ static const uint16_t all_types[] = {
     CS_MSG_RESTORED,   CS_MSG_PREFETCH,   CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
     CS_MSG_LC_MODE,    CS_MSG_LC_BURST,   CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED,
+    CS_MSG_CTL_LIMITS,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -203,6 +204,9 @@ static void sample(uint16_t type, struct cs_msg *m)
         m->u.ctl_client_lc = (struct cs_msg_ctl_client_lc){
             9, 0, CS_LC_MECH_GATE, CS_LC_BOUNDED, 1000, 42, 3, 250000, 500000, 1000000, 2500000};
         break;
+    case CS_MSG_CTL_LIMITS:
+        m->u.ctl_limits = (struct cs_msg_ctl_limits){32, 2000, 16, 8, 1, 2, 3, 4, 5};
+        break;
     case CS_MSG_CTL_DONE:
         m->u.ctl_done.status = -EPERM;
         strcpy(m->u.ctl_done.text, "permission denied");
@@ -273,6 +277,7 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_LC_BURST), 40);
     assert_int_equal(cs_msg_size(CS_MSG_PINNED), 24);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LC), 80);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_LIMITS), 64);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(0), 0);
     assert_int_equal(cs_msg_size(200), 0);
@@ -372,7 +377,8 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x20, RANGE);
+    reject_u32(CS_MSG_HELLO, 8, 0x40, RANGE);
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_LIMITS);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN);
