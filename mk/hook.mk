@@ -71,4 +71,4 @@ ASAN_SKIP  += $(HOOK_TDIR)/hook_fork
 # counters the application's threads and the worker write.
 TSAN_TESTS += $(HOOK_TDIR)/hook_gate_stress $(HOOK_TDIR)/hook_swap $(HOOK_TDIR)/hook_tsg \
               $(HOOK_TDIR)/hook_idle $(HOOK_TDIR)/hook_pinkeep $(HOOK_TDIR)/hook_pinpiece \
-              $(HOOK_TDIR)/hook_ipc $(HOOK_TDIR)/hook_vmm
+              $(HOOK_TDIR)/hook_ipc $(HOOK_TDIR)/hook_vmm $(HOOK_TDIR)/hook_refused
