@@ -29,7 +29,8 @@ TEST_BINS += $(E2E_BINS)
 # the rest pass there too but take ~50 s more (the weights test alone 23 s).
 E2E_TESTS := tests/e2e/e2e_exclusive.sh tests/e2e/e2e_weights.sh tests/e2e/e2e_priority.sh \
              tests/e2e/e2e_idle.sh tests/e2e/e2e_kill.sh tests/e2e/e2e_restart.sh \
-             tests/e2e/e2e_timeslice.sh tests/e2e/e2e_lcgate.sh tests/e2e/e2e_stopped.sh
+             tests/e2e/e2e_timeslice.sh tests/e2e/e2e_lcgate.sh tests/e2e/e2e_stopped.sh \
+             tests/e2e/e2e_node.sh
 TESTS += $(E2E_TESTS)
 # e2e_timeslice.sh also runs under TSan: TIMESLICE crosses the hook's I/O
 # thread, a worker and tsg.c, and TSG_STATE goes back from the I/O thread.

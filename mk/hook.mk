@@ -33,7 +33,8 @@ ALL_TARGETS += $(HOOK_LIB)
 HOOK_TDIR   := $(BUILD)/tests/hook
 HOOK_TUTIL  := $(OBJ)/tests/hook/hooktest.o $(OBJ)/tests/hook/mock_sched.o $(FCK_OBJS)
 HOOK_TESTS  := hook_routes hook_quota hook_swap hook_gate_stress hook_fork hook_pinkeep hook_pinpiece hook_idle hook_ctxroom \
-               hook_tsg_preload hook_hostguard hook_oldcaps hook_ipc hook_vmm hook_terms
+               hook_tsg_preload hook_hostguard hook_oldcaps hook_ipc hook_vmm hook_terms \
+               hook_refused
 HOOK_TBINS  := $(HOOK_TESTS:%=$(HOOK_TDIR)/%)
 
 $(HOOK_TBINS): $(HOOK_TDIR)/%: $(OBJ)/tests/hook/%.o $(HOOK_TUTIL) $(COMMON_LIB) | $(FC_LINK) $(HOOK_LIB)
@@ -73,4 +74,5 @@ ASAN_SKIP  += $(HOOK_TDIR)/hook_fork
 # threads read.
 TSAN_TESTS += $(HOOK_TDIR)/hook_gate_stress $(HOOK_TDIR)/hook_swap $(HOOK_TDIR)/hook_tsg \
               $(HOOK_TDIR)/hook_idle $(HOOK_TDIR)/hook_pinkeep $(HOOK_TDIR)/hook_pinpiece \
-              $(HOOK_TDIR)/hook_ipc $(HOOK_TDIR)/hook_vmm $(HOOK_TDIR)/hook_terms
+              $(HOOK_TDIR)/hook_ipc $(HOOK_TDIR)/hook_vmm $(HOOK_TDIR)/hook_terms \
+              $(HOOK_TDIR)/hook_refused

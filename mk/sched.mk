@@ -28,10 +28,14 @@ SD_TDIR := $(BUILD)/tests/sched
 # Unit tests (cmocka): pure modules, simulated time; test_endpoint and
 # test_access run the server in their own process on sockets (socketpairs, or
 # a scratch directory).
-SD_UNIT := test_policy test_proto test_config test_lc test_mguard test_access test_endpoint
+SD_UNIT := test_policy test_proto test_config test_lc test_mguard test_access test_endpoint \
+           test_node test_server
 $(SD_UNIT:%=$(SD_TDIR)/%): $(SD_TDIR)/%: $(OBJ)/tests/sched/%.o $(SCHED_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka $(SCHED_LIBS) -lm
+# GPU discovery: NVML through the device plugin's fake, the driver through
+# the simulated one.
+$(SD_TDIR)/test_node: | $(BUILD)/tests/k8s/nvml/libnvidia-ml.so.1 $(BUILD)/fakecuda/libcuda.so.1
 
 # Integration test: real cushared, cusharectl and cushare-run processes
 # driven by a scripted protocol client (tclient.c) over the real socket.
@@ -73,7 +77,8 @@ FUZZ_CC    ?= clang
 FUZZ_DIR   := $(BUILD)/fuzz
 FUZZ_FLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -isystem $(CUDA_INC) \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-FUZZ_SRCS  := src/common/proto.c src/common/util.c src/common/log.c $(SCHED_SRCS)
+FUZZ_SRCS  := src/common/proto.c src/common/util.c src/common/log.c src/common/nvml.c \
+              $(SCHED_SRCS)
 FUZZ_BINS  := $(FUZZ_DIR)/fuzz_proto $(FUZZ_DIR)/fuzz_dispatch $(FUZZ_DIR)/gen_seeds
 HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo yes)
 

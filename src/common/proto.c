@@ -54,7 +54,7 @@ struct msgdesc {
 static const struct field f_hello[] = {
     U32(cs_msg_hello, flags, 0,
         CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN |
-            CS_HELLO_TERMS),
+            CS_HELLO_TERMS | CS_HELLO_LIMITS),
     U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
@@ -342,6 +342,18 @@ static const struct field f_lc_burst[] = {
     U64(cs_msg_lc_burst, wait_ns, ANY64),
     U64(cs_msg_lc_burst, busy_ns, ANY64),
 };
+static const struct field f_ctl_limits[] = {
+    U32(cs_msg_ctl_limits, max_conns_per_uid, ANY32),
+    U32(cs_msg_ctl_limits, hello_timeout_ms, ANY32),
+    U32(cs_msg_ctl_limits, owner_reserve, ANY32),
+    U32(cs_msg_ctl_limits, node_gpus, ANY32),
+    U64(cs_msg_ctl_limits, refused_max_clients, ANY64),
+    U64(cs_msg_ctl_limits, refused_max_conns_per_uid, ANY64),
+    U64(cs_msg_ctl_limits, refused_connections, ANY64),
+    U64(cs_msg_ctl_limits, refused_unknown_gpu, ANY64),
+    U64(cs_msg_ctl_limits, refused_hello_timeout, ANY64),
+};
+
 static const struct field f_ctl_client_lc[] = {
     U64(cs_msg_ctl_client_lc, client_id, ANY64),
     U32(cs_msg_ctl_client_lc, gpu_index, ANY32),
@@ -397,6 +409,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_CLIENT_MEM, "CTL_CLIENT_MEM", f_ctl_client_mem),
     DESC(CS_MSG_CTL_CLIENT_TSG, "CTL_CLIENT_TSG", f_ctl_client_tsg),
     DESC(CS_MSG_CTL_CLIENT_LC, "CTL_CLIENT_LC", f_ctl_client_lc),
+    DESC(CS_MSG_CTL_LIMITS, "CTL_LIMITS", f_ctl_limits),
 };
 
 static const struct msgdesc *desc_of(uint16_t type)

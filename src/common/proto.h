@@ -80,6 +80,8 @@ enum cs_msg_type {
     CS_MSG_CTL_CLIENT_MEM = 101, /* swap of a client, after its CTL_CLIENT */
     CS_MSG_CTL_CLIENT_TSG = 102, /* timeslice of a client, after its CTL_CLIENT (CS_HELLO_TSG) */
     CS_MSG_CTL_CLIENT_LC = 103,  /* LC/BE mechanism of a client, after it (CS_HELLO_LC) */
+    CS_MSG_CTL_LIMITS = 104,     /* connection limits and refusals, after CTL_DAEMON
+                                    (CS_HELLO_LIMITS) */
 };
 
 /* HELLO.flags */
@@ -109,6 +111,10 @@ enum cs_msg_type {
 #define CS_TERMS_CUT_PRIORITY 0x1u
 #define CS_TERMS_CUT_WEIGHT 0x2u
 #define CS_TERMS_CUT_MEM 0x4u
+/* Capability of a control connection: status replies may carry
+ * CTL_LIMITS. Same rules; cusharectl's fallback order is TSG|LC|LIMITS,
+ * TSG|LC, TSG, none. */
+#define CS_HELLO_LIMITS 0x40u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect */
 #define CS_ATTACH_HOLDING 0x1u /* my gate is open under lease_id */
@@ -574,6 +580,20 @@ struct cs_msg_ctl_client_lc {
     uint64_t burst_busy_p99_ns;
 };
 
+/* The daemon's connection limits and what they refused, by reason: follows
+ * CTL_DAEMON in a status reply to a CS_HELLO_LIMITS control connection. */
+struct cs_msg_ctl_limits {
+    uint32_t max_conns_per_uid;
+    uint32_t hello_timeout_ms;
+    uint32_t owner_reserve;     /* connections beyond max_clients for the owner and root */
+    uint32_t node_gpus;         /* the node's GPUs (the only ones clients may attach) */
+    uint64_t refused_max_clients;       /* HELLOs beyond max_clients */
+    uint64_t refused_max_conns_per_uid; /* connections beyond a uid's cap */
+    uint64_t refused_connections;       /* connections beyond the total cap */
+    uint64_t refused_unknown_gpu;       /* ATTACHes of a GPU not of the node */
+    uint64_t refused_hello_timeout;     /* connections without HELLO in time */
+};
+
 /* CTL_CLIENT_LC.mechanism */
 enum cs_lc_mech {
     CS_LC_MECH_NONE = 0,    /* no latency-critical job beside it, or not a BE job */
@@ -625,6 +645,7 @@ struct cs_msg {
         struct cs_msg_ctl_client_mem ctl_client_mem;
         struct cs_msg_ctl_client_tsg ctl_client_tsg;
         struct cs_msg_ctl_client_lc ctl_client_lc;
+        struct cs_msg_ctl_limits ctl_limits;
         struct cs_msg_ctl_done ctl_done;
     } u;
 };

@@ -36,6 +36,10 @@ static struct {
     uint32_t caps;        /* mu: the capabilities the daemon of send_fd took */
     bool tsg_sent;        /* I/O thread only: tsg_last went out on this connection */
     struct cs_msg_tsg_state tsg_last;
+    uint64_t next_try_ns; /* I/O thread only: no connection attempt before this */
+    uint32_t refuse_ms;   /* I/O thread only: pause after the next refusal, 0 = none yet */
+    char refused[CS_TEXT_LEN]; /* mu: why the daemon refused us last, "" = it did not */
+    char refused_logged[CS_TEXT_LEN]; /* I/O thread only: the refusal last logged */
 } cl = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .fd = -1,
@@ -100,6 +104,42 @@ uint32_t cs_client_idle_ms(void)
     return atomic_load_explicit(&cl.idle_ms, memory_order_relaxed);
 }
 
+bool cs_client_refused(char *why, size_t cap)
+{
+    pthread_mutex_lock(&cl.mu);
+    bool r = cl.refused[0] != '\0';
+    if (why && cap)
+        cs_strlcpy(why, cl.refused, cap);
+    pthread_mutex_unlock(&cl.mu);
+    return r;
+}
+
+/* The pause after a refusal: 1 s, doubling to 30 s while refusals go on. A
+ * refused client must not knock again at once: that was ~6500 connections
+ * a second, and as many log lines, for a GPU the daemon does not know. */
+#define REFUSE_FIRST_MS 1000u
+#define REFUSE_MAX_MS 30000u
+
+/* The daemon refused this process (an ERROR that is not a protocol error:
+ * a cap, a GPU it does not know). Logged once per reason, as an error;
+ * the next attempt waits for the growing pause. I/O thread (or the
+ * starting thread before it exists). */
+static void note_refusal(const char *text)
+{
+    if (strcmp(text, cl.refused_logged) != 0) {
+        cs_error("cushared refused this process: %s", text);
+        cs_strlcpy(cl.refused_logged, text, sizeof cl.refused_logged);
+    }
+    pthread_mutex_lock(&cl.mu);
+    cs_strlcpy(cl.refused, text, sizeof cl.refused);
+    pthread_mutex_unlock(&cl.mu);
+    cl.refuse_ms = cl.refuse_ms ? cl.refuse_ms * 2 : REFUSE_FIRST_MS;
+    if (cl.refuse_ms > REFUSE_MAX_MS)
+        cl.refuse_ms = REFUSE_MAX_MS;
+    cl.next_try_ns = cs_now_ns() + (uint64_t)cl.refuse_ms * 1000000ull;
+    cs_debug("next connection attempt in %u ms", cl.refuse_ms);
+}
+
 /* Waits up to timeout_ms for one record on fd. 1, 0 (timeout) or -1. */
 static int recv_timeout(int fd, struct cs_msg *m, int timeout_ms)
 {
@@ -162,9 +202,11 @@ static int receive_terms(int fd, uint32_t caps)
 }
 
 #define HELLO_REFUSED (-2)
+#define HELLO_DENIED (-3)
 
-/* 0, -1 (no answer), or HELLO_REFUSED (ERROR or closed: with caps, maybe
- * an older daemon that does not know them; quiet then). */
+/* 0, -1 (no answer), HELLO_REFUSED (a protocol error or closed: with caps,
+ * maybe an older daemon that does not know them; quiet then), or
+ * HELLO_DENIED (the daemon refused this process: note_refusal). */
 static int hello(int fd, uint32_t caps)
 {
     struct cs_msg m = {.type = CS_MSG_HELLO};
@@ -186,12 +228,13 @@ static int hello(int fd, uint32_t caps)
         return -1;
     if (got < 0)
         return HELLO_REFUSED;
+    if (r.type == CS_MSG_ERROR && (r.u.error.code != EPROTO || !caps)) {
+        note_refusal(r.u.error.text);
+        return HELLO_DENIED;
+    }
     if (r.type == CS_MSG_ERROR) {
-        if (caps)
-            cs_debug("the scheduler refused HELLO with capabilities 0x%x: %s", caps,
-                     r.u.error.text);
-        else
-            cs_error("the scheduler refused this process: %s", r.u.error.text);
+        cs_debug("the scheduler refused HELLO with capabilities 0x%x: %s", caps,
+                 r.u.error.text);
         return HELLO_REFUSED;
     }
     if (r.type != CS_MSG_WELCOME)
@@ -231,6 +274,9 @@ static bool try_connect(void)
         fd = connect_hello(caps[k]);
     if (fd < 0)
         return false;
+    pthread_mutex_lock(&cl.mu);
+    cl.refused[0] = '\0'; /* accepted; an ATTACH may still be refused */
+    pthread_mutex_unlock(&cl.mu);
     cl.tsg = (caps[k - 1] & CS_HELLO_TSG) != 0;
     cl.tsg_sent = false;
     for (int i = 0; i < CS_MAX_DEVICES; i++)
@@ -313,7 +359,8 @@ int cs_client_request_room_flags(int slot, uint64_t bytes, uint32_t flags)
     return rc == 0 && status == 0 ? 0 : -1;
 }
 
-static void disconnect(const char *why)
+/* refused: the daemon refused this process (already logged). */
+static void disconnect(const char *why, bool refused)
 {
     pthread_mutex_lock(&cl.mu);
     cl.send_fd = -1;
@@ -325,7 +372,9 @@ static void disconnect(const char *why)
     for (int i = 0; i < CS_MAX_DEVICES; i++)
         cs_lease_on_disconnect(&cs_devs[i]);
     room_answer(0, -1); /* nobody will answer outstanding ROOM requests */
-    cs_warn("lost the scheduler (%s): jobs holding the GPU keep running; reconnecting", why);
+    if (!refused)
+        cs_warn("lost the scheduler (%s): jobs holding the GPU keep running; reconnecting",
+                why);
 }
 
 static struct cs_dev *dev_of_slot(uint32_t slot)
@@ -365,14 +414,20 @@ static void dispatch(const struct cs_msg *m)
         room_answer(m->u.room_reply.request_id, m->u.room_reply.status);
         break;
     case CS_MSG_ERROR:
+        if (m->u.error.code != EPROTO) { /* e.g. a GPU the daemon does not know */
+            note_refusal(m->u.error.text);
+            disconnect("refused", true);
+            return;
+        }
         cs_error("the scheduler closed this connection: %s", m->u.error.text);
-        disconnect("error from the scheduler");
-        break;
+        disconnect("error from the scheduler", false);
+        return;
     default:
         cs_warn("unexpected %s from the scheduler", cs_msg_name(m->type));
-        disconnect("protocol error");
-        break;
+        disconnect("protocol error", false);
+        return;
     }
+    cl.refuse_ms = 0; /* served: a later refusal starts the pause afresh */
 }
 
 static void tick_devices(void)
@@ -452,17 +507,18 @@ static void *io_main(void *arg)
     (void)arg;
     pthread_setname_np(pthread_self(), "cushare-io");
     uint32_t backoff = 50;
-    uint64_t next_try = 0;
     for (;;) {
         uint32_t tick = cs_lease_tick_interval_ms();
         if (cl.fd < 0) {
             uint64_t now = cs_now_ns();
-            if (now >= next_try) {
+            if (now >= cl.next_try_ns) {
                 if (try_connect()) {
                     backoff = 50;
                     continue;
                 }
-                next_try = now + (uint64_t)backoff * 1000000ull;
+                /* A refusal set its own, longer pause. */
+                if (cl.next_try_ns <= now)
+                    cl.next_try_ns = now + (uint64_t)backoff * 1000000ull;
                 backoff = backoff < 2000 ? backoff * 2 : 2000;
             }
             tick_devices();
@@ -475,7 +531,7 @@ static void *io_main(void *arg)
         if (r == 1)
             dispatch(&m);
         else if (r < 0)
-            disconnect("connection closed");
+            disconnect("connection closed", false);
         tick_devices();
     }
     return NULL;
@@ -488,12 +544,15 @@ static void start(void)
     if (!try_connect()) {
         pthread_mutex_lock(&cl.mu);
         cl.lost_ns = cs_now_ns();
+        bool refused = cl.refused[0] != '\0';
         pthread_mutex_unlock(&cl.mu);
+        /* A refusal was logged with its reason: there is a scheduler. */
+        const char *what = refused ? "refused by cushared" : "no scheduler";
         if (cs_cfg.require_daemon)
-            cs_warn("no scheduler at %s: waiting for it before using the GPU "
-                    "(CUSHARE_REQUIRE_DAEMON)", cs_cfg.socket);
+            cs_warn("%s at %s: waiting for it before using the GPU (CUSHARE_REQUIRE_DAEMON)",
+                    what, cs_cfg.socket);
         else
-            cs_warn("no scheduler at %s: running unmanaged (will keep trying)", cs_cfg.socket);
+            cs_warn("%s at %s: running unmanaged (will keep trying)", what, cs_cfg.socket);
     }
     pthread_t t;
     pthread_attr_t a;
@@ -525,6 +584,9 @@ void cs_client_reset_after_fork(void)
     cl.tsg = false;
     cl.tsg_sent = false;
     cl.caps = 0;
+    cl.next_try_ns = 0;
+    cl.refuse_ms = 0;
+    cl.refused[0] = cl.refused_logged[0] = '\0';
     atomic_store(&cl.idle_ms, 0);
     start_once = PTHREAD_ONCE_INIT;
     pthread_mutex_init(&room_mu, NULL);

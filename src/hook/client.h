@@ -11,6 +11,7 @@
 #include "common/proto.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Starts the client once per process: the first call tries to connect
@@ -31,6 +32,9 @@ uint64_t cs_client_generation(void);
 /* CLOCK_MONOTONIC ns when the connection was lost, 0 when connected or
  * never connected. */
 uint64_t cs_client_lost_ns(void);
+/* True while the daemon's last answer was a refusal of this process (a cap,
+ * a GPU it does not know; not a protocol error); why gets its text. */
+bool cs_client_refused(char *why, size_t cap);
 /* The daemon's idle period (WELCOME), 0 before the first connection. */
 uint32_t cs_client_idle_ms(void);
 

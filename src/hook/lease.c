@@ -456,13 +456,25 @@ static void tick_lost_daemon_locked(struct cs_dev *d, uint64_t now)
     uint64_t lost = cs_client_lost_ns();
     if (!wants || cs_cfg.require_daemon || lost == 0)
         return;
-    if (now - lost < (uint64_t)cs_cfg.daemon_wait_ms * 1000000ull)
+    /* Refused (logged with its reason by client.c): there is a scheduler,
+     * and waiting for it would not change its answer. */
+    bool refused = cs_client_refused(NULL, 0);
+    if (!refused && now - lost < (uint64_t)cs_cfg.daemon_wait_ms * 1000000ull)
         return;
-    if (!d->lost_warned)
+    if (!d->lost_warned && refused)
+        cs_warn("GPU %d: refused by cushared: running unmanaged until it accepts this process",
+                d->ordinal);
+    else if (!d->lost_warned)
         cs_warn("GPU %d: no scheduler for %u ms: running unmanaged until it returns",
                 d->ordinal, cs_cfg.daemon_wait_ms);
     d->lost_warned = true;
-    set_unmanaged_locked(d);
+    /* Memory allocated while it waited is only reserved, made resident by
+     * the restore of the next grant: so the gate opens after one, of lease
+     * 0 (held under lease 0 is what a reconnect makes of an unmanaged
+     * device). Opening it at once failed the job's first copy. */
+    if (!cs_cfg.swap || (!grant_queued_locked(d, 0) &&
+                         !enqueue_locked(d, (struct cs_job){.kind = CS_JOB_GRANT, .id = 0})))
+        set_unmanaged_locked(d);
 }
 
 /* Idle tracking while held: a holder that has submitted nothing for the

@@ -1,169 +1,35 @@
-/* dp_nvml.c: NVML through dlopen, with fallbacks for versioned names. The
- * few types used are declared here (their layouts are part of NVML's stable
- * ABI), so neither the build nor the GPU machine needs nvml.h. */
+/* dp_nvml.c: the plugin's view of the node's GPUs through NVML. */
 #include <ctype.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "common/nvml.h"
 #include "common/util.h"
 #include "k8s/dp_nvml.h"
 
-typedef int nvmlReturn_t;
-typedef struct nvmlDevice_st *nvmlDevice_t;
-typedef struct nvmlEventSet_st *nvmlEventSet_t;
-typedef struct {
-    unsigned long long total, free, used;
-} nvmlMemory_t;
-/* nvmlPciInfo_t as filled by nvmlDeviceGetPciInfo_v2 and _v3 (the v1 call
- * had another layout and is not used). */
-typedef struct {
-    char busIdLegacy[16];
-    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-    char busId[32];
-} nvmlPciInfo_t;
-/* nvmlEventData_t of nvmlEventSetWait_v2; the v1 call fills a prefix. */
-typedef struct {
-    nvmlDevice_t device;
-    unsigned long long eventType, eventData;
-    unsigned int gpuInstanceId, computeInstanceId;
-} nvmlEventData_t;
-
-#define NVML_SUCCESS 0
-#define NVML_ERROR_NOT_SUPPORTED 3
-#define NVML_ERROR_TIMEOUT 10
-#define NVML_ERROR_GPU_IS_LOST 15
-#define NVML_EVENT_XID_CRITICAL 0x8ull
-#define NVML_UUID_LEN 96
-
-static struct {
-    void *dl;
-    nvmlReturn_t (*init)(void);
-    nvmlReturn_t (*shutdown)(void);
-    const char *(*error_string)(nvmlReturn_t);
-    nvmlReturn_t (*count)(unsigned int *);
-    nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t *);
-    nvmlReturn_t (*by_uuid)(const char *, nvmlDevice_t *);
-    nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
-    nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned int);
-    nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t *);
-    nvmlReturn_t (*minor)(nvmlDevice_t, unsigned int *);
-    nvmlReturn_t (*pci)(nvmlDevice_t, nvmlPciInfo_t *);
-    nvmlReturn_t (*driver_version)(char *, unsigned int);
-    nvmlReturn_t (*ev_create)(nvmlEventSet_t *);
-    nvmlReturn_t (*ev_register)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
-    nvmlReturn_t (*ev_supported)(nvmlDevice_t, unsigned long long *);
-    nvmlReturn_t (*ev_wait)(nvmlEventSet_t, nvmlEventData_t *, unsigned int);
-    nvmlReturn_t (*ev_free)(nvmlEventSet_t);
-    nvmlEventSet_t evset;
-} nv;
-
-/* Names tried in order, newest first. */
-struct nv_sym {
-    const char *names[4];
-    void **slot;
-    bool required;
-};
-
-#define SLOT(f) ((void **)(void *)&nv.f)
-static const struct nv_sym nv_syms[] = {
-    {{"nvmlInit_v2", "nvmlInit"}, SLOT(init), true},
-    {{"nvmlShutdown"}, SLOT(shutdown), true},
-    {{"nvmlErrorString"}, SLOT(error_string), false},
-    {{"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"}, SLOT(count), true},
-    {{"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"}, SLOT(by_index), true},
-    {{"nvmlDeviceGetHandleByUUID_v2", "nvmlDeviceGetHandleByUUID"}, SLOT(by_uuid), false},
-    {{"nvmlDeviceGetUUID"}, SLOT(uuid), true},
-    {{"nvmlDeviceGetName"}, SLOT(name), false},
-    {{"nvmlDeviceGetMemoryInfo"}, SLOT(memory), true},
-    {{"nvmlDeviceGetMinorNumber"}, SLOT(minor), false},
-    {{"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"}, SLOT(pci), false},
-    {{"nvmlSystemGetDriverVersion"}, SLOT(driver_version), false},
-    {{"nvmlEventSetCreate"}, SLOT(ev_create), false},
-    {{"nvmlDeviceRegisterEvents"}, SLOT(ev_register), false},
-    {{"nvmlDeviceGetSupportedEventTypes"}, SLOT(ev_supported), false},
-    {{"nvmlEventSetWait_v2", "nvmlEventSetWait"}, SLOT(ev_wait), false},
-    {{"nvmlEventSetFree"}, SLOT(ev_free), false},
-};
-#define NSYMS (sizeof nv_syms / sizeof nv_syms[0])
-/* Which name each entry resolved to (NULL: none). */
-static const char *nv_found[NSYMS];
-
-static const char *nv_err(nvmlReturn_t r)
-{
-    static __thread char buf[32];
-    if (nv.error_string)
-        return nv.error_string(r);
-    snprintf(buf, sizeof buf, "NVML error %d", r);
-    return buf;
-}
-
-static int resolve(char *err, size_t cap)
-{
-    for (size_t i = 0; i < NSYMS; i++) {
-        *nv_syms[i].slot = NULL;
-        nv_found[i] = NULL;
-        for (const char *const *n = nv_syms[i].names; *n && !*nv_syms[i].slot; n++)
-            if ((*nv_syms[i].slot = dlsym(nv.dl, *n)))
-                nv_found[i] = *n;
-        if (!*nv_syms[i].slot && nv_syms[i].required) {
-            snprintf(err, cap, "NVML has no %s: the library is not NVML or is too old",
-                     nv_syms[i].names[0]);
-            return -1;
-        }
-        if (nv_found[i] && nv_found[i] != nv_syms[i].names[0])
-            cs_info("NVML: %s not found, using %s", nv_syms[i].names[0], nv_found[i]);
-    }
-    return 0;
-}
+/* The loader (dlopen, versioned names, nvmlInit) is src/common/nvml.c,
+ * shared with the daemon's GPU discovery; what is here is the plugin's own:
+ * NUMA nodes, health probes and Xid events. */
+static cs_nvml_evset evset;
 
 const char *dp_nvml_resolved(const char *base)
 {
-    for (size_t i = 0; i < NSYMS; i++)
-        for (const char *const *n = nv_syms[i].names; *n; n++)
-            if (!strcmp(*n, base))
-                return nv_found[i];
-    return NULL;
+    return cs_nvml_resolved(base);
 }
 
 int dp_nvml_open(const char *lib, char *err, size_t cap)
 {
-    dlerror();
-    nv.dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!nv.dl) {
-        snprintf(err, cap, "NVML not found: dlopen(%s): %s. Is the NVIDIA driver installed "
-                 "and its library visible here (in Kubernetes: the NVIDIA container runtime, "
-                 "or the driver's library directory mounted and on LD_LIBRARY_PATH)?",
-                 lib, dlerror());
-        return -1;
-    }
-    if (resolve(err, cap) < 0)
-        goto fail;
-    nvmlReturn_t r = nv.init();
-    if (r != NVML_SUCCESS) {
-        snprintf(err, cap, "nvmlInit failed: %s (is the NVIDIA kernel driver loaded?)",
-                 nv_err(r));
-        goto fail;
-    }
-    char ver[96] = "unknown";
-    if (nv.driver_version)
-        nv.driver_version(ver, sizeof ver);
-    cs_info("NVML loaded from %s, driver %s", lib, ver);
-    return 0;
-fail:
-    dlclose(nv.dl);
-    nv.dl = NULL;
-    return -1;
+    return cs_nvml_open(lib, err, cap);
 }
 
 /* NVML's bus id "00000000:3B:00.0" -> sysfs "0000:3b:00.0" -> numa_node. */
-static int numa_of(nvmlDevice_t h, const char *sysfs)
+static int numa_of(cs_nvml_device h, const char *sysfs)
 {
-    nvmlPciInfo_t pci;
+    cs_nvml_pci pci;
     memset(&pci, 0, sizeof pci);
-    if (!nv.pci || nv.pci(h, &pci) != NVML_SUCCESS)
+    if (!cs_nvml.pci || cs_nvml.pci(h, &pci) != CS_NVML_SUCCESS)
         return -1;
     pci.busId[sizeof pci.busId - 1] = 0;
     size_t n = strlen(pci.busId);
@@ -186,26 +52,19 @@ static int numa_of(nvmlDevice_t h, const char *sysfs)
 
 static int describe(struct dp_gpu *g, unsigned idx, const char *sysfs, char *err, size_t cap)
 {
-    nvmlDevice_t h;
-    nvmlReturn_t r = nv.by_index(idx, &h);
-    char uuid[NVML_UUID_LEN] = "";
-    nvmlMemory_t mem = {0, 0, 0};
-    if (r == NVML_SUCCESS)
-        r = nv.uuid(h, uuid, sizeof uuid);
-    if (r == NVML_SUCCESS)
-        r = nv.memory(h, &mem);
-    if (r != NVML_SUCCESS) {
-        snprintf(err, cap, "GPU %u: %s", idx, nv_err(r));
+    cs_nvml_device h;
+    char uuid[CS_NVML_UUID_LEN];
+    uint64_t mem = 0;
+    if (cs_nvml_describe(idx, &h, uuid, sizeof uuid, &mem, err, cap) < 0)
         return -1;
-    }
     memset(g, 0, sizeof *g);
     g->handle = h;
     cs_strlcpy(g->uuid, uuid, sizeof g->uuid);
-    if (!nv.name || nv.name(h, g->name, sizeof g->name) != NVML_SUCCESS)
+    if (!cs_nvml.name || cs_nvml.name(h, g->name, sizeof g->name) != CS_NVML_SUCCESS)
         cs_strlcpy(g->name, "NVIDIA GPU", sizeof g->name);
-    g->mem_total = mem.total;
+    g->mem_total = mem;
     unsigned minor;
-    g->minor = nv.minor && nv.minor(h, &minor) == NVML_SUCCESS ? (int)minor : -1;
+    g->minor = cs_nvml.minor && cs_nvml.minor(h, &minor) == CS_NVML_SUCCESS ? (int)minor : -1;
     g->numa = numa_of(h, sysfs);
     g->healthy = true;
     return 0;
@@ -214,9 +73,9 @@ static int describe(struct dp_gpu *g, unsigned idx, const char *sysfs, char *err
 int dp_nvml_discover(struct dp_node *node, const char *sysfs, char *err, size_t cap)
 {
     unsigned n = 0;
-    nvmlReturn_t r = nv.count(&n);
-    if (r != NVML_SUCCESS) {
-        snprintf(err, cap, "nvmlDeviceGetCount: %s", nv_err(r));
+    cs_nvml_ret r = cs_nvml.count(&n);
+    if (r != CS_NVML_SUCCESS) {
+        snprintf(err, cap, "nvmlDeviceGetCount: %s", cs_nvml_err(r));
         return -1;
     }
     if (n == 0) {
@@ -238,19 +97,19 @@ int dp_nvml_discover(struct dp_node *node, const char *sysfs, char *err, size_t 
 
 /* The handle of g now: by UUID where NVML can, else by scanning indices
  * (a GPU that fell off the bus is found by neither). */
-static nvmlReturn_t lookup(const struct dp_gpu *g, nvmlDevice_t *h)
+static cs_nvml_ret lookup(const struct dp_gpu *g, cs_nvml_device *h)
 {
-    if (nv.by_uuid)
-        return nv.by_uuid(g->uuid, h);
+    if (cs_nvml.by_uuid)
+        return cs_nvml.by_uuid(g->uuid, h);
     unsigned n = 0;
-    nvmlReturn_t r = nv.count(&n);
-    for (unsigned i = 0; r == NVML_SUCCESS && i < n; i++) {
-        char uuid[NVML_UUID_LEN];
-        if (nv.by_index(i, h) == NVML_SUCCESS && nv.uuid(*h, uuid, sizeof uuid) == NVML_SUCCESS &&
-            !strcmp(uuid, g->uuid))
-            return NVML_SUCCESS;
+    cs_nvml_ret r = cs_nvml.count(&n);
+    for (unsigned i = 0; r == CS_NVML_SUCCESS && i < n; i++) {
+        char uuid[CS_NVML_UUID_LEN];
+        if (cs_nvml.by_index(i, h) == CS_NVML_SUCCESS &&
+            cs_nvml.uuid(*h, uuid, sizeof uuid) == CS_NVML_SUCCESS && !strcmp(uuid, g->uuid))
+            return CS_NVML_SUCCESS;
     }
-    return r == NVML_SUCCESS ? NVML_ERROR_GPU_IS_LOST : r;
+    return r == CS_NVML_SUCCESS ? CS_NVML_ERROR_GPU_IS_LOST : r;
 }
 
 int dp_nvml_probe(struct dp_gpu *g, char *why, size_t cap)
@@ -259,13 +118,13 @@ int dp_nvml_probe(struct dp_gpu *g, char *why, size_t cap)
         snprintf(why, cap, "critical Xid error seen");
         return -1;
     }
-    nvmlDevice_t h;
-    nvmlReturn_t r = lookup(g, &h);
-    nvmlMemory_t mem;
-    if (r == NVML_SUCCESS)
-        r = nv.memory(h, &mem);
-    if (r != NVML_SUCCESS && r != NVML_ERROR_NOT_SUPPORTED) {
-        snprintf(why, cap, "%s", nv_err(r));
+    cs_nvml_device h;
+    cs_nvml_ret r = lookup(g, &h);
+    cs_nvml_memory mem;
+    if (r == CS_NVML_SUCCESS)
+        r = cs_nvml.memory(h, &mem);
+    if (r != CS_NVML_SUCCESS && r != CS_NVML_ERROR_NOT_SUPPORTED) {
+        snprintf(why, cap, "%s", cs_nvml_err(r));
         return -1;
     }
     return 0;
@@ -273,20 +132,21 @@ int dp_nvml_probe(struct dp_gpu *g, char *why, size_t cap)
 
 void dp_nvml_events_init(struct dp_node *node)
 {
-    if (!nv.ev_create || !nv.ev_register || !nv.ev_wait || !nv.ev_free) {
+    if (!cs_nvml.ev_create || !cs_nvml.ev_register || !cs_nvml.ev_wait || !cs_nvml.ev_free) {
         cs_info("NVML has no event API: health from periodic probes only");
         return;
     }
-    if (nv.ev_create(&nv.evset) != NVML_SUCCESS) {
-        nv.evset = NULL;
+    if (cs_nvml.ev_create(&evset) != CS_NVML_SUCCESS) {
+        evset = NULL;
         return;
     }
     for (size_t i = 0; i < node->ngpus; i++) {
-        unsigned long long types = NVML_EVENT_XID_CRITICAL;
-        if (nv.ev_supported && nv.ev_supported(node->gpu[i].handle, &types) != NVML_SUCCESS)
+        unsigned long long types = CS_NVML_EVENT_XID_CRITICAL;
+        cs_nvml_device h = node->gpu[i].handle;
+        if (cs_nvml.ev_supported && cs_nvml.ev_supported(h, &types) != CS_NVML_SUCCESS)
             types = 0;
-        if (!(types & NVML_EVENT_XID_CRITICAL) ||
-            nv.ev_register(node->gpu[i].handle, NVML_EVENT_XID_CRITICAL, nv.evset) != NVML_SUCCESS)
+        if (!(types & CS_NVML_EVENT_XID_CRITICAL) ||
+            cs_nvml.ev_register(h, CS_NVML_EVENT_XID_CRITICAL, evset) != CS_NVML_SUCCESS)
             cs_info("GPU %s: no Xid events; periodic probes only", node->gpu[i].uuid);
     }
 }
@@ -303,7 +163,7 @@ static bool xid_is_app_error(unsigned long long xid)
     return false;
 }
 
-static int mark_xid(struct dp_node *node, const nvmlEventData_t *ev)
+static int mark_xid(struct dp_node *node, const cs_nvml_event *ev)
 {
     if (xid_is_app_error(ev->eventData))
         return 0;
@@ -324,14 +184,14 @@ static int mark_xid(struct dp_node *node, const nvmlEventData_t *ev)
 int dp_nvml_events_poll(struct dp_node *node)
 {
     int changed = 0;
-    if (!nv.evset)
+    if (!evset)
         return 0;
     for (int n = 0; n < 1024; n++) {
-        nvmlEventData_t ev;
+        cs_nvml_event ev;
         memset(&ev, 0, sizeof ev);
-        if (nv.ev_wait(nv.evset, &ev, 0) != NVML_SUCCESS)
+        if (cs_nvml.ev_wait(evset, &ev, 0) != CS_NVML_SUCCESS)
             break;
-        if (ev.eventType & NVML_EVENT_XID_CRITICAL)
+        if (ev.eventType & CS_NVML_EVENT_XID_CRITICAL)
             changed += mark_xid(node, &ev);
     }
     return changed;
@@ -339,12 +199,8 @@ int dp_nvml_events_poll(struct dp_node *node)
 
 void dp_nvml_close(void)
 {
-    if (!nv.dl)
-        return;
-    if (nv.evset)
-        nv.ev_free(nv.evset);
-    nv.evset = NULL;
-    nv.shutdown();
-    dlclose(nv.dl);
-    nv.dl = NULL;
+    if (evset && cs_nvml.ev_free)
+        cs_nvml.ev_free(evset);
+    evset = NULL;
+    cs_nvml_close();
 }

@@ -1,12 +1,6 @@
-/* dp_nvml.h: the node's GPUs through NVML, loaded at run time.
- *
- * libnvidia-ml.so.1 comes with the driver, not with us: it is dlopen()ed so
- * that the plugin starts (and says clearly why it cannot work) on a node
- * without it. Every entry point is resolved by trying its versioned names
- * newest first (nvmlInit_v2, then nvmlInit; nvmlDeviceGetHandleByUUID_v2,
- * then nvmlDeviceGetHandleByUUID, ...), so an older or newer driver that
- * lacks one version costs nothing; only the few without which nothing works
- * are required. */
+/* dp_nvml.h: the node's GPUs through NVML, loaded at run time by the
+ * loader the daemon shares (src/common/nvml.h: dlopen, versioned names
+ * newest first, nvmlInit). */
 #ifndef DP_NVML_H
 #define DP_NVML_H
 

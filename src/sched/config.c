@@ -15,7 +15,7 @@
 #include "common/util.h"
 
 enum knob_kind {
-    K_U32, K_BOOL, K_DOUBLE, K_MODE, K_LEVEL, K_LCMECH, K_ADDR, K_PATH, K_PRIO, K_SIZE
+    K_U32, K_BOOL, K_DOUBLE, K_MODE, K_LEVEL, K_LCMECH, K_ADDR, K_PATH, K_PRIO, K_SIZE, K_GPUS
 };
 
 struct knob {
@@ -61,6 +61,9 @@ static const struct knob knobs[] = {
     KNOB(class_share_max_pct, K_U32, true, 1, 100),
     KNOB(class_share_window_ms, K_U32, true, 10, 3600000),
     KNOB(answer_timeout_ms, K_U32, true, 1, 3600000),
+    KNOB(gpus, K_GPUS, false, 0, 0),
+    KNOB(max_conns_per_uid, K_U32, true, 1, 65536),
+    KNOB(hello_timeout_ms, K_U32, true, 1, 3600000),
 };
 
 static const char *const mode_names[] = {"exclusive", "shared"};
@@ -114,6 +117,9 @@ void sd_config_defaults(struct sd_config *c)
     c->class_share_max_pct = 90; /* a waiting lower class gets 10% of every 2 s */
     c->class_share_window_ms = 2000;
     c->answer_timeout_ms = 10000; /* what ROOM and grants waited for an EVICT before */
+    cs_strlcpy(c->gpus, "auto", sizeof c->gpus);
+    c->max_conns_per_uid = 32; /* a job needs one; a user's tools a few more */
+    c->hello_timeout_ms = 2000; /* the hook says HELLO at once after connecting */
 }
 
 static void seterr(char *err, size_t len, const char *fmt, ...)
@@ -243,6 +249,14 @@ static int set_text(const struct knob *k, char *field, size_t cap, const char *v
             return -1;
         }
     }
+    if (k->kind == K_GPUS) {
+        struct sd_node node;
+        char why[200];
+        if (sd_node_parse(value, &node, why, sizeof why) < 0) {
+            seterr(err, errlen, "%s: %s", k->name, why);
+            return -1;
+        }
+    }
     if (k->kind == K_PATH && value[0] && strcmp(value, "none") != 0 && value[0] != '/') {
         seterr(err, errlen, "%s: '%s' is not an absolute path (or none)", k->name, value);
         return -1;
@@ -303,6 +317,8 @@ int sd_config_set(struct sd_config *c, const char *key, const char *value, bool 
         memcpy(field, &v, sizeof v);
         return 0;
     }
+    case K_GPUS:
+        return set_text(k, (char *)field, SD_GPUS_LEN, value, err, errlen);
     }
     seterr(err, errlen, "internal: bad knob kind");
     return -1;
@@ -424,7 +440,24 @@ struct load_ctx {
     struct sd_overrides *ov;
     char err[256];
     int failed;
+    bool gpus_seen; /* later `gpus` lines add to the list */
 };
+
+/* `gpus` in the file: each line adds to what earlier lines listed. */
+static int set_gpus_line(struct load_ctx *l, const char *value)
+{
+    if (!l->gpus_seen) {
+        l->gpus_seen = true;
+        return sd_config_set(l->c, "gpus", value, false, l->err, sizeof l->err);
+    }
+    char joined[SD_GPUS_LEN + 8];
+    int n = snprintf(joined, sizeof joined, "%s,%s", l->c->gpus, value);
+    if (n < 0 || (size_t)n >= SD_GPUS_LEN) {
+        seterr(l->err, sizeof l->err, "gpus: value longer than %d characters", SD_GPUS_LEN - 1);
+        return -1;
+    }
+    return sd_config_set(l->c, "gpus", joined, false, l->err, sizeof l->err);
+}
 
 static int ini_entry(void *user, const char *section, const char *name, const char *value)
 {
@@ -433,7 +466,9 @@ static int ini_entry(void *user, const char *section, const char *name, const ch
         return 1; /* keep only the first error; inih reports its line */
     char key[CS_KEY_LEN + CS_NAME_LEN + 16];
     int rc;
-    if (!section[0] || strcmp(section, "cushared") == 0) {
+    if ((!section[0] || strcmp(section, "cushared") == 0) && strcmp(name, "gpus") == 0) {
+        rc = set_gpus_line(l, value);
+    } else if (!section[0] || strcmp(section, "cushared") == 0) {
         rc = sd_config_set(l->c, name, value, false, l->err, sizeof l->err);
     } else if (strncmp(section, "client.", 7) == 0) {
         snprintf(key, sizeof key, "%s.%s", section, name);
@@ -515,6 +550,7 @@ size_t sd_config_dump(const struct sd_config *c, char *buf, size_t cap)
         }
         case K_ADDR:
         case K_PATH:
+        case K_GPUS:
             w = snprintf(buf + n, cap - n, "%s=%s\n", k->name, (const char *)f);
             break;
         case K_SIZE: {

@@ -20,6 +20,7 @@
 
 #include "common/proto.h"
 #include "sched/access.h"
+#include "sched/node.h"
 
 #define SD_ADDR_LEN 128
 #define SD_PATH_LEN 256
@@ -65,6 +66,9 @@ struct sd_config {
     uint32_t answer_timeout_ms;     /* EVICT, PREFETCH, EVICT PREPARE unanswered this long
                                        (plus their bytes at SD_ANSWER_MIN_BPS): the client
                                        is marked unresponsive */
+    char gpus[SD_GPUS_LEN];      /* the node's GPUs: "auto" or a list (node.h) */
+    uint32_t max_conns_per_uid;  /* open connections per peer uid (owner, root exempt) */
+    uint32_t hello_timeout_ms;   /* a connection must say HELLO within this */
 };
 
 /* What keeps a latency-critical (high) holder's kernels from waiting behind
@@ -120,8 +124,10 @@ bool sd_override_is_pid(const char *who, uint32_t pid);
 
 /* Loads an INI file over *c and *ov: global knobs at the top or under
  * [cushared], per-client ones under [client.<who>], grants under
- * [uid.<who>] and [gid.<who>] (into c->access). Returns 0, or -1 with
- * "FILE:LINE: reason" in err. */
+ * [uid.<who>] and [gid.<who>] (into c->access). `gpus` may be given on
+ * several lines (the key repeated, or indented continuation lines): the
+ * file's lines add up to one list (libinih reads at most 200 characters a
+ * line). Returns 0, or -1 with "FILE:LINE: reason" in err. */
 int sd_config_load(struct sd_config *c, struct sd_overrides *ov, const char *path, char *err,
                    size_t errlen);
 

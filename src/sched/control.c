@@ -71,6 +71,24 @@ static void status_daemon(struct sd_server *s, struct sd_conn *c, uint64_t now)
     sd_conn_send(s, c, &m, true);
 }
 
+/* Only to a control connection that announced CS_HELLO_LIMITS. */
+static void status_limits(struct sd_server *s, struct sd_conn *c)
+{
+    struct cs_msg m = {.type = CS_MSG_CTL_LIMITS};
+    struct cs_msg_ctl_limits *l = &m.u.ctl_limits;
+    const uint64_t *r = s->ctr.refusals;
+    l->max_conns_per_uid = s->cfg.max_conns_per_uid;
+    l->hello_timeout_ms = s->cfg.hello_timeout_ms;
+    l->owner_reserve = SD_OWNER_RESERVE;
+    l->node_gpus = (uint32_t)s->node.n;
+    l->refused_max_clients = r[SD_REFUSE_CLIENTS];
+    l->refused_max_conns_per_uid = r[SD_REFUSE_UID_CONNS];
+    l->refused_connections = r[SD_REFUSE_CONNS];
+    l->refused_unknown_gpu = r[SD_REFUSE_GPU];
+    l->refused_hello_timeout = r[SD_REFUSE_HELLO_TIMEOUT];
+    sd_conn_send(s, c, &m, true);
+}
+
 static void status_gpu(struct sd_server *s, struct sd_conn *c, const struct sd_gpu *g,
                        uint64_t now)
 {
@@ -228,6 +246,8 @@ static void ctl_status(struct sd_server *s, struct sd_conn *c)
     }
     uint64_t now = sd_server_now(s);
     status_daemon(s, c, now);
+    if (c->caps & CS_HELLO_LIMITS)
+        status_limits(s, c);
     /* GPUs by index, so the listing is stable. */
     const struct sd_policy *p = &s->policy;
     uint32_t last = 0;

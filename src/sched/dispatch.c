@@ -153,15 +153,10 @@ static void send_welcome(struct sd_server *s, struct sd_conn *c, uint64_t id)
     sd_conn_send(s, c, &w, false);
 }
 
+/* A cap was hit (max_clients, or out of memory): ERROR EBUSY, closed. */
 static void refuse(struct sd_server *s, struct sd_conn *c, const char *why)
 {
-    s->ctr.refused++;
-    cs_warn("connection %llu (pid %u) refused: %s", (unsigned long long)c->id, c->pid, why);
-    struct cs_msg e = {.type = CS_MSG_ERROR};
-    e.u.error.code = EBUSY;
-    snprintf(e.u.error.text, sizeof e.u.error.text, "refused: %s", why);
-    sd_conn_send(s, c, &e, true);
-    c->dead = true;
+    sd_conn_refuse(s, c, SD_REFUSE_CLIENTS, EBUSY, why);
 }
 
 /* Pod and namespace name a tenant in status and metrics: from the
@@ -225,7 +220,8 @@ _Static_assert(SD_GRANT_CUT_PRIORITY == CS_TERMS_CUT_PRIORITY &&
 
 static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg_hello *h)
 {
-    c->caps = h->flags & (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS);
+    c->caps = h->flags &
+              (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LIMITS);
     if ((h->flags & CS_HELLO_CONTROL) && c->on_endpoint) {
         /* A container holds its endpoint; node control is not its business. */
         refuse(s, c, "control is not available on an endpoint");
@@ -286,8 +282,42 @@ static bool gpu_refused(struct sd_server *s, struct sd_conn *c, const uint8_t *u
     cs_uuid_format(uuid, txt);
     snprintf(why, sizeof why, "GPU %s is not in this connection's grant (%s)", txt,
              c->grant.source);
-    refuse(s, c, why);
+    sd_conn_refuse(s, c, SD_REFUSE_GPU, ENODEV, why);
     return true;
+}
+
+/* ATTACH names one of the node's GPUs or is refused (ENODEV), so that no
+ * client can add a scheduling domain; the GPU's memory size is the node's,
+ * and the client's total_mem only compared. The protocol has no refusal of
+ * one message: the connection is closed after the ERROR, and the hook backs
+ * off before it tries again. */
+static void on_attach(struct sd_server *s, struct sd_conn *c, const struct cs_msg_attach *a,
+                      uint64_t now)
+{
+    const char *why = "?";
+    char uuid[CS_UUID_STR_LEN];
+    cs_uuid_format(a->uuid, uuid);
+    if (gpu_refused(s, c, a->uuid))
+        return;
+    int idx = sd_node_find(&s->node, a->uuid);
+    if (idx < 0) {
+        char text[128];
+        snprintf(text, sizeof text, "GPU %s is not a GPU of this node%s", uuid,
+                 s->node.n ? "" : " (no GPU was found on this node)");
+        sd_conn_refuse(s, c, SD_REFUSE_GPU, ENODEV, text);
+        return;
+    }
+    struct cs_msg_attach own = *a;
+    own.total_mem = s->node.gpu[idx].mem_total;
+    if (a->total_mem != own.total_mem)
+        cs_debug("client %llu: ATTACH of %s says %llu bytes of memory, the node %llu",
+                 (unsigned long long)c->client->id, uuid, (unsigned long long)a->total_mem,
+                 (unsigned long long)own.total_mem);
+    int rc = sd_policy_attach(&s->policy, c->client, &own, now, &why);
+    if (rc == SD_ELIMIT)
+        refuse(s, c, why);
+    else if (rc != SD_OK)
+        sd_conn_fail(s, c, why);
 }
 
 static void client_message(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
@@ -298,10 +328,8 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
     int rc;
     switch (m->type) {
     case CS_MSG_ATTACH:
-        if (gpu_refused(s, c, m->u.attach.uuid))
-            return;
-        rc = sd_policy_attach(&s->policy, cl, &m->u.attach, now, &why);
-        break;
+        on_attach(s, c, &m->u.attach, now);
+        return;
     case CS_MSG_ACQUIRE:
         rc = sd_policy_acquire(&s->policy, cl, m->u.acquire.slot, now, &why);
         break;
@@ -347,10 +375,12 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
 void sd_dispatch(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
 {
     if (m->type == CS_MSG_HELLO) {
-        if (c->kind != SD_CONN_NEW)
+        if (c->kind != SD_CONN_NEW) {
             sd_conn_fail(s, c, "second HELLO");
-        else
-            on_hello(s, c, &m->u.hello);
+            return;
+        }
+        on_hello(s, c, &m->u.hello);
+        sd_conn_greeted(s, c); /* answered: no HELLO deadline any more */
         return;
     }
     switch (c->kind) {

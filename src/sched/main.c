@@ -128,7 +128,7 @@ int main(int argc, char **argv)
     if (apply_options(&cfg, &o) < 0)
         return 2;
     if (o.print_config) {
-        char buf[4096];
+        char buf[16384];
         size_t n = sd_config_dump(&cfg, buf, sizeof buf);
         fwrite(buf, 1, n, stdout);
         return 0;

@@ -393,8 +393,12 @@ static void render_daemon(const struct sd_server *s, struct sd_buf *b, uint64_t 
          "Connections dropped for not reading their messages.");
     sd_buf_printf(b, "cushare_connections_dropped_total %" PRIu64 "\n", c->dropped_slow);
     help(b, "cushare_connections_refused_total", "counter",
-         "Connections refused at a cap (max_clients, GPUs).");
+         "Connections refused or closed by a limit (the sum over cushare_refusals_total).");
     sd_buf_printf(b, "cushare_connections_refused_total %" PRIu64 "\n", c->refused);
+    help(b, "cushare_refusals_total", "counter", "Connections refused or closed, by reason.");
+    for (int k = 0; k < SD_REFUSE_COUNT; k++)
+        sd_buf_printf(b, "cushare_refusals_total{reason=\"%s\"} %" PRIu64 "\n",
+                      sd_refusal_name((enum sd_refusal)k), c->refusals[k]);
     help(b, "cushare_control_denied_total", "counter",
          "Control changes refused for the caller's uid.");
     sd_buf_printf(b, "cushare_control_denied_total %" PRIu64 "\n", c->control_denied);

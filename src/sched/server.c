@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,7 +166,33 @@ struct sd_conn *sd_conn_adopt(struct sd_server *s, int fd, uint32_t pid, uint32_
     s->conns = c;
     s->nconns++;
     s->ctr.connections_total++;
+    /* Accept order is deadline order: the oldest NEW connection is the
+     * next to time out, so the timer needs only the head. */
+    c->accepted_ns = sd_server_now(s);
+    c->in_new = true;
+    c->new_prev = s->new_tail;
+    if (s->new_tail)
+        s->new_tail->new_next = c;
+    else
+        s->new_head = c;
+    s->new_tail = c;
     return c;
+}
+
+void sd_conn_greeted(struct sd_server *s, struct sd_conn *c)
+{
+    if (!c->in_new)
+        return;
+    if (c->new_prev)
+        c->new_prev->new_next = c->new_next;
+    else
+        s->new_head = c->new_next;
+    if (c->new_next)
+        c->new_next->new_prev = c->new_prev;
+    else
+        s->new_tail = c->new_prev;
+    c->new_next = c->new_prev = NULL;
+    c->in_new = false;
 }
 
 struct sd_conn *sd_server_conn_by_fd(const struct sd_server *s, int fd)
@@ -178,6 +205,7 @@ struct sd_conn *sd_server_conn_by_fd(const struct sd_server *s, int fd)
 
 static void conn_free(struct sd_server *s, struct sd_conn *c)
 {
+    sd_conn_greeted(s, c); /* off the HELLO deadline list */
     if (c->client) {
         struct sd_client *cl = c->client;
         c->client = NULL;
@@ -302,6 +330,138 @@ void sd_conn_fail(struct sd_server *s, struct sd_conn *c, const char *why)
     c->dead = true;
 }
 
+/* ---- refusals ------------------------------------------------------------------- */
+
+const char *sd_refusal_name(enum sd_refusal k)
+{
+    static const char *const names[SD_REFUSE_COUNT] = {
+        [SD_REFUSE_CLIENTS] = "max_clients",
+        [SD_REFUSE_UID_CONNS] = "max_conns_per_uid",
+        [SD_REFUSE_CONNS] = "connections",
+        [SD_REFUSE_GPU] = "unknown_gpu",
+        [SD_REFUSE_HELLO_TIMEOUT] = "hello_timeout",
+    };
+    return (unsigned)k < SD_REFUSE_COUNT ? names[k] : "?";
+}
+
+/* A refusal is logged at most once a second per reason, with the count of
+ * those not logged: a client refused in a loop, or an attacker, must not be
+ * able to fill the log. */
+static void log_refusal(struct sd_server *s, enum sd_refusal k, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void log_refusal(struct sd_server *s, enum sd_refusal k, const char *fmt, ...)
+{
+    uint64_t now = sd_server_now(s);
+    if (now < s->refusal_log_ns[k]) {
+        s->refusal_unlogged[k]++;
+        return;
+    }
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (s->refusal_unlogged[k])
+        cs_warn("%s (and %llu more refusals like it in the last second)", msg,
+                (unsigned long long)s->refusal_unlogged[k]);
+    else
+        cs_warn("%s", msg);
+    s->refusal_unlogged[k] = 0;
+    s->refusal_log_ns[k] = now + 1000000000ull;
+}
+
+static void count_refusal(struct sd_server *s, enum sd_refusal k)
+{
+    s->ctr.refused++;
+    s->ctr.refusals[k]++;
+}
+
+void sd_conn_refuse(struct sd_server *s, struct sd_conn *c, enum sd_refusal why_kind,
+                    uint32_t code, const char *why)
+{
+    if (c->dead)
+        return;
+    count_refusal(s, why_kind);
+    log_refusal(s, why_kind, "connection %llu (pid %u, uid %u) refused: %s",
+                (unsigned long long)c->id, c->pid, c->uid, why);
+    struct cs_msg e = {.type = CS_MSG_ERROR};
+    e.u.error.code = code;
+    snprintf(e.u.error.text, sizeof e.u.error.text, "refused: %s", why);
+    sd_conn_send(s, c, &e, true);
+    c->dead = true;
+}
+
+/* Open connections of one uid. A scan, bounded by the connection cap
+ * (max_clients + SD_OWNER_RESERVE) and run once per accept. */
+static size_t conns_of_uid(const struct sd_server *s, uint32_t uid)
+{
+    size_t n = 0;
+    for (const struct sd_conn *c = s->conns; c; c = c->next)
+        n += !c->dead && c->uid == uid;
+    return n;
+}
+
+/* Why a fresh connection may not be adopted, or NULL. The daemon's owner
+ * and root are exempt from the per-uid cap and alone may use the last
+ * SD_OWNER_RESERVE slots, so that cusharectl works whatever other uids
+ * open. */
+static const char *admit_check(struct sd_server *s, uint32_t uid, enum sd_refusal *k,
+                               char *buf, size_t cap)
+{
+    bool privileged = uid == s->owner_uid || uid == 0;
+    size_t total = (size_t)s->cfg.max_clients + (privileged ? SD_OWNER_RESERVE : 0);
+    if (s->nconns >= total) {
+        *k = SD_REFUSE_CONNS;
+        snprintf(buf, cap, "%zu connections open (max_clients%s)", s->nconns,
+                 privileged ? " + the owner's reserve" : "; the rest is kept for the owner");
+        return buf;
+    }
+    size_t mine = privileged ? 0 : conns_of_uid(s, uid);
+    if (mine >= s->cfg.max_conns_per_uid) {
+        *k = SD_REFUSE_UID_CONNS;
+        snprintf(buf, cap, "uid %u has %zu connections open (max_conns_per_uid)", uid, mine);
+        return buf;
+    }
+    return NULL;
+}
+
+struct sd_conn *sd_server_admit(struct sd_server *s, int fd, uint32_t pid, uint32_t uid,
+                                uint32_t gid)
+{
+    char why[128];
+    enum sd_refusal k;
+    if (!admit_check(s, uid, &k, why, sizeof why))
+        return sd_conn_adopt(s, fd, pid, uid, gid);
+    count_refusal(s, k);
+    log_refusal(s, k, "connection from pid %u (uid %u) refused: %s", pid, uid, why);
+    /* The fresh socket's buffer is empty: the ERROR fits, and MSG_DONTWAIT
+     * makes sure that a peer cannot make us wait for it. */
+    struct cs_msg e = {.type = CS_MSG_ERROR};
+    e.u.error.code = EBUSY;
+    snprintf(e.u.error.text, sizeof e.u.error.text, "refused: %s", why);
+    uint8_t buf[CS_MSG_MAX];
+    int n = cs_msg_encode(&e, buf, sizeof buf);
+    if (n > 0 && send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        cs_debug("refusal not delivered to pid %u: %s", pid, strerror(errno));
+    close(fd);
+    return NULL;
+}
+
+/* Closes the connections that did not say HELLO within hello_timeout_ms:
+ * a connection slot is not for holding. */
+static void expire_hellos(struct sd_server *s, uint64_t now)
+{
+    uint64_t timeout = (uint64_t)s->cfg.hello_timeout_ms * 1000000ull;
+    while (s->new_head && s->new_head->accepted_ns + timeout <= now) {
+        struct sd_conn *c = s->new_head;
+        sd_conn_greeted(s, c);
+        char why[96];
+        snprintf(why, sizeof why, "no HELLO within %u ms (hello_timeout_ms)",
+                 s->cfg.hello_timeout_ms);
+        sd_conn_refuse(s, c, SD_REFUSE_HELLO_TIMEOUT, ETIMEDOUT, why);
+    }
+}
+
 void sd_conn_input(struct sd_server *s, struct sd_conn *c, const uint8_t *rec, size_t len)
 {
     if (c->dead)
@@ -362,15 +522,8 @@ static void accept_all(struct sd_server *s)
         int fd = accept_peer(s->lfd, &cr, s->sock_path);
         if (fd < 0)
             return;
-        /* Control connections count too: the cap bounds fds and memory. */
-        if (s->nconns >= (size_t)s->cfg.max_clients + 16) {
-            s->ctr.refused++;
-            cs_warn("refusing a connection from pid %d: %zu connections open", (int)cr.pid,
-                    s->nconns);
-            close(fd);
-            continue;
-        }
-        sd_conn_adopt(s, fd, (uint32_t)cr.pid, (uint32_t)cr.uid, (uint32_t)cr.gid);
+        /* Control connections count too: the caps bound fds and memory. */
+        sd_server_admit(s, fd, (uint32_t)cr.pid, (uint32_t)cr.uid, (uint32_t)cr.gid);
     }
 }
 
@@ -411,7 +564,7 @@ static void accept_endpoint(struct sd_server *s, struct sd_ep *ep)
         if (fd < 0)
             return;
         uint32_t cap = sd_ep_max_conns(s, ep);
-        if (ep->nconns >= cap || s->nconns >= (size_t)s->cfg.max_clients + 16) {
+        if (ep->nconns >= cap || s->nconns >= (size_t)s->cfg.max_clients) {
             char why[CS_TEXT_LEN];
             snprintf(why, sizeof why, "too many connections on endpoint %.63s (%u open, cap %u)",
                      ep->id, ep->nconns, cap);
@@ -430,11 +583,24 @@ static void accept_endpoint(struct sd_server *s, struct sd_ep *ep)
 
 /* ---- timer, signals, settle ------------------------------------------------- */
 
-static void arm_timer(struct sd_server *s)
+/* The policy's next deadline or the oldest HELLO deadline, whichever is
+ * first (0: none). */
+static uint64_t next_deadline(const struct sd_server *s)
 {
     uint64_t d = sd_policy_deadline(&s->policy), e = sd_ep_deadline(s);
     if (e && (!d || e < d))
         d = e;
+    if (s->new_head) {
+        uint64_t h = s->new_head->accepted_ns + (uint64_t)s->cfg.hello_timeout_ms * 1000000ull;
+        if (!d || h < d)
+            d = h;
+    }
+    return d;
+}
+
+static void arm_timer(struct sd_server *s)
+{
+    uint64_t d = next_deadline(s);
     if (d == s->armed_deadline || s->tfd < 0)
         return;
     struct itimerspec its = {{0, 0}, {0, 0}};
@@ -449,6 +615,7 @@ static void arm_timer(struct sd_server *s)
 void sd_server_tick(struct sd_server *s)
 {
     uint64_t now = sd_server_now(s);
+    expire_hellos(s, now);
     sd_policy_tick(&s->policy, now);
     sd_ep_tick(s, now);
 }
@@ -510,6 +677,50 @@ static int open_fds(struct sd_server *s)
     return 0;
 }
 
+/* The policy's domains: one per GPU of the node, in the node's order, with
+ * the node's memory size, made now so that no client can add one. The
+ * state file adds the previous daemon's lease holders to the GPUs the node
+ * has; its lines for other GPUs are ignored. */
+static void seed_gpus(struct sd_server *s, const struct sd_restore *given)
+{
+    struct sd_restore *prev = calloc(1, sizeof *prev), *r = calloc(1, sizeof *r);
+    if (!prev || !r) {
+        cs_error("out of memory at start");
+        free(prev);
+        free(r);
+        return;
+    }
+    if (given)
+        *prev = *given;
+    if (given || (s->state_path[0] && sd_state_load(s->state_path, prev) != 1)) {
+        r->unknown = prev->unknown;
+        r->next_client_id = prev->next_client_id;
+    }
+    _Static_assert(SD_NODE_MAX_GPUS <= SD_MAX_GPUS, "the policy takes every GPU of the node");
+    for (size_t i = 0; i < s->node.n; i++) {
+        struct sd_restore_gpu *rg = &r->gpu[r->ngpu++];
+        memcpy(rg->uuid, s->node.gpu[i].uuid, CS_UUID_LEN);
+        rg->index = (uint32_t)i;
+        rg->mem_total = s->node.gpu[i].mem_total;
+        for (size_t j = 0; j < prev->ngpu; j++) {
+            if (memcmp(prev->gpu[j].uuid, rg->uuid, CS_UUID_LEN) == 0) {
+                rg->nholders = prev->gpu[j].nholders;
+                memcpy(rg->holders, prev->gpu[j].holders, sizeof rg->holders);
+                memcpy(rg->revoking, prev->gpu[j].revoking, sizeof rg->revoking);
+            }
+        }
+    }
+    size_t foreign = 0;
+    for (size_t j = 0; j < prev->ngpu; j++)
+        foreign += sd_node_find(&s->node, prev->gpu[j].uuid) < 0;
+    if (foreign)
+        cs_warn("%s names %zu GPU(s) that are not GPUs of this node: ignored", s->state_path,
+                foreign);
+    sd_policy_restore(&s->policy, r, s->start_ns);
+    free(prev);
+    free(r);
+}
+
 int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
                    const struct sd_overrides *ov, const struct sd_server_opts *o)
 {
@@ -532,6 +743,16 @@ int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
     sd_policy_init(&s->policy, &s->cfg, &sd_dispatch_ops, s, lease_base, s->start_ns);
     if (o->state_path)
         cs_strlcpy(s->state_path, o->state_path, sizeof s->state_path);
+    /* Before the socket exists: a discovery that loads the driver never
+     * sees a client of this daemon. */
+    char err[256];
+    if (o->node) {
+        s->node = *o->node;
+        sd_node_log(&s->node);
+    } else if (sd_node_init(&s->node, s->cfg.gpus, err, sizeof err) < 0) {
+        cs_error("gpus: %s", err);
+        return -1;
+    }
     if (o->socket_path) {
         if (strlen(o->socket_path) >= sizeof s->sock_path) {
             cs_error("socket path too long: %s", o->socket_path);
@@ -542,14 +763,7 @@ int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
             return -1;
     }
     sd_ep_init(s);
-    if (s->state_path[0]) {
-        struct sd_restore *r = calloc(1, sizeof *r);
-        if (!r)
-            return -1;
-        if (sd_state_load(s->state_path, r) != 1)
-            sd_policy_restore(&s->policy, r, s->start_ns);
-        free(r);
-    }
+    seed_gpus(s, o->restore);
     return 0;
 }
 

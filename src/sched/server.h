@@ -32,11 +32,15 @@
 #include "sched/access.h"
 #include "sched/config.h"
 #include "sched/endpoint.h"
+#include "sched/node.h"
 #include "sched/policy.h"
 
 #define SD_OUTQ_BYTES (256u * 1024) /* queued output a connection may owe */
 #define SD_READ_BURST 32            /* records read per connection per wakeup */
 #define SD_BATCH_MAX 32             /* client overrides in one `set` batch */
+/* Connections beyond max_clients that only the daemon's owner and root may
+ * open: cusharectl keeps working while other uids fill the rest. */
+#define SD_OWNER_RESERVE 16
 
 enum sd_conn_kind {
     SD_CONN_NEW = 0,     /* no HELLO yet */
@@ -63,8 +67,10 @@ struct sd_conn {
     uint64_t id;
     uint32_t pid, uid, gid; /* SO_PEERCRED at accept */
     uint32_t kind;          /* enum sd_conn_kind */
-    uint32_t caps;          /* capability bits of its HELLO (CS_HELLO_TSG, CS_HELLO_LC) */
+    uint32_t caps;          /* capability bits of its HELLO (CS_HELLO_TSG, _LC, _LIMITS...) */
     struct sd_grant grant;  /* what it may claim (access.h): set at accept */
+    uint64_t accepted_ns;   /* a NEW one is closed at this + hello_timeout_ms */
+    bool in_new;            /* on the server's list of connections without HELLO */
     bool dead;              /* close at the next reap */
     bool polling_out;       /* EPOLLOUT is registered */
     struct sd_client *client;
@@ -74,13 +80,30 @@ struct sd_conn {
     struct sd_conn *next, *prev;
     bool on_endpoint;       /* accepted on an endpoint: no control, grant from it */
     struct sd_ep *ep;       /* that endpoint while it exists (its connection count) */
+    /* NEW connections, oldest first (accept order is deadline order) */
+    struct sd_conn *new_next, *new_prev;
 };
+
+/* Why a connection was refused (an ERROR, then closed). */
+enum sd_refusal {
+    SD_REFUSE_CLIENTS = 0,   /* HELLO beyond max_clients (or out of memory) */
+    SD_REFUSE_UID_CONNS,     /* the peer's uid has max_conns_per_uid open */
+    SD_REFUSE_CONNS,         /* every connection slot taken (or all but the owner's reserve) */
+    SD_REFUSE_GPU,           /* ATTACH of a GPU that is not one of the node's */
+    SD_REFUSE_HELLO_TIMEOUT, /* no HELLO within hello_timeout_ms */
+    SD_REFUSE_COUNT,
+};
+
+/* The reason's name in metrics and status: max_clients, max_conns_per_uid,
+ * connections, unknown_gpu, hello_timeout. */
+const char *sd_refusal_name(enum sd_refusal k);
 
 struct sd_counters {
     uint64_t connections_total;
     uint64_t protocol_errors;
     uint64_t dropped_slow;
-    uint64_t refused;         /* caps hit: too many clients or GPUs */
+    uint64_t refused;         /* every refusal, the sum of the ones below */
+    uint64_t refusals[SD_REFUSE_COUNT]; /* by reason */
     uint64_t control_denied;  /* control changes refused for the uid */
 };
 
@@ -95,6 +118,12 @@ struct sd_server_opts {
     /* First lease id; 0 = derived from the wall clock (see server.c).
      * Fuzzers fix it so that a script can name a lease. */
     uint64_t lease_base;
+    /* The node's GPUs; NULL = from the `gpus` setting (discovery with
+     * auto). Tests and fuzzers inject theirs. */
+    const struct sd_node *node;
+    /* What the previous daemon left, instead of reading state_path (a
+     * fuzzer's restart scenario); NULL = the state file. */
+    const struct sd_restore *restore;
 };
 
 struct sd_server {
@@ -115,8 +144,12 @@ struct sd_server {
     uint32_t owner_uid;
     uint64_t next_conn_id;
     uint64_t armed_deadline;
+    struct sd_node node;      /* the GPUs clients may ATTACH */
     struct sd_conn *conns;
     size_t nconns;
+    struct sd_conn *new_head, *new_tail; /* connections waiting for HELLO */
+    uint64_t refusal_log_ns[SD_REFUSE_COUNT]; /* next refusal log line not before */
+    uint64_t refusal_unlogged[SD_REFUSE_COUNT];
     struct sd_counters ctr;
     struct sd_metrics *metrics;
     struct sd_eps eps;        /* endpoint.c */
@@ -137,6 +170,16 @@ uint64_t sd_server_now(const struct sd_server *s);
  * of another kind (an endpoint) replaces c->grant before the first read. */
 struct sd_conn *sd_conn_adopt(struct sd_server *s, int fd, uint32_t pid, uint32_t uid,
                               uint32_t gid);
+/* A connection just accepted: adopted, or refused at a connection cap (an
+ * ERROR sent without blocking, the socket closed, NULL returned). */
+struct sd_conn *sd_server_admit(struct sd_server *s, int fd, uint32_t pid, uint32_t uid,
+                                uint32_t gid);
+/* c said HELLO: no deadline any more. */
+void sd_conn_greeted(struct sd_server *s, struct sd_conn *c);
+/* Refusal: count it under `why`, log it (at most once a second per reason),
+ * send ERROR code/text, close after this event. */
+void sd_conn_refuse(struct sd_server *s, struct sd_conn *c, enum sd_refusal why_kind,
+                    uint32_t code, const char *why);
 /* Handles one received record (as read from the socket, any length). */
 void sd_conn_input(struct sd_server *s, struct sd_conn *c, const uint8_t *rec, size_t len);
 /* Queues one message; a connection that owes too much is marked dead.
@@ -150,7 +193,8 @@ void sd_conn_fail(struct sd_server *s, struct sd_conn *c, const char *why);
 void sd_server_settle(struct sd_server *s);
 /* Writes the restart state now (see state.c). */
 void sd_server_save_state(struct sd_server *s);
-/* Runs the policy's deadlines that have passed. */
+/* Runs the policy's deadlines that have passed, and closes connections
+ * that did not say HELLO in time. */
 void sd_server_tick(struct sd_server *s);
 struct sd_conn *sd_server_conn_by_fd(const struct sd_server *s, int fd);
 /* Watches a listening socket of an endpoint (tag: SD_EP_TAG | serial; see

@@ -71,12 +71,13 @@ static int open_caps(const char *path, uint32_t caps, char *err, size_t errlen)
     return -EPROTO;
 }
 
-/* With CS_HELLO_TSG and CS_HELLO_LC (status then carries CTL_CLIENT_TSG
- * and CTL_CLIENT_LC); an older daemon refuses an unknown bit, and is asked
- * again with fewer. */
+/* With CS_HELLO_TSG, CS_HELLO_LC and CS_HELLO_LIMITS (status then carries
+ * CTL_CLIENT_TSG, CTL_CLIENT_LC and CTL_LIMITS); an older daemon refuses an
+ * unknown bit, and is asked again with fewer. */
 int ctl_open(const char *path, char *err, size_t errlen)
 {
-    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
+    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_LIMITS,
+                                    CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
     int fd = -EPROTO;
     for (size_t i = 0; i < sizeof caps / sizeof caps[0] && fd == -EPROTO; i++)
         fd = open_caps(path, caps[i], err, errlen);
@@ -137,6 +138,10 @@ int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
         switch (m.type) {
         case CS_MSG_CTL_DAEMON:
             st->daemon = m.u.ctl_daemon;
+            break;
+        case CS_MSG_CTL_LIMITS:
+            st->limits = m.u.ctl_limits;
+            st->have_limits = true;
             break;
         case CS_MSG_CTL_GPU: {
             struct cs_msg_ctl_gpu_mem zero = {.index = m.u.ctl_gpu.index};

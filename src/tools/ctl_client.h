@@ -6,6 +6,7 @@
 #ifndef CTL_CLIENT_H
 #define CTL_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,8 @@ struct ctl_status {
     struct cs_msg_ctl_client_mem *client_mem;
     struct cs_msg_ctl_client_tsg *client_tsg;
     struct cs_msg_ctl_client_lc *client_lc; /* zero from a daemon without CS_HELLO_LC */
+    bool have_limits;                  /* a CTL_LIMITS came (a daemon with CS_HELLO_LIMITS) */
+    struct cs_msg_ctl_limits limits;
 };
 
 /* How long each wait for the daemon may last (ms; <= 0: CTL_TIMEOUT_MS).

@@ -193,6 +193,15 @@ void ctl_print_table(FILE *f, const struct ctl_status *st, const struct ctl_stat
             d->pid, d->uid, fmt_dur(d->uptime_ns, up, sizeof up), ctl_mode_name(d->mode),
             d->quantum_floor_ms, d->quantum_cap_ms, d->idle_release_ms, d->clients,
             d->protocol_errors);
+    const struct cs_msg_ctl_limits *l = &st->limits;
+    if (st->have_limits)
+        fprintf(f,
+                "connections: %u open (at most %u per uid, HELLO within %u ms); refused: "
+                "%" PRIu64 " max_clients, %" PRIu64 " max_conns_per_uid, %" PRIu64
+                " connection cap, %" PRIu64 " unknown GPU, %" PRIu64 " no HELLO\n",
+                d->connections, l->max_conns_per_uid, l->hello_timeout_ms,
+                l->refused_max_clients, l->refused_max_conns_per_uid, l->refused_connections,
+                l->refused_unknown_gpu, l->refused_hello_timeout);
     if (st->ngpu == 0)
         fprintf(f, "no GPU in use yet\n");
     for (size_t i = 0; i < st->ngpu; i++) {
@@ -259,8 +268,23 @@ static void json_bool(FILE *f, const char *key, uint32_t v, const char *sep)
     fprintf(f, "\"%s\": %s%s", key, v ? "true" : "false", sep);
 }
 
-static void json_daemon(FILE *f, const struct cs_msg_ctl_daemon *d)
+/* CTL_LIMITS, inside "daemon" (from a daemon that sends it). */
+static void json_limits(FILE *f, const struct cs_msg_ctl_limits *l)
 {
+    json_u64(f, "max_conns_per_uid", l->max_conns_per_uid, ", ");
+    json_u64(f, "hello_timeout_ms", l->hello_timeout_ms, ", ");
+    json_u64(f, "owner_reserve", l->owner_reserve, ", ");
+    json_u64(f, "node_gpus", l->node_gpus, ", ");
+    json_u64(f, "refused_max_clients", l->refused_max_clients, ", ");
+    json_u64(f, "refused_max_conns_per_uid", l->refused_max_conns_per_uid, ", ");
+    json_u64(f, "refused_connections", l->refused_connections, ", ");
+    json_u64(f, "refused_unknown_gpu", l->refused_unknown_gpu, ", ");
+    json_u64(f, "refused_hello_timeout", l->refused_hello_timeout, ", ");
+}
+
+static void json_daemon(FILE *f, const struct ctl_status *st)
+{
+    const struct cs_msg_ctl_daemon *d = &st->daemon;
     fprintf(f, "  \"daemon\": {");
     json_u64(f, "pid", d->pid, ", ");
     json_u64(f, "uid", d->uid, ", ");
@@ -280,6 +304,8 @@ static void json_daemon(FILE *f, const struct cs_msg_ctl_daemon *d)
     json_u64(f, "reconnect_grace_ms", d->reconnect_grace_ms, ", ");
     json_bool(f, "force_release", d->force_release, ", ");
     json_u64(f, "mem_reserve_bytes", d->mem_reserve, ", ");
+    if (st->have_limits)
+        json_limits(f, &st->limits);
     fprintf(f, "\"switch_cost_target\": %.6f},\n", d->switch_cost_ppm / 1e6);
 }
 
@@ -406,7 +432,7 @@ static void json_gpu(FILE *f, const struct ctl_status *st, const struct cs_msg_c
 void ctl_print_json(FILE *f, const struct ctl_status *st)
 {
     fprintf(f, "{\n");
-    json_daemon(f, &st->daemon);
+    json_daemon(f, st);
     fprintf(f, "  \"gpus\": [\n");
     for (size_t i = 0; i < st->ngpu; i++)
         json_gpu(f, st, &st->gpu[i], &st->gpu_mem[i], i + 1 < st->ngpu ? "," : "");

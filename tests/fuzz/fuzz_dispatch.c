@@ -227,24 +227,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.max_clients = 3;
     cfg.log_level = CS_LOG_ERROR;
     fake_now = 1000000000ull;
-    struct sd_server_opts o = {.clock = fake_clock, .lease_base = 1};
-    if (sd_server_init(&r.srv, &cfg, NULL, &o) < 0)
-        __builtin_trap();
+    /* The node's GPUs: the all-zero UUID the seeds attach, and one more
+     * (...01) for the fuzzer to find; any other UUID is refused. */
+    static struct sd_node node = {.n = 2, .source = "fuzz"};
+    node.gpu[0].mem_total = node.gpu[1].mem_total = 1ull << 34;
+    node.gpu[1].uuid[CS_UUID_LEN - 1] = 1;
+    struct sd_server_opts o = {.clock = fake_clock, .lease_base = 1, .node = &node};
     struct script s = {data, size};
     /* The first byte picks a restart scenario: an unknown past makes every
      * GPU wait for the grace, as after a lost state file. */
     uint8_t first = 0;
+    static struct sd_restore rs;
     if (take(&s, &first, 1) && (first & 1)) {
-        struct sd_restore *rs = calloc(1, sizeof *rs);
-        if (rs) {
-            rs->unknown = first & 2;
-            rs->ngpu = 1;
-            rs->gpu[0].nholders = 1;
-            rs->gpu[0].holders[0] = first >> 2;
-            sd_policy_restore(&r.srv.policy, rs, fake_now);
-            free(rs);
-        }
+        memset(&rs, 0, sizeof rs);
+        rs.unknown = first & 2;
+        rs.ngpu = 1;
+        rs.gpu[0].nholders = 1;
+        rs.gpu[0].holders[0] = first >> 2;
+        o.restore = &rs;
     }
+    if (sd_server_init(&r.srv, &cfg, NULL, &o) < 0)
+        __builtin_trap();
     for (int ops = 0; s.n > 0 && ops < 256; ops++)
         run_op(&r, &s);
     sd_server_fini(&r.srv);

@@ -19,7 +19,7 @@ static const uint16_t all[] = {
     CS_MSG_RESTORED,   CS_MSG_PREFETCH, CS_MSG_PREFETCHED, CS_MSG_CTL_GPU_MEM,
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
     CS_MSG_LC_MODE, CS_MSG_LC_BURST, CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED, CS_MSG_TERMS,
-    CS_MSG_CTL_ENDPOINT,
+    CS_MSG_CTL_ENDPOINT, CS_MSG_CTL_LIMITS,
 };
 
 /* The smallest valid message of a type (fields with a lower bound at it). */

@@ -31,6 +31,9 @@ struct mock_sched {
     uint32_t refuse_caps;  /* guarded by mu */
     bool have_terms;       /* guarded by mu: send `terms`, else echo HELLO */
     struct cs_msg_terms terms;
+    int refuse_left;       /* guarded by mu: HELLOs still to refuse (mock_refuse_hellos) */
+    uint32_t refuse_code;  /* guarded by mu */
+    char refuse_text[CS_TEXT_LEN]; /* guarded by mu */
     void (*room_hook)(const struct cs_msg_room *, void *); /* set before use */
     void *room_arg;
     uint64_t next_lease;   /* guarded by mu */
@@ -79,8 +82,17 @@ static void handle(struct mock_sched *m, int fd, const struct cs_msg *msg)
     memset(&r, 0, sizeof r);
     pthread_mutex_lock(&m->mu);
     uint32_t refuse = m->refuse_caps;
+    bool deny = msg->type == CS_MSG_HELLO && m->refuse_left > 0;
+    if (deny) {
+        m->refuse_left--;
+        r.type = CS_MSG_ERROR;
+        r.u.error.code = m->refuse_code;
+        snprintf(r.u.error.text, sizeof r.u.error.text, "%s", m->refuse_text);
+    }
     pthread_mutex_unlock(&m->mu);
-    if (msg->type == CS_MSG_HELLO && (msg->u.hello.flags & refuse)) {
+    if (deny) {
+        cs_send(fd, &r);
+    } else if (msg->type == CS_MSG_HELLO && (msg->u.hello.flags & refuse)) {
         r.type = CS_MSG_ERROR;
         r.u.error.code = EPROTO;
         snprintf(r.u.error.text, sizeof r.u.error.text, "protocol error: field out of range");
@@ -304,6 +316,15 @@ void mock_set_room_status(struct mock_sched *m, int32_t status)
 {
     pthread_mutex_lock(&m->mu);
     m->room_status = status;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void mock_refuse_hellos(struct mock_sched *m, int n, uint32_t code, const char *text)
+{
+    pthread_mutex_lock(&m->mu);
+    m->refuse_left = n;
+    m->refuse_code = code;
+    snprintf(m->refuse_text, sizeof m->refuse_text, "%s", text);
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -76,6 +76,9 @@ void mock_drop(struct mock_sched *m);
  * (default: what the HELLO asked, nothing cut). Set before the client
  * connects. */
 void mock_set_terms(struct mock_sched *m, const struct cs_msg_terms *t);
+/* Refuse the next n HELLOs as cushared refuses a process (a cap, a GPU it
+ * does not know): ERROR with this code (not EPROTO) and text. */
+void mock_refuse_hellos(struct mock_sched *m, int n, uint32_t code, const char *text);
 
 /* Grant every ACQUIRE at once (lease ids 1, 2, ...). */
 void mock_set_auto_grant(struct mock_sched *m, bool on);

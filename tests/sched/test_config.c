@@ -470,7 +470,8 @@ static void test_docs_cover_metrics(void **state)
     static struct sd_server srv;
     struct sd_config cfg;
     sd_config_defaults(&cfg);
-    struct sd_server_opts o = {.lease_base = 1};
+    static const struct sd_node none = {.source = "none"}; /* no discovery here */
+    struct sd_server_opts o = {.lease_base = 1, .node = &none};
     assert_int_equal(sd_server_init(&srv, &cfg, NULL, &o), 0);
     struct sd_client_info info = {.pid = 7, .weight = 1};
     struct sd_client *cl = sd_policy_client_add(&srv.policy, &info, sd_server_now(&srv));

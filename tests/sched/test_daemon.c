@@ -44,10 +44,36 @@ static int teardown(void **state)
     return 0;
 }
 
+/* conf with `gpus =` naming the node's GPUs: the tc_uuid numbers in mask
+ * (bit i: GPU i), 16 GiB each as tc_attach says. Never discovered: the
+ * clients here name made-up GPUs. */
+static const char *node_conf(const char *conf, unsigned mask)
+{
+    static char buf[8192];
+    size_t n = 0;
+    for (uint8_t i = 0; i < 8; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        uint8_t u[CS_UUID_LEN];
+        char txt[CS_UUID_STR_LEN];
+        tc_uuid(i, u);
+        cs_uuid_format(u, txt);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "gpus = %s:16G\n", txt);
+    }
+    snprintf(buf + n, sizeof buf - n, "%s", conf ? conf : "");
+    return buf;
+}
+
+static void start_on(const char *name, const char *conf, unsigned gpus)
+{
+    if (tc_daemon_start(&d, name, node_conf(conf, gpus), NULL) < 0)
+        fail_msg("cushared did not start; see %s", d.log);
+}
+
+/* A daemon whose node has GPU 0. */
 static void start(const char *name, const char *conf)
 {
-    if (tc_daemon_start(&d, name, conf, NULL) < 0)
-        fail_msg("cushared did not start; see %s", d.log);
+    start_on(name, conf, 1u << 0);
 }
 
 /* Status as parsed JSON; the parse itself proves the output is valid JSON. */
@@ -323,7 +349,7 @@ static void wait_resident(const char *name, uint64_t bytes)
 static void test_room_and_evict(void **state)
 {
     (void)state;
-    start("room", fast_conf);
+    start_on("room", fast_conf, 1u << 0 | 1u << 1);
     int h = tc_client(d.sock, CS_PRIO_NORMAL, 1, "holder");
     int v = tc_client(d.sock, CS_PRIO_NORMAL, 1, "idle");
     tc_attach(h, 0, 0, 0, 0);
@@ -375,7 +401,7 @@ static void test_room_and_evict(void **state)
 static void test_restart_with_reconnecting_clients(void **state)
 {
     (void)state;
-    start("restart", fast_conf);
+    start_on("restart", fast_conf, 1u << 7);
     uint64_t aid, bid;
     int a = tc_client_full(d.sock, CS_PRIO_NORMAL, 1, "holder", 0, 0, &aid);
     int b = tc_client_full(d.sock, CS_PRIO_NORMAL, 1, "waiter", 0, 0, &bid);
@@ -418,7 +444,7 @@ static void test_restart_with_reconnecting_clients(void **state)
 static void test_restart_claims_and_grace(void **state)
 {
     (void)state;
-    start("claims", "reconnect_grace_ms = 600\n");
+    start_on("claims", "reconnect_grace_ms = 600\n", 1u << 1);
     uint64_t aid;
     int a = tc_client_full(d.sock, CS_PRIO_NORMAL, 1, "a", 0, 0, &aid);
     tc_attach(a, 0, 1, 0, 0);
@@ -768,6 +794,35 @@ static void test_client_cap(void **state)
     close(c);
 }
 
+/* A GPU that is not the node's: refused with the reason, the GPU table does
+ * not grow, and status counts the refusal by reason. */
+static void test_unknown_gpu_refused(void **state)
+{
+    (void)state;
+    start("unknown", NULL);
+    for (uint8_t g = 1; g < 6; g++) {
+        int x = tc_client(d.sock, CS_PRIO_NORMAL, 1, "stranger");
+        tc_attach(x, 0, g, 0, 0);
+        struct cs_msg e;
+        tc_expect(x, CS_MSG_ERROR, &e);
+        assert_non_null(strstr(e.u.error.text, "is not a GPU of this node"));
+        tc_expect_closed(x);
+        close(x);
+    }
+    struct js *j = status_json(d.sock);
+    assert_int_equal(js_get(j, "gpus")->n, 1);
+    const struct js *dm = js_get(j, "daemon");
+    assert_int_equal(jnum(dm, "refused_unknown_gpu"), 5);
+    assert_int_equal(jnum(dm, "node_gpus"), 1);
+    assert_int_equal(jnum(dm, "max_conns_per_uid"), 32);
+    assert_int_equal(jnum(dm, "protocol_errors"), 0);
+    js_done(j);
+    static struct tc_out o;
+    tc_ctl(&o, (uid_t)-1, d.sock, "status", NULL);
+    assert_int_equal(o.status, 0);
+    assert_non_null(strstr(o.out, "5 unknown GPU"));
+}
+
 /* ---- metrics ------------------------------------------------------------------------------ */
 
 static void http_get(uint16_t port, const char *path, char *out, size_t cap)
@@ -792,7 +847,8 @@ static void http_get(uint16_t port, const char *path, char *out, size_t cap)
 static void test_metrics_endpoint(void **state)
 {
     (void)state;
-    if (tc_daemon_start(&d, "metrics", fast_conf, "--metrics", "127.0.0.1:0", NULL) < 0)
+    if (tc_daemon_start(&d, "metrics", node_conf(fast_conf, 1), "--metrics", "127.0.0.1:0",
+                        NULL) < 0)
         fail_msg("cushared did not start; see %s", d.log);
     int a = tc_client(d.sock, CS_PRIO_NORMAL, 1, "alpha");
     tc_attach(a, 0, 0, 0, 0);
@@ -1068,6 +1124,7 @@ int main(void)
         T(test_endpoint_command),
         T(test_slow_reader_dropped),
         T(test_client_cap),
+        T(test_unknown_gpu_refused),
         T(test_metrics_endpoint),
         T(test_daemon_command_line),
         T(test_cushare_run),

@@ -31,6 +31,7 @@ static const uint16_t all_types[] = {
     CS_MSG_LC_MODE,    CS_MSG_LC_BURST,   CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED,
     CS_MSG_TERMS,
     CS_MSG_CTL_ENDPOINT,
+    CS_MSG_CTL_LIMITS,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -222,6 +223,9 @@ static void sample(uint16_t type, struct cs_msg *m)
         strcpy(e->ns, "team-a");
         break;
     }
+    case CS_MSG_CTL_LIMITS:
+        m->u.ctl_limits = (struct cs_msg_ctl_limits){32, 2000, 16, 8, 1, 2, 3, 4, 5};
+        break;
     case CS_MSG_CTL_DONE:
         m->u.ctl_done.status = -EPERM;
         strcpy(m->u.ctl_done.text, "permission denied");
@@ -293,6 +297,7 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_PINNED), 24);
     assert_int_equal(cs_msg_size(CS_MSG_TERMS), 32 + CS_TEXT_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LC), 80);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_LIMITS), 64);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_ENDPOINT), 488);
     assert_int_equal(cs_msg_size(0), 0);
@@ -394,6 +399,7 @@ static void test_reject_out_of_range(void **state)
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
     reject_u32(CS_MSG_HELLO, 8, 0x40, RANGE);
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_LIMITS);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN);
