@@ -271,6 +271,26 @@ void tc_uuid(uint8_t gpu, uint8_t out[CS_UUID_LEN])
     out[15] = gpu;
 }
 
+/* conf with `gpus =` naming the node's GPUs: the tc_uuid numbers in mask
+ * (bit i: GPU i), 16 GiB each as tc_attach says. Never discovered: the
+ * clients here name made-up GPUs. */
+const char *tc_node_conf(const char *conf, unsigned mask)
+{
+    static char buf[8192];
+    size_t n = 0;
+    for (uint8_t i = 0; i < 8; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        uint8_t u[CS_UUID_LEN];
+        char txt[CS_UUID_STR_LEN];
+        tc_uuid(i, u);
+        cs_uuid_format(u, txt);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "gpus = %s:16G\n", txt);
+    }
+    snprintf(buf + n, sizeof buf - n, "%s", conf ? conf : "");
+    return buf;
+}
+
 void tc_attach(int fd, uint32_t slot, uint8_t gpu, uint32_t flags, uint64_t lease)
 {
     struct cs_msg a = {.type = CS_MSG_ATTACH};

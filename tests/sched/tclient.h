@@ -55,6 +55,10 @@ int tc_client_full(const char *sock, uint32_t prio, uint32_t weight, const char 
                    uint32_t flags, uint64_t prev_id, uint64_t *id);
 int tc_client(const char *sock, uint32_t prio, uint32_t weight, const char *name);
 void tc_send(int fd, const struct cs_msg *m);
+/* A daemon configuration naming the node's GPUs: `gpus = <tc_uuid(i)>:16G` for
+ * each bit i of mask, then conf. The clients here name made-up GPUs, which a
+ * daemon refuses unless its node has them. Returns a static buffer. */
+const char *tc_node_conf(const char *conf, unsigned mask);
 void tc_attach(int fd, uint32_t slot, uint8_t gpu, uint32_t flags, uint64_t lease);
 void tc_acquire(int fd, uint32_t slot);
 void tc_release(int fd, uint32_t slot, uint64_t lease);

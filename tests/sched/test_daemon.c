@@ -44,29 +44,9 @@ static int teardown(void **state)
     return 0;
 }
 
-/* conf with `gpus =` naming the node's GPUs: the tc_uuid numbers in mask
- * (bit i: GPU i), 16 GiB each as tc_attach says. Never discovered: the
- * clients here name made-up GPUs. */
-static const char *node_conf(const char *conf, unsigned mask)
-{
-    static char buf[8192];
-    size_t n = 0;
-    for (uint8_t i = 0; i < 8; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        uint8_t u[CS_UUID_LEN];
-        char txt[CS_UUID_STR_LEN];
-        tc_uuid(i, u);
-        cs_uuid_format(u, txt);
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "gpus = %s:16G\n", txt);
-    }
-    snprintf(buf + n, sizeof buf - n, "%s", conf ? conf : "");
-    return buf;
-}
-
 static void start_on(const char *name, const char *conf, unsigned gpus)
 {
-    if (tc_daemon_start(&d, name, node_conf(conf, gpus), NULL) < 0)
+    if (tc_daemon_start(&d, name, tc_node_conf(conf, gpus), NULL) < 0)
         fail_msg("cushared did not start; see %s", d.log);
 }
 
@@ -847,7 +827,7 @@ static void http_get(uint16_t port, const char *path, char *out, size_t cap)
 static void test_metrics_endpoint(void **state)
 {
     (void)state;
-    if (tc_daemon_start(&d, "metrics", node_conf(fast_conf, 1), "--metrics", "127.0.0.1:0",
+    if (tc_daemon_start(&d, "metrics", tc_node_conf(fast_conf, 1), "--metrics", "127.0.0.1:0",
                         NULL) < 0)
         fail_msg("cushared did not start; see %s", d.log);
     int a = tc_client(d.sock, CS_PRIO_NORMAL, 1, "alpha");

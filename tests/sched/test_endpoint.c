@@ -45,12 +45,33 @@ static uint64_t fake_clock(void *ctx)
     return fake_now;
 }
 
+static void uuid_of(uint8_t gpu, uint8_t out[CS_UUID_LEN])
+{
+    for (int i = 0; i < CS_UUID_LEN; i++)
+        out[i] = (uint8_t)(0x40 + i);
+    out[15] = gpu;
+}
+
+/* The node's GPUs: uuid_of(1) .. uuid_of(4), 16 GiB each (the daemon
+ * refuses an ATTACH of any other GPU). */
+static const struct sd_node *test_node(void)
+{
+    static struct sd_node node;
+    node.n = 4;
+    node.source = "test";
+    for (size_t i = 0; i < node.n; i++) {
+        uuid_of((uint8_t)(i + 1), node.gpu[i].uuid);
+        node.gpu[i].mem_total = 16ull << 30;
+    }
+    return &node;
+}
+
 static void server_start(void)
 {
     struct sd_config cfg;
     sd_config_defaults(&cfg);
     cfg.log_level = CS_LOG_WARN;
-    struct sd_server_opts o = {.socket_path = sock, .clock = fake_clock};
+    struct sd_server_opts o = {.socket_path = sock, .clock = fake_clock, .node = test_node()};
     if (sd_server_init(&srv, &cfg, NULL, &o) < 0)
         fail_msg("the server did not start on %s", sock);
 }
@@ -154,13 +175,6 @@ static int client(const char *path, uint32_t prio, uint32_t weight, uint64_t *id
     if (id)
         *id = w.u.welcome.client_id;
     return fd;
-}
-
-static void uuid_of(uint8_t gpu, uint8_t out[CS_UUID_LEN])
-{
-    for (int i = 0; i < CS_UUID_LEN; i++)
-        out[i] = (uint8_t)(0x40 + i);
-    out[15] = gpu;
 }
 
 static void attach(int fd, uint32_t slot, uint8_t gpu)
@@ -589,7 +603,7 @@ static void test_endpoints_off(void **state)
     struct sd_config cfg;
     sd_config_defaults(&cfg);
     cs_strlcpy(cfg.endpoint_dir, "none", sizeof cfg.endpoint_dir);
-    struct sd_server_opts o = {.socket_path = sock, .clock = fake_clock};
+    struct sd_server_opts o = {.socket_path = sock, .clock = fake_clock, .node = test_node()};
     assert_int_equal(sd_server_init(&srv, &cfg, NULL, &o), 0);
     int ctl = control();
     expect_create_fails(ctl, "x", &normal4, -EOPNOTSUPP, "endpoints are off");

@@ -40,7 +40,7 @@ static pid_t flooder; /* test_continuous_flood's, killed by teardown */
 static int setup(void **state)
 {
     (void)state;
-    if (tc_daemon_start(&d, "mflood", NULL, "--metrics", "127.0.0.1:0", NULL) < 0)
+    if (tc_daemon_start(&d, "mflood", tc_node_conf(NULL, 1u << 0), "--metrics", "127.0.0.1:0", NULL) < 0)
         fail_msg("cushared did not start; see %s", d.log);
     /* "metrics on http://127.0.0.1:PORT/metrics", logged before it serves;
      * the last one is this daemon's (every test's daemon logs to one file). */
