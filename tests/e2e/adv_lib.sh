@@ -148,7 +148,8 @@ adv_wait_line() {
 }
 
 # adv_wait_attack NAME [TIMEOUT_S]: waits for the attacker to end by
-# itself (it must: every mode is bounded) and prints its last line.
+# itself (it must: every mode is bounded) and prints its last line. Not in
+# a $(...): a subshell cannot wait for the test's children.
 adv_wait_attack() {
     local pid=${ATK_PID[$1]} _
     for _ in $(seq $((${2:-30} * 20))); do
@@ -156,7 +157,9 @@ adv_wait_attack() {
         sleep 0.05
     done
     kill -0 "$pid" 2>/dev/null && fail "attacker $1 still running after ${2:-30} s"
-    wait "$pid" || fail "attacker $1 failed: $(tail -n 5 "$T/$1.out" "$T/$1.err")"
+    local rc=0
+    wait "$pid" || rc=$?
+    [ $rc -eq 0 ] || fail "attacker $1 exit $rc: $(tail -n 5 "$T/$1.out" "$T/$1.err")"
     tail -n 1 "$T/$1.out"
 }
 
@@ -177,6 +180,24 @@ adv_finish() {
     local n
     touch "$T/stop"
     for n in "$@"; do finish "$n" 60; done
+}
+
+# adv_finish_within NAME S: the job must end within S seconds with correct
+# results; one that does not is a recorded failure (and is killed), so
+# that the test goes on to its other assertions.
+adv_finish_within() {
+    local _
+    for _ in $(seq $(($2 * 20))); do
+        kill -0 "${JOB_PID[$1]}" 2>/dev/null || break
+        sleep 0.05
+    done
+    if kill -0 "${JOB_PID[$1]}" 2>/dev/null; then
+        adv_check "job $1 ends within $2 s" false
+        kill -9 "${JOB_PID[$1]}"
+        wait "${JOB_PID[$1]}" 2>/dev/null || true
+    else
+        finish "$1"
+    fi
 }
 
 # adv_gaps FROM_NS TO_NS NAME...: trace_check gaps of the honest jobs'

@@ -17,6 +17,7 @@
  *       HELLO asking P (default high); every N ms (default 300) ACQUIRE,
  *       hold H ms (default 1) after the GRANT, RELEASE. Answers a REVOKE
  *       at once: it is a runaway job, not a silent one.
+ * (The other modes ask for normal unless --priority says otherwise.)
  *   cs_attack silent [--resident SIZE]
  *       HELLO, ATTACH, USAGE: SIZE (default 1G) resident, all of it
  *       swappable; never answers EVICT (PREPARE included) or PREFETCH.
@@ -75,7 +76,7 @@ static struct {
     uint64_t total_mem;
     uint32_t priority, weight;
     unsigned char uuid[CS_UUID_LEN];
-    bool have_uuid;
+    bool have_uuid, priority_set;
 } o = {
     .seconds = 10, .period_ms = 100, .hold_ms = 1, .resident = 1ull << 30, .count = 64,
     .seed = 1, .priority = CS_PRIO_HIGH, .weight = 1,
@@ -703,6 +704,7 @@ static void parse(int argc, char **argv)
             if ((prio = cs_priority_parse(optarg)) < 0)
                 die(2, "not a priority: %s", optarg);
             o.priority = (uint32_t)prio;
+            o.priority_set = true;
             break;
         case 'w': o.weight = (uint32_t)num(optarg, 1, CS_WEIGHT_MAX); break;
         case 'g': o.go_file = optarg; break;
@@ -749,6 +751,8 @@ int main(int argc, char **argv)
     }
     if (!o.conns)
         o.conns = !strcmp(o.mode, "flood") ? 1040 : 4;
+    if (!o.priority_set && strcmp(o.mode, "hold") && strcmp(o.mode, "burst"))
+        o.priority = CS_PRIO_NORMAL;
     if (!strcmp(o.mode, "hold"))
         return cmd_hold();
     if (!strcmp(o.mode, "burst"))
