@@ -34,12 +34,8 @@ phase() { # NAME HOLD_MS
         --seconds "$BURST_S"
     adv_wait_line "$name" '^cs_attack: attached' >/dev/null
     from=$(now_ns)
-    for _ in $(seq 100); do
-        adv_status "$T/status-$name"
-        c=$(client_line "$T/status-$name" "${ATK_PID[$name]}")
-        [ -n "$c" ] && break
-        sleep 0.02
-    done
+    adv_client_of "${ATK_PID[$name]}" "$T/status-$name"
+    c=$CLIENT
     echo "attacker $name: $c"
     adv_check "$name: the operator's grant is honoured: the attacker runs at high (status: priority=$(field "$c" priority))" \
         test "$(field "$c" priority)" = high

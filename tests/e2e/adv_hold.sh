@@ -31,12 +31,8 @@ phase() { # NAME PRIORITY WEIGHT
     adv_attack "$name" hold --priority "$prio" --weight "$weight" --go-file "$T/go" \
         --seconds $((HOLD_S + 5))
     adv_wait_line "$name" '^cs_attack: attached' >/dev/null
-    for _ in $(seq 100); do
-        adv_status "$T/status-$name"
-        c=$(client_line "$T/status-$name" "${ATK_PID[$name]}")
-        [ -n "$c" ] && break
-        sleep 0.02
-    done
+    adv_client_of "${ATK_PID[$name]}" "$T/status-$name"
+    c=$CLIENT
     echo "attacker $name: $c"
     [ -n "$c" ] || fail "status never listed the attacker $name"
     adv_check "$name: HELLO asking $prio/$weight is clamped to normal/1 (status: priority=$(field "$c" priority) weight=$(field "$c" weight))" \

@@ -229,6 +229,20 @@ adv_check_once() {
         test "$n" -le 1
 }
 
+# adv_client_of PID FILE: polls status (into FILE) until it lists the
+# client PID; its line in CLIENT ("" if not within 2 s). With "managed":
+# until that client has had a slice (5 s at most).
+adv_client_of() {
+    local pid=$1 file=$2 want=${3:-} _
+    CLIENT=
+    for _ in $(seq 100); do
+        status "$file" && CLIENT=$(client_line "$file" "$pid")
+        [ -n "$CLIENT" ] && { [ "$want" != managed ] || [ "0$(field "$CLIENT" slices)" -ge 1 ]; } &&
+            return 0
+        sleep 0.05
+    done
+}
+
 # adv_status FILE: status, failing the test if the daemon does not answer.
 adv_status() {
     status "$1" || fail "cusharectl status failed: $(cat "$1.err")"

@@ -319,6 +319,18 @@ static bool note(int conn, int rc, const struct cs_msg *m)
 
 /* ---- hold, silent ---------------------------------------------------------------------- */
 
+/* One registered connection with the GPU on slot 0; exits if refused. */
+static int join_gpu(void)
+{
+    need_gpu();
+    int fd = connect_hello(0);
+    if (fd < 0)
+        die(1, "not registered");
+    attach(fd, 0, o.uuid);
+    say("attached conn=0 slot=0");
+    return fd;
+}
+
 static void wait_go_file(int fd)
 {
     struct cs_msg m;
@@ -329,12 +341,7 @@ static void wait_go_file(int fd)
 
 static int cmd_hold(void)
 {
-    need_gpu();
-    int fd = connect_hello(0);
-    if (fd < 0)
-        die(1, "not registered");
-    attach(fd, 0, o.uuid);
-    say("attached conn=0 slot=0");
+    int fd = join_gpu();
     wait_go_file(fd);
     uint64_t grants = 0, revokes = 0, next = 0;
     bool alive = true;
@@ -356,11 +363,7 @@ static int cmd_hold(void)
 
 static int cmd_silent(void)
 {
-    need_gpu();
-    int fd = connect_hello(0);
-    if (fd < 0)
-        die(1, "not registered");
-    attach(fd, 0, o.uuid);
+    int fd = join_gpu();
     struct cs_msg u = {.type = CS_MSG_USAGE};
     u.u.usage.resident = o.resident;
     u.u.usage.footprint = o.resident;
@@ -417,12 +420,7 @@ static uint64_t hold_briefly(int fd, uint64_t lease)
 
 static int cmd_burst(void)
 {
-    need_gpu();
-    int fd = connect_hello(0);
-    if (fd < 0)
-        die(1, "not registered");
-    attach(fd, 0, o.uuid);
-    say("attached conn=0 slot=0");
+    int fd = join_gpu();
     uint64_t bursts = 0, grants = 0, held = 0, period = o.period_ms * 1000000ull;
     for (uint64_t next = cs_now_ns(); !expired(); next += period) {
         acquire(fd);
