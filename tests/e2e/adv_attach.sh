@@ -47,11 +47,7 @@ adv_check "status lists only the node's GPU $ADV_UUID during the attack" gpus_li
 launch h1 normal 1 --mem-mb 8 --iters 20 --kernel-ns 5000000 --sync-every 1 \
     --until-file "$T/stop" --seed 7
 from=$(now_ns)
-adv_client_of "${JOB_PID[h1]}" "$T/status2" managed
-c=$CLIENT
-echo "honest job: ${c:-not in status}"
-adv_check "a job started during the attack runs managed (status: slices=$(field "$c" slices))" \
-    test -n "$c" -a "0$(field "$c" slices)" -ge 1
+adv_check_managed h1 "during the attack"
 
 adv_wait_attack atk $((ATTACH_S + 10))
 to=$(now_ns)

@@ -31,11 +31,7 @@ adv_check "the owner's cusharectl status answers during the flood" \
 [ -s "$T/status1.err" ] && cat "$T/status1.err"
 
 launch n1 normal 1 --mem-mb 8 --iters 100 --kernel-ns 5000000 --sync-every 1 --seed 9
-adv_client_of "${JOB_PID[n1]}" "$T/status2" managed
-c=$CLIENT
-echo "new job: ${c:-not in status}"
-adv_check "a job started during the flood runs managed (status: slices=$(field "$c" slices))" \
-    test -n "$c" -a "0$(field "$c" slices)" -ge 1
+adv_check_managed n1 "during the flood"
 
 adv_wait_attack atk $((FLOOD_S + 20))
 to=$(now_ns)

@@ -243,6 +243,17 @@ adv_client_of() {
     done
 }
 
+# adv_check_managed NAME WHEN: (c) the job NAME, started WHEN, runs
+# managed: status lists it with at least one slice.
+adv_check_managed() {
+    local c
+    adv_client_of "${JOB_PID[$1]}" "$T/status-$1" managed
+    c=$CLIENT
+    echo "job $1: ${c:-not in status}"
+    adv_check "a job started $2 runs managed (status: slices=$(field "$c" slices))" \
+        test -n "$c" -a "0$(field "$c" slices)" -ge 1
+}
+
 # adv_status FILE: status, failing the test if the daemon does not answer.
 adv_status() {
     status "$1" || fail "cusharectl status failed: $(cat "$1.err")"
