@@ -606,7 +606,7 @@ static void flood_open(int *fds, size_t n)
     for (size_t i = 0; i < n && !expired(); i++) {
         if (fds[i] >= 0)
             continue;
-        int fd = open_conn(1000);
+        int fd = open_conn(100); /* a daemon that stops accepting: move on */
         if (fd >= 0) {
             fds[i] = fd;
             fl.opened++;
@@ -640,7 +640,12 @@ static int cmd_flood(void)
     poll_conns(fds, p, o.conns, 0, flood_msg); /* what came in the last moment */
     size_t open_now = 0;
     for (size_t i = 0; i < o.conns; i++)
-        open_now += fds[i] >= 0;
+        if (fds[i] >= 0) {
+            open_now++;
+            close(fds[i]);
+        }
+    free(fds);
+    free(p);
     say("done mode=flood opened=%" PRIu64 " connect_failed=%" PRIu64 " refused=%" PRIu64
         " refused_other=%" PRIu64 " closed_silent=%" PRIu64 " open_at_end=%zu",
         fl.opened, fl.failed, fl.refused, fl.refused_other, fl.closed_silent, open_now);
