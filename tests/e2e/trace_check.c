@@ -30,6 +30,15 @@
  *       Every point where the trace, in start order, passes from a kernel
  *       of FROM_PID straight to one of TO_PID: `from_end=E to_start=S
  *       gap_ns=G` (G = S - E, negative if they overlap).
+ *   trace_check TRACE gaps FROM_NS TO_NS OVER_NS PID...
+ *       The union of the given pids' kernels (every device) inside the
+ *       window [FROM_NS, TO_NS], and the gaps in it: the times when none of
+ *       them had a kernel running, the window's start and end included (a
+ *       stall at either edge is a stall). Prints `window_ns=W busy_ns=B
+ *       longest_gap_ns=G gap_start=S gap_end=E gaps_over=N` (B: the union's
+ *       length; N: gaps longer than OVER_NS), then `gap start=S end=E
+ *       gap_ns=G` for the first 20 of those. For "no honest job was stalled
+ *       longer than X while the attacker ran".
  *
  * Exit status: 0, 1 for a check that failed, 2 for bad usage or an
  * unreadable or malformed trace.
@@ -319,11 +328,76 @@ static int cmd_handoffs(long from, long to)
     return 0;
 }
 
+/* ---- gaps in a union ----------------------------------------------------------- */
+
+static int by_start(const void *pa, const void *pb)
+{
+    const struct kern *a = pa, *b = pb;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+struct gapstat {
+    uint64_t busy, longest, lstart, lend, over;
+};
+
+static void gap_seen(struct gapstat *g, uint64_t from, uint64_t to, uint64_t over_ns)
+{
+    uint64_t d = to - from;
+    if (d > g->longest) {
+        g->longest = d;
+        g->lstart = from;
+        g->lend = to;
+    }
+    if (d > over_ns && g->over++ < 20)
+        printf("gap start=%" PRIu64 " end=%" PRIu64 " gap_ns=%" PRIu64 "\n", from, to, d);
+}
+
+static int cmd_gaps(uint64_t w0, uint64_t w1, uint64_t over_ns, int npid, char **pids)
+{
+    if (w1 <= w0)
+        die("the window ends before it starts", NULL);
+    long want[256];
+    if (npid > 256)
+        die("too many pids", NULL);
+    for (int j = 0; j < npid; j++)
+        want[j] = (long)parse_u64(pids[j]);
+    struct kern *u = malloc((nk ? nk : 1) * sizeof *u);
+    if (!u)
+        die("out of memory", NULL);
+    size_t nu = 0;
+    for (size_t i = 0; i < nk; i++)
+        for (int j = 0; j < npid; j++)
+            if (k[i].pid == want[j] && k[i].end > w0 && k[i].start < w1) {
+                u[nu++] = k[i];
+                break;
+            }
+    qsort(u, nu, sizeof *u, by_start);
+    struct gapstat g = {0};
+    uint64_t cur = w0; /* the union covers [w0, cur) */
+    for (size_t i = 0; i < nu; i++) {
+        uint64_t s = u[i].start > w0 ? u[i].start : w0, e = u[i].end < w1 ? u[i].end : w1;
+        if (s > cur)
+            gap_seen(&g, cur, s, over_ns);
+        if (e > cur) {
+            g.busy += e - (s > cur ? s : cur);
+            cur = e;
+        }
+    }
+    if (w1 > cur)
+        gap_seen(&g, cur, w1, over_ns);
+    free(u);
+    printf("window_ns=%" PRIu64 " busy_ns=%" PRIu64 " longest_gap_ns=%" PRIu64
+           " gap_start=%" PRIu64 " gap_end=%" PRIu64 " gaps_over=%" PRIu64 "\n",
+           w1 - w0, g.busy, g.longest, g.lstart, g.lend, g.over);
+    return 0;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: trace_check TRACE overlap | summary | shares [PID...] |\n"
                     "       first PID [AFTER_NS] | latency PID SUBMIT_NS |\n"
-                    "       handoffs FROM_PID TO_PID\n");
+                    "       handoffs FROM_PID TO_PID |\n"
+                    "       gaps FROM_NS TO_NS OVER_NS PID...\n");
     exit(2);
 }
 
@@ -345,6 +419,9 @@ int main(int argc, char **argv)
         return cmd_latency((long)parse_u64(argv[3]), parse_u64(argv[4]));
     if (!strcmp(cmd, "handoffs") && argc == 5)
         return cmd_handoffs((long)parse_u64(argv[3]), (long)parse_u64(argv[4]));
+    if (!strcmp(cmd, "gaps") && argc >= 7)
+        return cmd_gaps(parse_u64(argv[3]), parse_u64(argv[4]), parse_u64(argv[5]), argc - 6,
+                        argv + 6);
     usage();
     return 2;
 }
