@@ -4,7 +4,8 @@
 # the library (the real-pointer -> hook map) is always our own definition,
 # with a version script exporting only the driver entry points, the client
 # API and dlsym, and with nothing but libc/libdl/libpthread (checked below).
-HOOK_SRCS := $(wildcard src/hook/*.c) src/common/log.c src/common/util.c src/common/proto.c
+HOOK_SRCS := $(wildcard src/hook/*.c) src/common/log.c src/common/util.c src/common/proto.c \
+             src/common/fsafe.c
 HOOK_OBJS := $(patsubst %.c,$(OBJ)/hook/%.o,$(HOOK_SRCS))
 HOOK_LIB  := $(BUILD)/lib/libcushare.so
 HOOK_ARCH := $(shell uname -m)

@@ -11,6 +11,7 @@
 #include "hook/device.h"
 #include "hook/lease.h"
 #include "hook/tsg.h"
+#include "common/fsafe.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -33,6 +34,7 @@ static struct {
     bool tsg;             /* I/O thread only: the daemon took CS_HELLO_TSG */
     uint32_t caps;        /* mu: the capabilities the daemon of send_fd took */
     bool tsg_sent;        /* I/O thread only: tsg_last went out on this connection */
+    char refused[256];    /* I/O thread only: why the socket is not trusted, "" if it is */
     struct cs_msg_tsg_state tsg_last;
 } cl = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -170,8 +172,30 @@ static int connect_hello(uint32_t caps)
     return fd;
 }
 
+/* The socket's directory is checked before each connection attempt
+ * (lstat calls, no allocation): a daemon that another user planted, e.g.
+ * in /tmp/cushare-<uid> created before ours, must neither schedule this job
+ * nor learn about it. Said once per reason; no socket is no daemon. */
+static bool socket_trusted(void)
+{
+    char err[sizeof cl.refused];
+    if (cs_fs_check_socket(cs_cfg.socket, err, sizeof err) == 0) {
+        cl.refused[0] = '\0';
+        return true;
+    }
+    if (errno != ENOENT && strcmp(err, cl.refused) != 0) {
+        cs_strlcpy(cl.refused, err, sizeof cl.refused);
+        cs_error("not connecting to the scheduler: %s; %s", err,
+                 cs_cfg.require_daemon ? "waiting until that is fixed (CUSHARE_REQUIRE_DAEMON)"
+                                       : "running unmanaged");
+    }
+    return false;
+}
+
 static bool try_connect(void)
 {
+    if (!socket_trusted())
+        return false;
     /* Every decoder rejects what it does not know, an older daemon the
      * CS_HELLO_PIN, CS_HELLO_LC and CS_HELLO_TSG bits too (docs/protocol.md,
      * Versioning): on a refusal, say HELLO again with fewer, as the client it
@@ -442,11 +466,11 @@ static void start(void)
         pthread_mutex_lock(&cl.mu);
         cl.lost_ns = cs_now_ns();
         pthread_mutex_unlock(&cl.mu);
-        if (cs_cfg.require_daemon)
-            cs_warn("no scheduler at %s: waiting for it before using the GPU "
-                    "(CUSHARE_REQUIRE_DAEMON)", cs_cfg.socket);
-        else
-            cs_warn("no scheduler at %s: running unmanaged (will keep trying)", cs_cfg.socket);
+        if (!cl.refused[0]) /* else socket_trusted said why */
+            cs_warn("no scheduler at %s: %s", cs_cfg.socket,
+                    cs_cfg.require_daemon
+                        ? "waiting for it before using the GPU (CUSHARE_REQUIRE_DAEMON)"
+                        : "running unmanaged (will keep trying)");
     }
     pthread_t t;
     pthread_attr_t a;
@@ -478,6 +502,7 @@ void cs_client_reset_after_fork(void)
     cl.tsg = false;
     cl.tsg_sent = false;
     cl.caps = 0;
+    cl.refused[0] = '\0';
     atomic_store(&cl.idle_ms, 0);
     start_once = PTHREAD_ONCE_INIT;
     pthread_mutex_init(&room_mu, NULL);
