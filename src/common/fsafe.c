@@ -212,14 +212,14 @@ int cs_fs_check_socket(const char *sock, char *err, size_t cap)
         return 0;
     /* A root-owned sticky directory: only the socket's owner (or root) can
      * remove or rename it, so it is trusted if that owner is. */
-    if (lstat(sock, &st) < 0)
-        return fs_fail(errno, err, cap, "%s: %s", sock, strerror(errno));
+    if (lstat(path, &st) < 0)
+        return fs_fail(errno, err, cap, "%s: %s", path, strerror(errno));
     if (!S_ISSOCK(st.st_mode))
-        return fs_fail(EPERM, err, cap, "%s is not a socket", sock);
+        return fs_fail(EPERM, err, cap, "%s is not a socket", path);
     if (!root_or_me(st.st_uid))
         return fs_fail(EPERM, err, cap,
                        "%s is owned by uid %u (neither root nor %u) in a shared directory: "
-                       "someone else's daemon, or a planted one", sock, (unsigned)st.st_uid,
+                       "someone else's daemon, or a planted one", path, (unsigned)st.st_uid,
                        (unsigned)geteuid());
     return 0;
 }
