@@ -18,8 +18,8 @@
  * entry, so files opened there with O_NOFOLLOW (logs) or written through
  * mkstemp + rename (state) cannot be redirected between a check and a use.
  *
- * Every function is allocation-free (stack buffers, no stdio) so that the
- * hook may link this module; the hook uses only cs_fs_check_socket. Errors
+ * Every function is allocation-free (stack buffers, no FILE streams) so
+ * that the hook may link this module; the hook uses only cs_fs_check_socket. Errors
  * return -1 with errno set (EPERM: the path is not trusted; ENOENT: it does
  * not exist; otherwise the failing call's) and, where there is an `err`
  * buffer, a sentence naming the path and the reason.
