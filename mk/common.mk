@@ -6,3 +6,13 @@ COMMON_LIB  := $(BUILD)/lib/libcscommon.a
 $(COMMON_LIB): $(COMMON_OBJS)
 	@mkdir -p $(dir $@)
 	$(AR) rcs $@ $^
+
+# ---- tests/common --------------------------------------------------------------
+# fsafe.c's checks and refusals (the cases needing another owner run as root).
+CM_TDIR := $(BUILD)/tests/common
+$(CM_TDIR)/test_fsafe: $(OBJ)/tests/common/test_fsafe.o $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lcmocka
+
+TEST_BINS += $(CM_TDIR)/test_fsafe
+TESTS     += $(CM_TDIR)/test_fsafe

@@ -38,6 +38,12 @@ E2E_TESTS := tests/e2e/e2e_exclusive.sh tests/e2e/e2e_weights.sh tests/e2e/e2e_p
              tests/e2e/e2e_timeslice.sh tests/e2e/e2e_lcgate.sh tests/e2e/e2e_stopped.sh \
              tests/e2e/e2e_node.sh
 TESTS += $(E2E_TESTS)
+# Attack 5 of issue 17 (planted runtime directories and links): as root, with
+# two users it creates; it says SKIP and passes otherwise. Its programs run
+# from a copy the test users can reach; libempty.so stands in for the hook
+# behind cushare-run.
+TESTS += tests/e2e/e2e_files.sh
+$(E2E_BINS): | $(BUILD)/tests/sched/libempty.so
 # e2e_timeslice.sh also runs under TSan: TIMESLICE crosses the hook's I/O
 # thread, a worker and tsg.c, and TSG_STATE goes back from the I/O thread.
 # e2e_lcgate.sh too: LC_MODE, the burst watch on the worker and the bounded

@@ -22,5 +22,5 @@ TEST_BINS += $(SWAP_PROBE)
 # (see swap_jobs.sh). Not under ThreadSanitizer: the hook's swap threading
 # is covered there by hook_swap, the daemon's by test_daemon.
 SWAP_TESTS := tests/e2e/swap_poison.sh tests/e2e/swap_kill.sh tests/e2e/swap_jobs.sh \
-              tests/e2e/swap_pauses.sh
+              tests/e2e/swap_pauses.sh tests/e2e/swap_hostreserve.sh
 TESTS += $(SWAP_TESTS)

@@ -4,7 +4,8 @@
 # the library (the real-pointer -> hook map) is always our own definition,
 # with a version script exporting only the driver entry points, the client
 # API and dlsym, and with nothing but libc/libdl/libpthread (checked below).
-HOOK_SRCS := $(wildcard src/hook/*.c) src/common/log.c src/common/util.c src/common/proto.c
+HOOK_SRCS := $(wildcard src/hook/*.c) src/common/log.c src/common/util.c src/common/proto.c \
+             src/common/fsafe.c
 HOOK_OBJS := $(patsubst %.c,$(OBJ)/hook/%.o,$(HOOK_SRCS))
 HOOK_LIB  := $(BUILD)/lib/libcushare.so
 HOOK_ARCH := $(shell uname -m)
@@ -57,9 +58,17 @@ $(HOOK_TDIR)/hook_tsg: $(OBJ)/tests/hook/hook_tsg.o $(OBJ)/hook/src/hook/tsg.o \
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lcmocka
 
-TEST_BINS  += $(HOOK_TBINS) $(HOOK_TDIR)/hook_rtld_next $(HOOK_TDIR)/hook_tsg
+# CUSHARE_REAL_LIBCUDA naming the hook (reallib.sh): a probe that links
+# libcuda.so.1 by name only, so that the name can lead to the hook itself.
+$(HOOK_TDIR)/reallib_probe: $(OBJ)/tests/hook/reallib_probe.o | $(FC_LINK) $(HOOK_LIB) $(CS_JOB)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
+
+TEST_BINS  += $(HOOK_TBINS) $(HOOK_TDIR)/hook_rtld_next $(HOOK_TDIR)/hook_tsg \
+              $(HOOK_TDIR)/reallib_probe
 TESTS      += tests/hook/coverage_check.sh tests/hook/exports_check.sh $(HOOK_TBINS) \
-              $(HOOK_TDIR)/hook_rtld_next tests/hook/standalone.sh $(HOOK_TDIR)/hook_tsg
+              $(HOOK_TDIR)/hook_rtld_next tests/hook/standalone.sh $(HOOK_TDIR)/hook_tsg \
+              tests/hook/reallib.sh
 # hook_fork is not here: ThreadSanitizer cannot follow a multi-threaded fork.
 # Nor under AddressSanitizer: GCC 12's ASan allocator does not lock itself
 # around fork(), so a child forked while another thread of the parent is

@@ -12,6 +12,7 @@
 #include "hook/lease.h"
 #include "hook/mem.h"
 #include "hook/tsg.h"
+#include "common/fsafe.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -35,6 +36,7 @@ static struct {
     bool tsg;             /* I/O thread only: the daemon took CS_HELLO_TSG */
     uint32_t caps;        /* mu: the capabilities the daemon of send_fd took */
     bool tsg_sent;        /* I/O thread only: tsg_last went out on this connection */
+    char untrusted[256];  /* I/O thread only: why the socket is not trusted, "" if it is */
     struct cs_msg_tsg_state tsg_last;
     uint64_t next_try_ns; /* I/O thread only: no connection attempt before this */
     uint32_t refuse_ms;   /* I/O thread only: pause after the next refusal, 0 = none yet */
@@ -259,8 +261,30 @@ static int connect_hello(uint32_t caps)
     return fd;
 }
 
+/* The socket's directory is checked before each connection attempt
+ * (lstat calls, no allocation): a daemon that another user planted, e.g.
+ * in /tmp/cushare-<uid> created before ours, must neither schedule this job
+ * nor learn about it. Said once per reason; no socket is no daemon. */
+static bool socket_trusted(void)
+{
+    char err[sizeof cl.untrusted];
+    if (cs_fs_check_socket(cs_cfg.socket, err, sizeof err) == 0) {
+        cl.untrusted[0] = '\0';
+        return true;
+    }
+    if (errno != ENOENT && strcmp(err, cl.untrusted) != 0) {
+        cs_strlcpy(cl.untrusted, err, sizeof cl.untrusted);
+        cs_error("not connecting to the scheduler: %s; %s", err,
+                 cs_cfg.require_daemon ? "waiting until that is fixed (CUSHARE_REQUIRE_DAEMON)"
+                                       : "running unmanaged");
+    }
+    return false;
+}
+
 static bool try_connect(void)
 {
+    if (!socket_trusted())
+        return false;
     /* Every decoder rejects what it does not know, an older daemon the
      * CS_HELLO_TERMS, CS_HELLO_PIN, CS_HELLO_LC and CS_HELLO_TSG bits too
      * (docs/protocol.md, Versioning): on a refusal, say HELLO again with
@@ -546,12 +570,13 @@ static void start(void)
         cl.lost_ns = cs_now_ns();
         bool refused = cl.refused[0] != '\0';
         pthread_mutex_unlock(&cl.mu);
-        /* A refusal was logged with its reason: there is a scheduler. */
+        /* A refusal was logged with its reason: there is a scheduler. An
+         * untrusted socket directory was logged by socket_trusted. */
         const char *what = refused ? "refused by cushared" : "no scheduler";
-        if (cs_cfg.require_daemon)
+        if (!cl.untrusted[0] && cs_cfg.require_daemon)
             cs_warn("%s at %s: waiting for it before using the GPU (CUSHARE_REQUIRE_DAEMON)",
                     what, cs_cfg.socket);
-        else
+        else if (!cl.untrusted[0])
             cs_warn("%s at %s: running unmanaged (will keep trying)", what, cs_cfg.socket);
     }
     pthread_t t;
@@ -586,7 +611,7 @@ void cs_client_reset_after_fork(void)
     cl.caps = 0;
     cl.next_try_ns = 0;
     cl.refuse_ms = 0;
-    cl.refused[0] = cl.refused_logged[0] = '\0';
+    cl.refused[0] = cl.refused_logged[0] = cl.untrusted[0] = '\0';
     atomic_store(&cl.idle_ms, 0);
     start_once = PTHREAD_ONCE_INIT;
     pthread_mutex_init(&room_mu, NULL);

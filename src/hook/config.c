@@ -94,6 +94,35 @@ static void load_names(void)
             *s = '?';
 }
 
+/* Pinned memory is not reclaimable: pinning the last of the host's RAM
+ * gets processes OOM-killed (a job was, on the H100, with 4 x 30 GB of
+ * working sets on a 125 GiB host). Default: 10% of RAM, at least 4 GiB,
+ * at most half of it. A reserve of all the RAM or more would refuse every
+ * pin: nothing could be swapped out, so no eviction could make room for
+ * another job (two oversubscribing jobs with 99999T: one waited forever
+ * beside a free GPU). Refused, with the default used instead. */
+static void load_host_reserve(void)
+{
+    uint64_t total = cs_host_mem_total();
+    uint64_t dflt = total / 10 > (4ull << 30) ? total / 10 : (4ull << 30);
+    if (total && dflt > total / 2)
+        dflt = total / 2;
+    cs_cfg.host_reserve = dflt;
+    const char *v = env("CUSHARE_HOST_RESERVE");
+    uint64_t r;
+    char d[32], t[32];
+    cs_format_size(dflt, d, sizeof d);
+    if (!v)
+        return;
+    if (cs_parse_size(v, &r) < 0)
+        cs_warn("CUSHARE_HOST_RESERVE=%s is not a size such as 8G; using %s", v, d);
+    else if (total && r >= total)
+        cs_warn("CUSHARE_HOST_RESERVE=%s is not less than this host's memory (%s): no swap "
+                "backing could ever be pinned; using %s", v, cs_format_size(total, t, sizeof t), d);
+    else
+        cs_cfg.host_reserve = r;
+}
+
 static bool env_flag(const char *name)
 {
     const char *v = env(name);
@@ -138,16 +167,7 @@ void cs_config_load(void)
         cs_cfg.pin_keep = UINT64_MAX;
     }
 
-    /* Pinned memory is not reclaimable: pinning the last of the host's RAM
-     * gets processes OOM-killed (a job was, on the H100, with 4 x 30 GB of
-     * working sets on a 125 GiB host). */
-    uint64_t total = cs_host_mem_total();
-    cs_cfg.host_reserve = total / 10 > (4ull << 30) ? total / 10 : (4ull << 30);
-    v = env("CUSHARE_HOST_RESERVE");
-    if (v && cs_parse_size(v, &cs_cfg.host_reserve) < 0) {
-        cs_warn("CUSHARE_HOST_RESERVE=%s is not a size such as 8G; using 10%% of RAM", v);
-        cs_cfg.host_reserve = total / 10 > (4ull << 30) ? total / 10 : (4ull << 30);
-    }
+    load_host_reserve();
 
     /* One cuMemCreate(HOST) holds a driver lock that device allocations
      * in every process wait for: 64 MiB pieces pin as fast as one 8 GiB

@@ -33,7 +33,8 @@ struct cs_config {
                                     hostalloc: how swap backing is pinned */
     uint64_t host_reserve;       /* CUSHARE_HOST_RESERVE: host memory that pinning
                                     swap backing must leave available, bytes
-                                    (default 10% of RAM, at least 4 GiB; 0 = no guard) */
+                                    (default 10% of RAM, at least 4 GiB, at most half;
+                                    0 = no guard; all the RAM or more: refused) */
     int tsg_mode;                /* CUSHARE_TSG: enum cs_tsg_mode (tsg.c) */
     uint64_t tsg_timeslice_us;   /* CUSHARE_TSG_TIMESLICE_US: timeslice of this
                                     process's compute channel groups, µs;

@@ -668,6 +668,10 @@ static void job_revoke(struct cs_dev *d, const struct cs_job *job)
         m.u.release.swap_ns = sw.ns;
         m.u.release.swapped_bytes = sw.bytes;
         cs_client_send(&m);
+        /* The grant answered our ACQUIRE even when its restore was abandoned
+         * (revoked before the gate opened: hold_locked never ran); the
+         * daemon now counts us idle, so a waiter must ask again. */
+        d->acquire_sent = false;
     }
     d->state = CS_LEASE_IDLE;
     d->idle_reported = false; /* idleness belongs to the lease just ended */

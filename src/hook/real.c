@@ -14,6 +14,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct cs_real cs_real;
@@ -71,13 +72,55 @@ static void *resolve(void *h, const char *name)
     return p ? p : (void *)cs_missing_symbol;
 }
 
+/* Whether h is libcushare.so rather than a driver: its cuInit is our own
+ * (this very object: dladdr), or it exports the client API (a copy of the
+ * library elsewhere). Either way every "real" call would be a wrapper
+ * calling itself until the stack overflows. A driver's handle sees only
+ * its own dependencies, never the preloaded hook. */
+static bool is_cushare(void *h)
+{
+    Dl_info self, got;
+    void *p = cs_real_dlsym(h, "cuInit");
+    if (p && dladdr((void *)&cs_real_init, &self) && dladdr(p, &got) &&
+        self.dli_fbase == got.dli_fbase)
+        return true;
+    return cs_real_dlsym(h, "cushare_version") != NULL;
+}
+
+/* The driver: CUSHARE_REAL_LIBCUDA, else libcuda.so.1; a path that leads
+ * back to this library falls back to libcuda.so.1 with one error, and if
+ * even that is us there is no driver (cuInit: CUDA_ERROR_NOT_INITIALIZED).
+ * The handle is not closed: it is this library, or a copy whose
+ * constructor has run. */
+static void *open_driver(const char **path)
+{
+    const char *dflt = "libcuda.so.1";
+    *path = cs_cfg.real_libcuda[0] ? cs_cfg.real_libcuda : dflt;
+    void *h = dlopen(*path, RTLD_NOW | RTLD_LOCAL);
+    if (h && is_cushare(h) && *path != dflt) {
+        cs_error("CUSHARE_REAL_LIBCUDA=%s is libcushare.so, not the CUDA driver: using %s",
+                 *path, dflt);
+        *path = dflt;
+        h = dlopen(*path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!h) {
+        cs_error("cannot load the CUDA driver %s: %s", *path, dlerror());
+        return NULL;
+    }
+    if (is_cushare(h)) {
+        cs_error("the CUDA driver %s resolves to libcushare.so itself: no driver to forward to",
+                 *path);
+        return NULL;
+    }
+    return h;
+}
+
 static void real_load(void)
 {
     cs_dlsym_init();
-    const char *path = cs_cfg.real_libcuda[0] ? cs_cfg.real_libcuda : "libcuda.so.1";
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    const char *path;
+    void *h = open_driver(&path);
     if (!h) {
-        cs_error("cannot load the CUDA driver %s: %s", path, dlerror());
         atomic_store_explicit(&cs_real_state, -1, memory_order_release);
         return;
     }

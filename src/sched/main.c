@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fsafe.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "common/util.h"
@@ -109,6 +110,20 @@ static void state_path(const struct sd_config *cfg, const char *sock, char *out,
     snprintf(out, cap, "%.*s.state", (int)n, sock);
 }
 
+/* The state file's directory is ours and closed to others before the state
+ * is read or written, as the socket's is (by default they are one): a
+ * planted state file would tell the next daemon whom to wait for. */
+static int check_state_dir(const char *state)
+{
+    char dir[SD_PATH_LEN + 8], err[512];
+    cs_fs_split(state, dir, sizeof dir);
+    if (cs_fs_ensure_dir(dir, cs_fs_sock_dir_mode(), err, sizeof err) < 0) {
+        cs_error("not using the state file %s: %s", state, err);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -140,6 +155,8 @@ int main(int argc, char **argv)
     }
     char state[SD_PATH_LEN + 8];
     state_path(&cfg, o.socket, state, sizeof state);
+    if (state[0] && check_state_dir(state) < 0)
+        return 1;
     struct sd_server_opts so = {.socket_path = o.socket, .state_path = state[0] ? state : NULL};
     static struct sd_server srv; /* large (policy tables); one per process */
     int rc = 1;

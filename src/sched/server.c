@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fsafe.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "sched/metrics.h"
@@ -39,41 +40,26 @@ uint64_t sd_server_now(const struct sd_server *s)
 
 /* ---- the listening socket -------------------------------------------------- */
 
-static int mkdirs(const char *dir)
-{
-    char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    cs_strlcpy(buf, dir, sizeof buf);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(buf, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Only one daemon per socket: an exclusive lock on "<socket>.lock" decides
  * between two starting at once (e.g. two cushare-run racing), and a probe
  * of the socket catches a live daemon that holds no lock. A socket file
  * nobody answers on is stale and replaced. */
 static int claim_socket(struct sd_server *s)
 {
-    char dir[sizeof s->sock_path], lock[sizeof s->sock_path + 8];
-    cs_strlcpy(dir, s->sock_path, sizeof dir);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        if (mkdirs(dir) < 0) {
-            cs_error("cannot create %s: %s", dir, strerror(errno));
-            return -1;
-        }
+    char dir[sizeof s->sock_path], lock[sizeof s->sock_path + 8], err[512];
+    cs_fs_split(s->sock_path, dir, sizeof dir);
+    /* Created (or found) ours and closed to others before anything is put
+     * in it: the lock, the socket and the state file live here. */
+    if (cs_fs_ensure_dir(dir, cs_fs_sock_dir_mode(), err, sizeof err) < 0) {
+        cs_error("not using the socket directory: %s", err);
+        return -1;
     }
     snprintf(lock, sizeof lock, "%s.lock", s->sock_path);
-    s->lockfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* flock works on a write-only descriptor; this open follows no link
+     * and takes only a regular file of ours. */
+    s->lockfd = cs_fs_open_append(lock, err, sizeof err);
     if (s->lockfd < 0) {
-        cs_error("cannot open %s: %s", lock, strerror(errno));
+        cs_error("%s", err);
         return -1;
     }
     if (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0) {

@@ -8,7 +8,7 @@
  * can resume as soon as every previous holder is back (or has come back
  * without the lease) instead of always waiting reconnect_grace_ms.
  *
- * Text, one GPU per line, rewritten whole (temporary file + rename) after
+ * Text, one GPU per line, rewritten whole (mkstemp file + fsync + rename) after
  * an event that changed the holders:
  *
  *     cushared-state 1
@@ -33,6 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fsafe.h"
 #include "common/util.h"
 #include "sched/buf.h"
 
@@ -156,18 +157,11 @@ int sd_state_save(const char *path, const struct sd_policy *p)
         errno = ENOMEM;
         return -1;
     }
-    char tmp[SD_PATH_LEN + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "we");
-    int rc = -1;
-    if (f) {
-        size_t w = fwrite(b.p, 1, b.len, f);
-        rc = (fclose(f) == 0 && w == b.len) ? 0 : -1;
-        if (rc == 0 && rename(tmp, path) < 0)
-            rc = -1;
-        if (rc < 0)
-            unlink(tmp);
-    }
+    /* A fresh mkstemp name in the file's own directory (checked at start),
+     * renamed over it: no predictable temporary name to plant a link at. */
+    char dir[SD_PATH_LEN + 8];
+    const char *name = cs_fs_split(path, dir, sizeof dir);
+    int rc = name ? cs_fs_write_atomic(dir, name, b.p, b.len) : (errno = ENAMETOOLONG, -1);
     int e = errno;
     sd_buf_free(&b);
     errno = e;

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fsafe.h"
 #include "common/proto.h"
 #include "common/util.h"
 #include "tools/ctl_client.h"
@@ -161,28 +162,13 @@ static int self_dir(char *buf, size_t cap)
     return 0;
 }
 
-static int mkdirs(char *dir)
-{
-    for (char *p = dir + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        int rc = mkdir(dir, 0755);
-        *p = '/';
-        if (rc < 0 && errno != EEXIST)
-            return -1;
-    }
-    return mkdir(dir, 0755) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Child side: a new session (no terminal signals, survives the CMD), stdin
- * from /dev/null, output to the log, then the daemon. */
-static void exec_daemon(const char *daemon, const char *sock, const char *log)
+ * from /dev/null, output to the log (opened by the parent), then the daemon. */
+static void exec_daemon(const char *daemon, const char *sock, int out)
 {
     setsid();
     int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+    if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
         _exit(126);
     /* Whatever else the caller had open (a pipe a script reads to EOF, a
      * lock) must not be held for the daemon's whole life. */
@@ -195,7 +181,7 @@ static void exec_daemon(const char *daemon, const char *sock, const char *log)
 
 /* Forks twice so the daemon is nobody's child here: CMD, which replaces
  * this process, never sees it as its own. Returns the daemon's pid. */
-static pid_t spawn_daemon(const char *daemon, const char *sock, const char *log)
+static pid_t spawn_daemon(const char *daemon, const char *sock, int log)
 {
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) < 0)
@@ -232,8 +218,38 @@ static bool daemon_answers(const char *sock, int *err_out)
     return false;
 }
 
+/* What to do about a socket directory that failed the check. */
+static const char *dir_hint(const char *sock)
+{
+    char dflt[108];
+    if (cs_default_socket_path(dflt, sizeof dflt) < 0 || strcmp(sock, dflt) != 0)
+        return "; remove it or choose another --socket";
+    return getenv("XDG_RUNTIME_DIR") ? "; remove it or choose another --socket"
+                                     : "; remove it, or set XDG_RUNTIME_DIR or --socket";
+}
+
+/* The directory the private daemon will use, created or found ours, and
+ * its log opened there (never through a planted link). The log's fd, or -1. */
+static int prepare_dir(const char *sock, char *log, size_t cap)
+{
+    char dir[PATH_MAX], err[512];
+    cs_fs_split(sock, dir, sizeof dir);
+    if (cs_fs_ensure_dir(dir, cs_fs_sock_dir_mode(), err, sizeof err) < 0)
+        return fail("not using the socket directory: %s%s", err, dir_hint(sock));
+    snprintf(log, cap, "%s/cushared.log", dir);
+    int fd = cs_fs_open_append(log, err, sizeof err);
+    if (fd < 0)
+        return fail("not writing the daemon's log: %s", err);
+    return fd;
+}
+
 static int ensure_daemon(const char *sock, const char *bindir)
 {
+    /* A daemon answering in a directory someone else controls may be theirs:
+     * the job would report to it and obey it. */
+    char err[512];
+    if (cs_fs_check_socket(sock, err, sizeof err) < 0 && errno != ENOENT)
+        return fail("not using the daemon socket: %s%s", err, dir_hint(sock));
     int e = 0;
     if (daemon_answers(sock, &e))
         return 0;
@@ -241,23 +257,18 @@ static int ensure_daemon(const char *sock, const char *bindir)
         fprintf(stderr, "cushare-run: cannot use the daemon on %s: %s\n", sock, strerror(e));
         return -1;
     }
-    char daemon[PATH_MAX + 16], dir[PATH_MAX], log[PATH_MAX + 16];
+    char daemon[PATH_MAX + 16], log[PATH_MAX + 16];
     snprintf(daemon, sizeof daemon, "%s/cushared", bindir);
     if (access(daemon, X_OK) < 0) {
         fprintf(stderr, "cushare-run: no daemon on %s and %s cannot be run: %s\n", sock, daemon,
                 strerror(errno));
         return -1;
     }
-    cs_strlcpy(dir, sock, sizeof dir);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir)
-        *slash = '\0';
-    if (mkdirs(dir) < 0) {
-        fprintf(stderr, "cushare-run: cannot create %s: %s\n", dir, strerror(errno));
+    int fd = prepare_dir(sock, log, sizeof log);
+    if (fd < 0)
         return -1;
-    }
-    snprintf(log, sizeof log, "%s/cushared.log", dir);
-    pid_t pid = spawn_daemon(daemon, sock, log);
+    pid_t pid = spawn_daemon(daemon, sock, fd);
+    close(fd);
     if (pid < 0) {
         fprintf(stderr, "cushare-run: cannot start %s: %s\n", daemon, strerror(errno));
         return -1;

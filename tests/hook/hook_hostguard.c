@@ -2,8 +2,8 @@
  *
  * Pinned memory is not reclaimable; on the H100, pinning swap backing for
  * 4 x 30 GB of working sets on a 125 GiB host got a job OOM-killed. With
- * CUSHARE_HOST_RESERVE larger than the host's RAM, no backing may be
- * pinned at all: a revoke that asks for everything to be swapped out must
+ * CUSHARE_HOST_RESERVE just under the host's RAM (the most it accepts), no
+ * backing may be pinned at all: a revoke that asks for everything to be swapped out must
  * release with nothing moved, the memory still resident and intact (the
  * all-or-nothing rule per segment), nothing pinned, and the job must go on
  * using it. A reserve of 0 turns the guard off: the same revoke moves it
@@ -53,10 +53,20 @@ static void guard_keeps_memory_resident(void **state)
     CK(cuMemFree(a));
 }
 
+static unsigned long long mem_total_kib(void)
+{
+    unsigned long long kib = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "MemTotal: %llu kB", &kib), 1);
+    fclose(f);
+    return kib;
+}
+
 int main(int argc, char **argv)
 {
     /* First with the guard off, in a child; then with a reserve no host
-     * has, here. */
+     * has available, here. */
     if (!getenv("HT_RESERVE")) {
         pid_t pid = fork();
         if (pid == 0) {
@@ -69,7 +79,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "hook_hostguard: the run with the guard off failed\n");
             return 1;
         }
-        setenv("HT_RESERVE", "1000000G", 1);
+        /* All of MemTotal but 1 MiB: no host ever has that available. */
+        char total[64];
+        snprintf(total, sizeof total, "%lluK", (unsigned long long)(mem_total_kib() - 1024));
+        setenv("HT_RESERVE", total, 1);
     }
     const char *reserve = getenv("HT_RESERVE");
     static char env_sock[4200], env_res[64];
