@@ -197,15 +197,25 @@ static void evict_third_parties(struct sd_policy *p, struct sd_gpu *g, struct sd
     }
 }
 
-/* Memory on its way out: an EVICT or a REVOKE with evict_bytes unanswered. */
+/* Memory on its way out: an EVICT or a REVOKE with evict_bytes unanswered.
+ * An EVICT that a grant has already waited out is not waited for again: a
+ * client that sits on it would otherwise cost every later switch
+ * revoke_timeout_ms until its answer deadline marks it (issue 17). */
 static bool evictions_in_flight(const struct sd_gpu *g)
 {
     for (size_t i = 0; i < g->n; i++) {
         const struct sd_member *m = g->m[i];
-        if (m->evict_id || (m->state == CS_STATE_REVOKING && m->evict_bytes))
+        if ((m->evict_id && m->evict_id != m->evict_waited) ||
+            (m->state == CS_STATE_REVOKING && m->evict_bytes))
             return true;
     }
     return false;
+}
+
+static void evictions_waited_out(struct sd_gpu *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        g->m[i]->evict_waited = g->m[i]->evict_id;
 }
 
 bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
@@ -237,6 +247,7 @@ bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member 
                 g->index, w->client->info.pid, p->cfg->revoke_timeout_ms);
         g->room_wait_since = 0;
         g->sw_waited_out = true;
+        evictions_waited_out(g);
         return true;
     }
     sd_gpu_want_at(g, until);

@@ -193,6 +193,8 @@ struct sd_member {
     uint32_t lc_mech;         /* enum cs_lc_mech as of the last decision on its GPU */
     /* an EVICT sent to this member */
     uint64_t evict_id;        /* 0 = none outstanding */
+    uint64_t evict_waited;    /* the evict_id a grant already waited out (mem.c): no later
+                                 grant waits for that request again */
     struct sd_member *evict_for; /* whose ROOM it serves, NULL once answered */
     /* answer deadlines (policy.c, issue 17): when each request went out */
     uint64_t evict_ns;

@@ -2540,6 +2540,35 @@ static void test_unresponsive_evict_dealt_with_once(void **state)
     assert_int_equal(sd_mem_movable(s), 0);
 }
 
+/* The same with a short revoke_timeout_ms: a grant waits that long for the
+ * silent client's EVICT once; until the EVICT's answer deadline marks it,
+ * no later grant waits for that same request again (each used to). */
+static void test_silent_evict_waited_once(void **state)
+{
+    (void)state;
+    no_predicted_quantum();
+    cfg.revoke_timeout_ms = 1000;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *s = attach(client(CS_PRIO_NORMAL, 1, "silent"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(s, GiB, 0, 0, GiB);
+    usage4(a, 0, 5 * GiB, 0, 5 * GiB);
+    usage4(b, 0, 5 * GiB, 0, 5 * GiB);
+    acquire(a);
+    acquire(b);
+    struct handovers h = {.seen = nev};
+    alternate(&h, s, 10 * SEC); /* before its deadline (10 s + 2 s) */
+    assert_false(s->client->unresponsive);
+    print_message("%llu grants in 10 s, %.3f s waited for the silent one\n",
+                  (unsigned long long)h.grants, (double)h.waited / SEC);
+    assert_true(h.waited <= 1000 * MS);
+    assert_true(h.grants >= 6);
+    alternate(&h, s, 5 * SEC);
+    assert_true(s->client->unresponsive);
+    assert_true(h.waited <= 1000 * MS);
+}
+
 /* A REVOKE unanswered: the lease is taken back once, the client is marked
  * and demoted for the rest of its connection (an operator's set does not
  * lift it, a late RELEASE is accepted), and its later leases are taken back
@@ -2901,6 +2930,7 @@ int main(void)
         T(test_share_in_shared_mode),
         T(test_huge_weight_rotates),
         T(test_unresponsive_evict_dealt_with_once),
+        T(test_silent_evict_waited_once),
         T(test_unresponsive_revoke),
         T(test_unresponsive_revoke_without_force),
         T(test_unresponsive_prepare_and_prefetch),
