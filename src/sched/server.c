@@ -189,6 +189,19 @@ struct sd_conn *sd_server_conn_by_fd(const struct sd_server *s, int fd)
     return NULL;
 }
 
+/* Records the peer sent that were never read make the kernel reset its end
+ * of the socket at close (ECONNRESET), and it may then never see the ERROR
+ * queued for it just before: a refused job took that for a daemon gone and
+ * knocked again at once instead of backing off. Read them away first,
+ * bounded, since a peer can keep writing. */
+static void drain_input(int fd)
+{
+    uint8_t buf[CS_MSG_MAX + 1];
+    for (int i = 0; i < 64; i++)
+        if (recv(fd, buf, sizeof buf, MSG_DONTWAIT) <= 0)
+            return;
+}
+
 static void conn_free(struct sd_server *s, struct sd_conn *c)
 {
     sd_conn_greeted(s, c); /* off the HELLO deadline list */
@@ -208,8 +221,10 @@ static void conn_free(struct sd_server *s, struct sd_conn *c)
     }
     free(c->batch);
     sd_ep_conn_closed(s, c);
-    if (c->fd >= 0)
+    if (c->fd >= 0) {
+        drain_input(c->fd);
         close(c->fd); /* also removes it from the epoll set */
+    }
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -411,6 +426,22 @@ static const char *admit_check(struct sd_server *s, uint32_t uid, enum sd_refusa
     return NULL;
 }
 
+/* Tells a fresh connection why it is refused and closes it. Its buffer is
+ * empty: the ERROR fits, and MSG_DONTWAIT makes sure that a peer cannot make
+ * us wait for it. What it sent already is read away first (drain_input). */
+static void refuse_fd(int fd, const char *why)
+{
+    struct cs_msg e = {.type = CS_MSG_ERROR};
+    e.u.error.code = EBUSY;
+    snprintf(e.u.error.text, sizeof e.u.error.text, "refused: %.150s", why);
+    uint8_t buf[CS_MSG_MAX];
+    int n = cs_msg_encode(&e, buf, sizeof buf);
+    if (n > 0 && send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        cs_debug("refusal not delivered: %s", strerror(errno));
+    drain_input(fd);
+    close(fd);
+}
+
 struct sd_conn *sd_server_admit(struct sd_server *s, int fd, uint32_t pid, uint32_t uid,
                                 uint32_t gid)
 {
@@ -420,16 +451,7 @@ struct sd_conn *sd_server_admit(struct sd_server *s, int fd, uint32_t pid, uint3
         return sd_conn_adopt(s, fd, pid, uid, gid);
     count_refusal(s, k);
     log_refusal(s, k, "connection from pid %u (uid %u) refused: %s", pid, uid, why);
-    /* The fresh socket's buffer is empty: the ERROR fits, and MSG_DONTWAIT
-     * makes sure that a peer cannot make us wait for it. */
-    struct cs_msg e = {.type = CS_MSG_ERROR};
-    e.u.error.code = EBUSY;
-    snprintf(e.u.error.text, sizeof e.u.error.text, "refused: %s", why);
-    uint8_t buf[CS_MSG_MAX];
-    int n = cs_msg_encode(&e, buf, sizeof buf);
-    if (n > 0 && send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        cs_debug("refusal not delivered to pid %u: %s", pid, strerror(errno));
-    close(fd);
+    refuse_fd(fd, why);
     return NULL;
 }
 
@@ -524,22 +546,6 @@ int sd_server_add_listener(struct sd_server *s, int fd, uint64_t tag)
     return ep_add(s, fd, EPOLLIN, tag);
 }
 
-/* Tells a connection why it is refused and closes it. The socket is new
- * and non-blocking: the record fits in its buffer, and if not it is lost
- * rather than waited for. */
-static void refuse_fd(struct sd_server *s, int fd, const char *why)
-{
-    struct cs_msg e = {.type = CS_MSG_ERROR};
-    e.u.error.code = EBUSY;
-    snprintf(e.u.error.text, sizeof e.u.error.text, "refused: %.150s", why);
-    uint8_t buf[CS_MSG_MAX];
-    int n = cs_msg_encode(&e, buf, sizeof buf);
-    if (n > 0 && send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        cs_debug("refusal not delivered: %s", strerror(errno));
-    close(fd);
-    s->ctr.refused++;
-}
-
 /* Connections on an endpoint carry its grant and count against its cap.
  * At most SD_READ_BURST per wakeup: a flood cannot hold the loop. */
 static void accept_endpoint(struct sd_server *s, struct sd_ep *ep)
@@ -557,7 +563,8 @@ static void accept_endpoint(struct sd_server *s, struct sd_ep *ep)
             uint64_t k = ++ep->refused;
             if ((k & (k - 1)) == 0) /* the 1st, 2nd, 4th...: no log flood */
                 cs_warn("pid %d: %s", (int)cr.pid, why);
-            refuse_fd(s, fd, why);
+            count_refusal(s, SD_REFUSE_CONNS);
+            refuse_fd(fd, why);
             continue;
         }
         struct sd_conn *c = sd_conn_adopt(s, fd, (uint32_t)cr.pid, (uint32_t)cr.uid,
