@@ -77,8 +77,7 @@ FUZZ_CC    ?= clang
 FUZZ_DIR   := $(BUILD)/fuzz
 FUZZ_FLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -isystem $(CUDA_INC) \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-FUZZ_SRCS  := src/common/proto.c src/common/util.c src/common/log.c src/common/nvml.c \
-              $(SCHED_SRCS)
+FUZZ_SRCS  := $(COMMON_SRCS) $(SCHED_SRCS)
 FUZZ_BINS  := $(FUZZ_DIR)/fuzz_proto $(FUZZ_DIR)/fuzz_dispatch $(FUZZ_DIR)/gen_seeds
 HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) >/dev/null 2>&1 && echo yes)
 

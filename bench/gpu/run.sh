@@ -18,6 +18,9 @@
 #   lctorch   the same with PyTorch: ResNet-50 batch-1 inference beside
 #             ResNet-50 training, native vs gating vs timeslices (bench/lc/torch.sh)
 #   k8s       the device plugin against the real NVML (bench/gpu/k8s_check.sh)
+#   trust     issue 17: the daemon finds the GPU (NVML), a tenant's HELLO is
+#             clamped and told so, a lease never given back costs an honest
+#             PyTorch job one quantum + one revoke timeout, once
 #   swap      pinned-memory kinds, swap throughput and start-of-slice stall
 #   pin       pinning swap backing while other processes pin and allocate
 #   oversub   jobs whose memory does not fit together (pytorch-add, GPT-2
@@ -239,6 +242,72 @@ quantum_cap_ms = 2000"
     curl -s "http://$(grep -o 'metrics on http://[0-9.:]*' "$OUT/cushared.log" | tail -1 | sed 's|.*http://||')/metrics" \
         >"$OUT/sched-metrics.txt" 2>/dev/null
     stop_daemon
+}
+
+# Issue 17 on the real driver and NVML: the daemon finds the GPU itself;
+# a tenant (uid 65534) asking high / weight 100 runs a real PyTorch job at
+# what it was granted (normal / 1) and is told so; a tenant that takes the
+# lease and never gives it back (cs_attack hold) costs an honest PyTorch job
+# about one quantum plus one revoke timeout, once: the job's wall time solo
+# and beside the attacker, alternating, TRUST_REPS times.
+TENANT=65534
+as_tenant() { setpriv --reuid=$TENANT --regid=$TENANT --clear-groups env HOME=/tmp "$@"; }
+section_trust() {
+    say "## untrusted clients (issue 17)"
+    start_daemon "[cushared]
+quantum_floor_ms = 100
+quantum_cap_ms = 500
+revoke_timeout_ms = 1000"
+    local dir pub
+    dir=$(dirname "$SOCK")
+    chmod 755 "$dir"                  # other uids reach the socket, as in /run/cushare
+    pub=$(mktemp -d /tmp/cushare-pub.XXXXXX)
+    chmod 755 "$pub"
+    cp "$HOOK" "$B/tests/e2e/cs_attack" "$pub/"
+    local uuid
+    uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+    if grep -q "GPU(s) of this node, from NVML" "$OUT/cushared.log" && grep -q "GPU 0: $uuid" "$OUT/cushared.log"; then
+        say "daemon: found $uuid itself, through NVML"
+    else
+        fail "the daemon did not find $uuid through NVML (see cushared.log)"
+    fi
+    # A tenant asking for more than the default grant.
+    as_tenant LD_PRELOAD="$pub/libcushare.so" CUSHARE_SOCKET="$SOCK" CUSHARE_PRIORITY=high \
+        CUSHARE_WEIGHT=100 CUSHARE_NAME=tenant python3 $W/matmul.py --steps 20 \
+        >"$OUT/trust-tenant.log" 2>&1 || fail "tenant job (uid $TENANT)"
+    grep -q '"ok": true' "$OUT/trust-tenant.log" || fail "tenant job: wrong result"
+    if grep -q "instead of high/100" "$OUT/trust-tenant.log"; then
+        say "tenant (uid $TENANT) asked high/100: $(grep -o 'running at [^:]*' "$OUT/trust-tenant.log" | head -1), told why; result correct"
+    else
+        fail "tenant was not told its terms: $(grep cushare "$OUT/trust-tenant.log" | head -3)"
+    fi
+    # A lease taken and never given back, beside an honest PyTorch job.
+    local honest="python3 $W/matmul.py --steps 300" reps=${TRUST_REPS:-3} i t0 t1 solo=() atk=() apid
+    for i in $(seq "$reps"); do
+        t0=$(now)
+        run_shared "honest-solo$i" normal 1 $honest >"$OUT/trust-solo$i.log" 2>&1 || fail "honest solo $i"
+        t1=$(now)
+        solo+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')")
+        as_tenant "$pub/cs_attack" hold --socket "$SOCK" --priority high --weight 1000000 \
+            --seconds 60 --uuid "$uuid" --total-mem 80G --name holder$i >"$OUT/trust-atk$i.log" 2>&1 &
+        apid=$!
+        sleep 1
+        t0=$(now)
+        run_shared "honest-atk$i" normal 1 $honest >"$OUT/trust-honest$i.log" 2>&1 || fail "honest beside the attacker $i"
+        t1=$(now)
+        atk+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')")
+        ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/trust-status$i.txt" 2>&1
+        kill "$apid" 2>/dev/null; wait "$apid" 2>/dev/null
+        grep -q '"ok": true' "$OUT/trust-solo$i.log" || fail "honest solo job $i: wrong result"
+        grep -q '"ok": true' "$OUT/trust-honest$i.log" || fail "honest job $i beside the attacker: wrong result"
+        grep -qi unresponsive "$OUT/trust-status$i.txt" || fail "attacker $i not marked unresponsive"
+    done
+    local ms ma
+    ms=$(printf '%s\n' "${solo[@]}" | median)
+    ma=$(printf '%s\n' "${atk[@]}" | median)
+    say "$(awk -v s="$ms" -v a="$ma" -v r="$reps" -v all="${solo[*]} | ${atk[*]}" 'BEGIN {printf "honest PyTorch matmul (300 steps): solo %.2f s, beside a holder that never releases %.2f s (medians of %d, alternating): +%.2f s (quantum 0.1-0.5 s + revoke timeout 1 s); every run (solo | attacked): %s", s, a, r, a - s, all}')"
+    stop_daemon
+    rm -rf "$pub"
 }
 
 section_swap() {
