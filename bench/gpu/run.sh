@@ -97,7 +97,8 @@ section_tests() {
     # tests stop at their precondition.
     for t in fakecuda/fc_api_test hook/hook_routes hook/hook_quota hook/hook_swap \
         hook/hook_gate_stress hook/hook_rtld_next hook/hook_pinkeep \
-        hook/hook_ctxroom hook/hook_tsg_preload hook/hook_ipc hook/hook_vmm; do
+        hook/hook_ctxroom hook/hook_tsg_preload hook/hook_ipc hook/hook_vmm hook/hook_terms \
+        hook/hook_refused; do
         local tmp
         tmp=$(mktemp -d)
         if TEST_TMP=$tmp ours timeout 300 "$B/tests/$t" >"$OUT/test-$(basename $t).log" 2>&1; then
