@@ -209,8 +209,9 @@ ln -s "$H/secret1" "$X/cushare/cushared.state"
 ln -s "$H/secret2" "$X/cushare/cushared.state.tmp"
 chown -h "$VU:$VU" "$X/cushare/cushared.state" "$X/cushare/cushared.state.tmp"
 SOCK=$X/cushare/cushared.sock
+# The daemon it starts finds the node's GPU through the (simulated) driver.
 vrun xdgrun XDG_RUNTIME_DIR="$X" LD_PRELOAD="$S/lib/libcushare.so" ASAN_OPTIONS="$ASAN" \
-    "$S/bin/cushare-run" -- /bin/true
+    LD_LIBRARY_PATH="$S/fakecuda" "$S/bin/cushare-run" -- /bin/true
 [ "$RC" = 0 ] || fail "cushare-run in the victim's own directory: exit $RC"
 expect_err xdgrun "started a private one"
 DPID=$(as "$VU" "$S/bin/cusharectl" --socket "$SOCK" status --json |
