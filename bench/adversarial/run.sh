@@ -25,6 +25,8 @@
 #               300 MiB each, so that the GPU's 1 GiB is oversubscribed)
 #   attach      64 random GPU UUIDs over 4 connections, on a fresh daemon
 #   flood       1040 connections that never say HELLO
+# ADV_SILENT_CONF: extra daemon config lines ('|'-separated) for silent, e.g.
+# "answer_timeout_ms = 1000".
 # Needs root (the attacker runs as another uid, created when missing).
 # Build first: make (the optimized tree; CUSHARE_BUILD picks another).
 # Usage: bench/adversarial/run.sh 3 | tee bench/results/adversarial-run.txt
@@ -57,7 +59,7 @@ declare -A READY=([silent]='^cs_attack: usage' [attach]='^cs_attack: attached co
                   [flood]='^cs_attack: flooded')
 declare -A CONF=([burst-short]="new:[uid.$ADV_USER]|new:max_priority = high"
                  [burst-long]="new:[uid.$ADV_USER]|new:max_priority = high"
-                 [silent]="mem_reserve_mb = 0|client_reserve_mb = 8")
+                 [silent]="mem_reserve_mb = 0|client_reserve_mb = 8${ADV_SILENT_CONF:+|$ADV_SILENT_CONF}")
 declare -A MB=([silent]=300)
 
 # run_once ATTACK 0|1: one run, without or with the attacker; the makespan
