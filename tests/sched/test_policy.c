@@ -2569,6 +2569,43 @@ static void test_silent_evict_waited_once(void **state)
     assert_true(h.waited <= 1000 * MS);
 }
 
+/* A silent client that claims most of the GPU: once it is marked, its
+ * claim is not planned around (it may be a lie, and it will not move), so
+ * two honest jobs that fit beside each other stop evicting each other for
+ * it; a ROOM after a real allocation failure still evicts the others. */
+static void test_unresponsive_claim_not_planned_around(void **state)
+{
+    (void)state;
+    no_predicted_quantum();
+    cfg.revoke_timeout_ms = 1000;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *s = attach(client(CS_PRIO_NORMAL, 1, "silent"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(s, 8 * GiB, 0, 0, 8 * GiB);
+    usage4(a, 0, 4 * GiB, 0, 4 * GiB);
+    usage4(b, 0, 4 * GiB, 0, 4 * GiB);
+    struct handovers h = {.seen = nev}; /* a's first PREFETCH answered too */
+    acquire(a);
+    acquire(b);
+    alternate(&h, s, 30 * SEC); /* its deadline: 10 s + 8 GiB at 500 MB/s */
+    assert_true(s->client->unresponsive);
+    size_t ev_a = count(EV_EVICT, a), ev_b = count(EV_EVICT, b);
+    alternate(&h, s, 10 * SEC);
+    assert_int_equal(count(EV_EVICT, a), ev_a);
+    assert_int_equal(count(EV_EVICT, b), ev_b);
+    assert_int_equal(s->resident, 8 * GiB); /* still shown as it said */
+    /* The holder's allocation failed in the driver: room is made among
+     * the others, not refused for the silent one's claim. */
+    struct sd_member *holder = a->state == CS_STATE_HOLDING ? a : b;
+    struct sd_member *other = holder == a ? b : a;
+    usage4(other, 4 * GiB, 0, 0, 4 * GiB);
+    size_t ev_s = count(EV_EVICT, s);
+    assert_int_equal(room(holder, 77, 2 * GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, other), (other == a ? ev_a : ev_b) + 1);
+    assert_int_equal(count(EV_EVICT, s), ev_s);
+}
+
 /* A REVOKE unanswered: the lease is taken back once, the client is marked
  * and demoted for the rest of its connection (an operator's set does not
  * lift it, a late RELEASE is accepted), and its later leases are taken back
@@ -2931,6 +2968,7 @@ int main(void)
         T(test_huge_weight_rotates),
         T(test_unresponsive_evict_dealt_with_once),
         T(test_silent_evict_waited_once),
+        T(test_unresponsive_claim_not_planned_around),
         T(test_unresponsive_revoke),
         T(test_unresponsive_revoke_without_force),
         T(test_unresponsive_prepare_and_prefetch),
