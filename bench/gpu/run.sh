@@ -289,7 +289,10 @@ revoke_timeout_ms = 1000"
         run_shared "honest-solo$i" normal 1 $honest >"$OUT/trust-solo$i.log" 2>&1 || fail "honest solo $i"
         t1=$(now)
         solo+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')")
-        as_tenant "$pub/cs_attack" hold --socket "$SOCK" --priority high --weight 1000000 \
+        # Not through as_tenant: a function run in the background is a
+        # subshell, and $! would not be the attacker's pid.
+        setpriv --reuid=$TENANT --regid=$TENANT --clear-groups env HOME=/tmp \
+            "$pub/cs_attack" hold --socket "$SOCK" --priority high --weight 1000000 \
             --seconds 60 --uuid "$uuid" --total-mem 80G --name holder$i >"$OUT/trust-atk$i.log" 2>&1 &
         apid=$!
         sleep 1
