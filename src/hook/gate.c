@@ -4,8 +4,6 @@
 #include "hook/lease.h"
 #include "hook/seg.h"
 
-__thread int cs_tls_depth __attribute__((tls_model("initial-exec")));
-
 int cs_hook_init_slow(void)
 {
     return cs_real_init();

@@ -53,8 +53,8 @@ static inline bool cs_real_ready(void)
     return atomic_load_explicit(&cs_real_state, memory_order_acquire) == 1;
 }
 
-/* If p is a real driver entry point that we wrap, the wrapper; else p. */
-void *cs_real_map(void *p);
+/* True if p is the stand-in of an entry point the installed driver lacks. */
+bool cs_real_is_missing(const void *p);
 
 /* The real dlsym (glibc's), for the library's own lookups. */
 extern void *(*cs_real_dlsym)(void *, const char *);
@@ -62,7 +62,8 @@ void cs_dlsym_init(void);
 
 /* Calls into the driver that the hook makes for itself (draining, swapping)
  * must never be gated: a per-thread depth counter makes the gate pass every
- * call made while a hook is already running on this thread. */
+ * call made while a hook is already running on this thread (defined in
+ * real.c, the base every layer stands on). */
 extern __thread int cs_tls_depth __attribute__((tls_model("initial-exec")));
 
 #endif

@@ -8,6 +8,7 @@
 #include "hook/hook.h"
 #include "hook/device.h"
 #include "hook/gate.h"
+#include "hook/pmap.h"
 #include "hook/client.h"
 #include "hook/config.h"
 #include "hook/mem.h"

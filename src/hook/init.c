@@ -7,6 +7,7 @@
 #include "hook/client.h"
 #include "hook/config.h"
 #include "hook/device.h"
+#include "hook/hooks_table.h"
 #include "hook/ipc.h"
 #include "hook/lease.h"
 #include "hook/mem.h"
@@ -87,6 +88,7 @@ static void exit_summary(void)
 __attribute__((constructor)) static void cs_hook_ctor(void)
 {
     cs_config_load();
+    cs_hooks_table_register();
     cs_tsg_init();
     for (int i = 0; i < CS_MAX_DEVICES; i++)
         cs_lease_reset_after_fork(&cs_devs[i], i);

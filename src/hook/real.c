@@ -1,12 +1,6 @@
-/* real.c: finding the real driver, and the map from its entry points to ours.
+/* real.c: finding the real driver and filling cs_real (hook.h).
  *
- * The CUDA runtime and most frameworks never call a driver symbol by name:
- * they ask cuGetProcAddress (or dlsym on the libcuda handle) for a pointer.
- * Rather than re-implementing the driver's (name, version, flags) -> symbol
- * rules, the hook lets the real driver answer and then swaps the *pointer*
- * it returned for the wrapper of exactly that symbol. The requested version,
- * the per-thread-stream variants and anything we do not wrap then come out
- * right by construction. This file builds that pointer map once.
+ * The map from the driver's entry points to our wrappers is pmap.c's.
  */
 #include "hook/hook.h"
 #include "hook/config.h"
@@ -18,52 +12,20 @@
 #include <stdint.h>
 
 struct cs_real cs_real;
+__thread int cs_tls_depth __attribute__((tls_model("initial-exec")));
 
 /* 0 = not loaded, 1 = loaded, -1 = no driver. Written once under real_once. */
 _Atomic int cs_real_state;
 static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-
-/* Open-addressing hash map, real pointer -> wrapper, filled under real_once
- * and read-only afterwards. Sized for a load factor under 1/4. */
-#define PMAP_SIZE 1024u
-struct pmap_entry {
-    void *real;
-    void *hook;
-};
-static struct pmap_entry pmap[PMAP_SIZE];
 
 static CUresult cs_missing_symbol(void)
 {
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-static unsigned pmap_slot(const void *p)
+bool cs_real_is_missing(const void *p)
 {
-    uintptr_t x = (uintptr_t)p;
-    x ^= x >> 17;
-    x *= 0x9E3779B97F4A7C15ull;
-    return (unsigned)(x >> 40) & (PMAP_SIZE - 1);
-}
-
-static void pmap_put(void *real, void *hook)
-{
-    unsigned i = pmap_slot(real);
-    while (pmap[i].real && pmap[i].real != real)
-        i = (i + 1) & (PMAP_SIZE - 1);
-    pmap[i].real = real;
-    pmap[i].hook = hook;
-}
-
-void *cs_real_map(void *p)
-{
-    if (!p || atomic_load_explicit(&cs_real_state, memory_order_acquire) != 1)
-        return p;
-    for (unsigned i = pmap_slot(p);; i = (i + 1) & (PMAP_SIZE - 1)) {
-        if (pmap[i].real == p)
-            return pmap[i].hook;
-        if (!pmap[i].real)
-            return p;
-    }
+    return p == (const void *)cs_missing_symbol;
 }
 
 static void *resolve(void *h, const char *name)
@@ -124,16 +86,7 @@ static void real_load(void)
         atomic_store_explicit(&cs_real_state, -1, memory_order_release);
         return;
     }
-    /* A wrapper's own address is taken inside this library, so with
-     * -Bsymbolic-functions it is always our definition. */
-#define CS_HOOK(sym)                                                           \
-    do {                                                                       \
-        void *p_ = cs_real_dlsym(h, #sym);                                     \
-        cs_real.sym = p_ ? (__typeof__(cs_real.sym))p_                         \
-                         : (__typeof__(cs_real.sym))(void *)cs_missing_symbol; \
-        if (p_)                                                                \
-            pmap_put(p_, (void *)&sym);                                        \
-    } while (0);
+#define CS_HOOK(sym) cs_real.sym = (__typeof__(cs_real.sym))resolve(h, #sym);
 #define CS_REAL(sym) cs_real.sym = (__typeof__(cs_real.sym))resolve(h, #sym);
 #include "hook/hook_symbols.h"
 #include "hook/real_extra.h"

@@ -21,6 +21,8 @@
 #ifndef CS_HOOK_TSG_H
 #define CS_HOOK_TSG_H
 
+#include "hook/tsg_sys.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -95,13 +97,7 @@ extern _Atomic int cs_tsg_watch;
  * what it needs. Never allocates; errno is the real call's. */
 int cs_tsg_ioctl(int fd, unsigned long req, void *arg);
 
-/* The system boundary, defined in hooks_ioctl.c (and by the unit test's
- * fake driver): the real ioctl; whether fd is an NVIDIA character device
- * (major 195: /dev/nvidiactl or /dev/nvidiaN); the text of
- * /proc/driver/nvidia/version (NUL-terminated, -1 if unreadable). */
-int cs_ioctl_real(int fd, unsigned long req, void *arg);
-int cs_tsg_sys_fd_is_nv(int fd);
-int cs_tsg_sys_driver_version(char *buf, size_t cap);
+/* The system boundary (tsg_sys.h) is below this module. */
 
 /* Resets everything as the constructor would with these settings (mode:
  * enum cs_tsg_mode of config.h). For the unit tests. */
