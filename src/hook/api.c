@@ -2,6 +2,7 @@
 #include "cushare.h"
 #include "hook/config.h"
 #include "hook/device.h"
+#include "hook/lease.h"
 #include "hook/mem.h"
 #include "hook/seg.h"
 
@@ -40,19 +41,19 @@ static void fill_stats(int device, struct cushare_stats *out)
     out->size = sizeof *out;
     out->device = device;
     pthread_mutex_lock(&d->mu);
-    out->state = (int)d->state;
-    out->lease_id = d->lease_id;
-    out->grants = d->grants;
-    out->revokes = d->revokes;
-    out->wait_ns = d->wait_ns_total;
-    out->drain_ns = d->drain_ns_total;
+    out->state = (int)d->lease.state;
+    out->lease_id = d->lease.id;
+    out->grants = d->stats.grants;
+    out->revokes = d->stats.revokes;
+    out->wait_ns = d->stats.wait_ns;
+    out->drain_ns = d->stats.drain_ns;
     pthread_mutex_unlock(&d->mu);
-    out->submissions = atomic_load(&d->subm) >> 32;
-    out->mem_used = atomic_load(&d->mem_used);
-    out->mem_peak = atomic_load(&d->mem_peak);
+    out->submissions = atomic_load(&d->gate.subm) >> 32;
+    out->mem_used = atomic_load(&d->mem.used);
+    out->mem_peak = atomic_load(&d->mem.peak);
     out->mem_limit = cs_mem_limit(); /* CUSHARE_MEM_LIMIT or the scheduler's grant */
-    out->allocs = atomic_load(&d->mem_allocs);
-    out->ooms = atomic_load(&d->mem_ooms);
+    out->allocs = atomic_load(&d->mem.allocs);
+    out->ooms = atomic_load(&d->mem.ooms);
     uint64_t res, swp, rsv;
     cs_seg_counts(device, &res, &swp, &rsv);
     out->mem_resident = res;
@@ -61,16 +62,15 @@ static void fill_stats(int device, struct cushare_stats *out)
     struct cs_msg_usage u;
     cs_mem_fill_usage(d, &u); /* what the scheduler is told, derived once */
     out->mem_unswappable = u.unswappable;
-    struct cs_segs *s = &cs_segs[device];
-    pthread_mutex_lock(&s->mu);
-    out->mem_pinned = s->backing;
-    out->swap_out_bytes = s->swap_out_bytes;
-    out->swap_out_ns = s->swap_out_ns;
-    out->swap_outs = s->swap_outs;
-    out->swap_in_bytes = s->swap_in_bytes;
-    out->swap_in_ns = s->swap_in_ns;
-    out->swap_ins = s->swap_ins;
-    pthread_mutex_unlock(&s->mu);
+    struct cs_seg_stats st;
+    cs_seg_stats(device, &st, false);
+    out->mem_pinned = st.backing;
+    out->swap_out_bytes = st.swap_out_bytes;
+    out->swap_out_ns = st.swap_out_ns;
+    out->swap_outs = st.swap_outs;
+    out->swap_in_bytes = st.swap_in_bytes;
+    out->swap_in_ns = st.swap_in_ns;
+    out->swap_ins = st.swap_ins;
     CUcontext c = NULL;
     CUdevice cur;
     size_t f, t;

@@ -88,13 +88,7 @@ static void vmm_backing_refused(CUresult r)
                 "cuMemHostAlloc for swap backing", (int)r);
 }
 
-/* One step towards a complete backing of `size` bytes in *b: the whole
- * block with cuMemHostAlloc, else the next VMM piece (reserving the range
- * first). Whoever calls it owns *b for the duration: a worker holding
- * segs.mu with the pinner held off, or the pinner with `pinning` set.
- * Returns false when no more can be pinned now (host memory, the guard,
- * the driver). */
-static bool backing_step(struct cs_backing *b, uint64_t size, int dev)
+bool cs_backing_step(struct cs_backing *b, uint64_t size, int dev)
 {
     bool vmm = cs_cfg.host_backing_vmm &&
                atomic_load_explicit(&vmm_backing_ok, memory_order_relaxed);
@@ -108,7 +102,7 @@ static bool backing_step(struct cs_backing *b, uint64_t size, int dev)
     }
     if (!b->size) {
         CUdeviceptr va;
-        if (cs_real.cuMemAddressReserve(&va, size, CS_CHUNK_SIZE, 0, 0) != CUDA_SUCCESS)
+        if (cs_real.cuMemAddressReserve(&va, size, CS_BACKING_ALIGN, 0, 0) != CUDA_SUCCESS)
             return false;
         uint64_t piece = cs_cfg.pin_piece ? cs_cfg.pin_piece : size;
         *b = (struct cs_backing){va, size, 0, piece};
@@ -128,12 +122,12 @@ static bool backing_step(struct cs_backing *b, uint64_t size, int dev)
         vmm_backing_refused(r);
         cs_real.cuMemAddressFree(b->va, b->size);
         memset(b, 0, sizeof *b);
-        return backing_step(b, size, dev);
+        return cs_backing_step(b, size, dev);
     }
     return false;
 }
 
-static void backing_free(struct cs_backing *b)
+void cs_backing_free(struct cs_backing *b)
 {
     if (!b->size)
         return;
@@ -149,159 +143,21 @@ static void backing_free(struct cs_backing *b)
     memset(b, 0, sizeof *b);
 }
 
-void cs_backing_drop_locked(struct cs_segs *s, struct cs_seg *g)
+bool cs_backing_ensure(struct cs_backing *b, uint64_t size, int dev, _Atomic uint64_t *held)
 {
-    if (!g->backing.size)
-        return;
-    s->backing -= g->backing.pinned;
-    backing_free(&g->backing);
-}
-
-bool cs_backing_ensure_locked(struct cs_segs *s, struct cs_seg *g)
-{
-    while (!cs_backing_complete(&g->backing)) {
-        uint64_t before = g->backing.pinned;
-        if (!backing_step(&g->backing, g->size, g->dev))
+    while (!cs_backing_complete(b)) {
+        uint64_t before = b->pinned;
+        if (!cs_backing_step(b, size, dev))
             return false;
-        s->backing += g->backing.pinned - before;
+        atomic_fetch_add_explicit(held, b->pinned - before, memory_order_relaxed);
     }
     return true;
 }
 
-void cs_backing_hold_pinner_locked(struct cs_segs *s)
+void cs_backing_drop(struct cs_backing *b, _Atomic uint64_t *held)
 {
-    s->pin_holdoff++;
-    while (s->pinning)
-        pthread_cond_wait(&s->pin_cv, &s->mu);
-}
-
-void cs_backing_release_pinner_locked(struct cs_segs *s)
-{
-    if (--s->pin_holdoff == 0)
-        pthread_cond_broadcast(&s->pin_cv);
-}
-
-/* ---- pinning ahead of need -------------------------------------------------- */
-
-/* A resident segment that may be swapped out and whose backing is not
- * complete, or NULL. */
-static struct cs_seg *unbacked_locked(struct cs_segs *s)
-{
-    for (struct cs_seg *g = s->head; g; g = g->next)
-        if (g->state == CS_SEG_RESIDENT && !g->exported && !cs_backing_complete(&g->backing))
-            return g;
-    return NULL;
-}
-
-/* Pin-ahead gives way to the job's own allocations and frees: in one
- * process the driver lets a pinning thread hold the lock they need for the
- * whole of a pin, piece after piece (cs_pincontend: a 1 GiB allocation
- * waited 1.4 s behind an 8 GiB pin in 64 MiB pieces). Waits, between
- * pieces, while an application thread is inside one. */
-static void yield_to_app(struct cs_dev *d)
-{
-    struct timespec ms = {0, 1000000};
-    while (atomic_load_explicit(&d->host_busy, memory_order_relaxed) > 0)
-        nanosleep(&ms, NULL);
-}
-
-/* Claims the next piece to pin (setting s->pinning), or returns NULL when
- * nothing is left to pin. Waits while the pinner is held off. */
-static struct cs_seg *claim_piece_locked(struct cs_segs *s)
-{
-    while (s->pin_holdoff)
-        pthread_cond_wait(&s->pin_cv, &s->mu);
-    struct cs_seg *g = unbacked_locked(s);
-    s->pinning = g;
-    return g;
-}
-
-/* The claimed piece landed (or did not): s->pinning is released, and who
- * waits for it is woken. */
-static void piece_done_locked(struct cs_segs *s, struct cs_seg *g, uint64_t before)
-{
-    s->backing += g->backing.pinned - before;
-    s->pinning = NULL;
-    pthread_cond_broadcast(&s->pin_cv);
-}
-
-struct cs_swap_result cs_backing_prepare(struct cs_dev *d, uint64_t bytes)
-{
-    struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
-    struct cs_segs *s = &cs_segs[d->ordinal];
-    uint64_t t0 = cs_now_ns();
-    /* Pinning calls need a current context on this (worker) thread. */
-    pthread_mutex_lock(&s->mu);
-    bool ready = cs_segs_ensure_ready_locked(s, d->ordinal);
-    pthread_mutex_unlock(&s->mu);
-    if (!ready || cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS) {
-        res.status = CUDA_ERROR_NOT_INITIALIZED;
-        return res;
-    }
-    while (res.bytes < bytes) {
-        yield_to_app(d);
-        pthread_mutex_lock(&s->mu);
-        struct cs_seg *g = claim_piece_locked(s);
-        pthread_mutex_unlock(&s->mu);
-        if (!g)
-            break;
-        /* Pin without the lock (~15 ms per 64 MiB piece): while `pinning`
-         * names g, nothing else touches its backing or frees it. */
-        uint64_t before = g->backing.pinned;
-        bool ok = backing_step(&g->backing, g->size, g->dev);
-        uint64_t got = g->backing.pinned - before;
-        pthread_mutex_lock(&s->mu);
-        piece_done_locked(s, g, before);
-        pthread_mutex_unlock(&s->mu);
-        if (!ok) {
-            res.status = CUDA_ERROR_OUT_OF_MEMORY;
-            break;
-        }
-        res.bytes += got;
-    }
-    CUcontext popped;
-    cs_real.cuCtxPopCurrent_v2(&popped);
-    res.ns = cs_now_ns() - t0;
-    return res;
-}
-
-/* ---- keeping host backing within a budget --------------------------------- */
-
-void cs_backing_trim(struct cs_dev *d)
-{
-    uint64_t keep = cs_cfg.pin_keep;
-    struct cs_segs *s = &cs_segs[d->ordinal];
-    /* Backing kept for resident memory only saves a later pin; when the
-     * host runs short (less than twice its reserve available), other
-     * processes need that RAM for swap-outs that cannot wait: drop it. */
-    uint64_t avail = cs_cfg.host_reserve ? cs_host_mem_available() : 0;
-    if (avail && avail < 2 * cs_cfg.host_reserve)
-        keep = 0;
-    if (keep == UINT64_MAX)
+    if (!b->size)
         return;
-    enum { BATCH = 64 };
-    for (;;) {
-        struct cs_backing drop[BATCH];
-        int n = 0;
-        pthread_mutex_lock(&s->mu);
-        cs_backing_hold_pinner_locked(s);
-        while (n < BATCH && s->backing > keep) {
-            struct cs_seg *big = NULL;
-            for (struct cs_seg *g = s->head; g; g = g->next)
-                if (g->state == CS_SEG_RESIDENT && g->backing.size &&
-                    (!big || g->backing.pinned > big->backing.pinned))
-                    big = g;
-            if (!big)
-                break;
-            drop[n++] = big->backing;
-            s->backing -= big->backing.pinned;
-            memset(&big->backing, 0, sizeof big->backing);
-        }
-        cs_backing_release_pinner_locked(s);
-        pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < n; i++)
-            backing_free(&drop[i]);
-        if (n < BATCH)
-            return;
-    }
+    atomic_fetch_sub_explicit(held, b->pinned, memory_order_relaxed);
+    cs_backing_free(b);
 }

@@ -1,50 +1,58 @@
-/* backing.h: the pinned host memory that swapped-out segments live in.
+/* backing.h: pinned host memory, the home of swapped-out device memory.
  *
- * A segment's backing (struct cs_backing, seg.h) is pinned a piece at a
- * time (CUSHARE_PIN_PIECE) and kept across swaps: pinning costs ~0.2 s/GiB
- * and copying ~0.02. It is pinned either by the swap-out that needs it, or
- * ahead of need by the pinner thread when the scheduler asks (EVICT
- * PREPARE), or not at all when the host would be left with less than
- * CUSHARE_HOST_RESERVE. Beyond CUSHARE_PIN_KEEP, backing of memory that is
- * back on the GPU is let go after a grant.
+ * A backing (struct cs_backing) is pinned a piece at a time
+ * (CUSHARE_PIN_PIECE) and kept across swaps: pinning costs ~0.2 s/GiB and
+ * copying ~0.02. Pieces, because the driver holds a lock that every
+ * process's device allocations need for as long as one cuMemCreate pins: a
+ * 10 GiB backing in one piece stalled another job's allocation for seconds
+ * on an H100, in 64 MiB pieces for milliseconds
+ * (bench/results/oversubscription.md, cs_pincontend). Pinning that would
+ * leave the host less than CUSHARE_HOST_RESERVE is refused.
  *
- * The pinner works with segs.mu released, one piece at a time, and names
- * the segment it is pinning (cs_segs.pinning). Code that must not race it
- * (a swap-out, a trim, freeing a segment) holds it off: the pinner starts
- * no piece while held off, and the hold waits for the piece in flight.
+ * This module only pins and frees: which segment gets a backing, when, and
+ * who may touch it meanwhile is seg.c's (the pinner's hold-off) and
+ * swap.c's (swap-out, pin-ahead, trim). A backing is owned by whoever holds
+ * it: these functions take no lock.
  */
 #ifndef CS_HOOK_BACKING_H
 #define CS_HOOK_BACKING_H
 
-#include "hook/swap.h"
+#include "hook/hook.h"
+
+/* Pinned host memory addressed by `va` in either form:
+ *   - cuMemCreate(HOST) memory in pieces of `piece` bytes, mapped one after
+ *     another into a range reserved for the whole backing (the cheapest to
+ *     pin);
+ *   - one cuMemHostAlloc block (piece == 0), the fallback.
+ * Usable once complete (pinned == size). */
+struct cs_backing {
+    CUdeviceptr va;
+    uint64_t size;                   /* bytes at va, 0 = none */
+    uint64_t pinned;                 /* the prefix pinned so far */
+    uint64_t piece;                  /* VMM piece size; 0 = cuMemHostAlloc */
+};
+
+/* Alignment of a VMM backing's reserved range (the granularity). */
+#define CS_BACKING_ALIGN (2ull << 20)
 
 static inline bool cs_backing_complete(const struct cs_backing *b)
 {
     return b->size && b->pinned == b->size;
 }
 
-/* Completes g's backing, pinning what it lacks. False when the host (its
- * reserve), the guard or the driver refuses; what was pinned stays. The
- * pinner must be held off. Caller holds segs.mu. */
-bool cs_backing_ensure_locked(struct cs_segs *s, struct cs_seg *g);
+/* One step towards a complete backing of `size` bytes for device dev: the
+ * whole block with cuMemHostAlloc, else the next VMM piece (reserving the
+ * range first). False when no more can be pinned now (host memory, the
+ * reserve, the driver); what was pinned stays. */
+bool cs_backing_step(struct cs_backing *b, uint64_t size, int dev);
 
-/* Frees g's backing (g is being destroyed). Caller holds segs.mu. */
-void cs_backing_drop_locked(struct cs_segs *s, struct cs_seg *g);
+/* Completes b, pinning what it lacks; adds what it pins to *held. */
+bool cs_backing_ensure(struct cs_backing *b, uint64_t size, int dev, _Atomic uint64_t *held);
 
-/* Keeps the pinner from starting a piece, and waits (releasing mu) for
- * the one in flight to land. Every hold is released. Caller holds segs.mu. */
-void cs_backing_hold_pinner_locked(struct cs_segs *s);
-void cs_backing_release_pinner_locked(struct cs_segs *s);
+/* Frees b (if any) and takes its bytes off *held. */
+void cs_backing_drop(struct cs_backing *b, _Atomic uint64_t *held);
 
-/* Pins host backing for up to `bytes` of resident memory ahead of need, so
- * that a later swap-out does not pay for pinning; gives way between pieces
- * to a hold and to the job's threads inside an allocation. Takes
- * cs_segs[d].mu only briefly: the pinning itself runs unlocked. */
-struct cs_swap_result cs_backing_prepare(struct cs_dev *d, uint64_t bytes);
-
-/* Frees the host backing of resident segments beyond CUSHARE_PIN_KEEP bytes
- * (largest first): host memory back for the price of pinning again at the
- * next swap-out. Takes cs_segs[d].mu briefly; the freeing runs unlocked. */
-void cs_backing_trim(struct cs_dev *d);
+/* Frees b without accounting (the caller took it off already). */
+void cs_backing_free(struct cs_backing *b);
 
 #endif

@@ -9,7 +9,6 @@
 #include "hook/client.h"
 #include "hook/config.h"
 #include "hook/device.h"
-#include "hook/lease.h"
 #include "hook/mem.h"
 #include "hook/tsg.h"
 #include "common/fsafe.h"
@@ -49,6 +48,15 @@ static struct {
 };
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+
+/* What the layer above does with the connection's events: written once by
+ * the constructor (cs_client_set_ops), before the I/O thread exists. */
+static const struct cs_client_ops *ops;
+
+void cs_client_set_ops(const struct cs_client_ops *o)
+{
+    ops = o;
+}
 
 /* Outstanding ROOM requests, answered by the I/O thread. Guarded by
  * room_mu; a handful at most (one per thread allocating or restoring). */
@@ -303,8 +311,8 @@ static bool try_connect(void)
     pthread_mutex_unlock(&cl.mu);
     cl.tsg = (caps[k - 1] & CS_HELLO_TSG) != 0;
     cl.tsg_sent = false;
-    for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_handshake(&cs_devs[i], fd);
+    if (ops)
+        ops->handshake(fd);
     pthread_mutex_lock(&cl.mu);
     cl.fd = fd;
     cl.send_fd = fd;
@@ -312,8 +320,8 @@ static bool try_connect(void)
     cl.gen++;
     cl.lost_ns = 0;
     pthread_mutex_unlock(&cl.mu);
-    for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_rescan(&cs_devs[i]);
+    if (ops)
+        ops->connected();
     if (cl.ever_connected)
         cs_info("reconnected to the scheduler at %s", cs_cfg.socket);
     else
@@ -393,47 +401,17 @@ static void disconnect(const char *why, bool refused)
     pthread_mutex_unlock(&cl.mu);
     close(cl.fd);
     cl.fd = -1;
-    for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_on_disconnect(&cs_devs[i]);
+    if (ops)
+        ops->disconnected();
     room_answer(0, -1); /* nobody will answer outstanding ROOM requests */
     if (!refused)
         cs_warn("lost the scheduler (%s): jobs holding the GPU keep running; reconnecting",
                 why);
 }
 
-static struct cs_dev *dev_of_slot(uint32_t slot)
-{
-    return slot < CS_MAX_DEVICES ? &cs_devs[slot] : NULL;
-}
-
 static void dispatch(const struct cs_msg *m)
 {
-    struct cs_dev *d;
     switch (m->type) {
-    case CS_MSG_GRANT:
-        if ((d = dev_of_slot(m->u.grant.slot)))
-            cs_lease_on_grant(d, m->u.grant.lease_id);
-        break;
-    case CS_MSG_REVOKE:
-        if ((d = dev_of_slot(m->u.revoke.slot)))
-            cs_lease_on_revoke(d, &m->u.revoke);
-        break;
-    case CS_MSG_EVICT:
-        if ((d = dev_of_slot(m->u.evict.slot)))
-            cs_lease_on_evict(d, &m->u.evict);
-        break;
-    case CS_MSG_PREFETCH:
-        if ((d = dev_of_slot(m->u.prefetch.slot)))
-            cs_lease_on_prefetch(d, &m->u.prefetch);
-        break;
-    case CS_MSG_TIMESLICE:
-        if ((d = dev_of_slot(m->u.timeslice.slot)))
-            cs_lease_on_timeslice(d, m->u.timeslice.timeslice_us);
-        break;
-    case CS_MSG_LC_MODE:
-        if ((d = dev_of_slot(m->u.lc_mode.slot)))
-            cs_lease_on_lc_mode(d, m->u.lc_mode.mode, m->u.lc_mode.param_us);
-        break;
     case CS_MSG_ROOM_REPLY:
         room_answer(m->u.room_reply.request_id, m->u.room_reply.status);
         break;
@@ -447,18 +425,19 @@ static void dispatch(const struct cs_msg *m)
         disconnect("error from the scheduler", false);
         return;
     default:
-        cs_warn("unexpected %s from the scheduler", cs_msg_name(m->type));
-        disconnect("protocol error", false);
-        return;
+        if (!ops || !ops->message(m)) {
+            cs_warn("unexpected %s from the scheduler", cs_msg_name(m->type));
+            disconnect("protocol error", false);
+            return;
+        }
     }
     cl.refuse_ms = 0; /* served: a later refusal starts the pause afresh */
 }
 
 static void tick_devices(void)
 {
-    uint64_t now = cs_now_ns();
-    for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_tick(&cs_devs[i], now);
+    if (ops)
+        ops->tick(cs_now_ns());
 }
 
 _Static_assert((int)CS_TSG_OFF == (int)CS_TSG_MECH_OFF &&
@@ -483,7 +462,7 @@ static void tsg_snapshot(struct cs_msg_tsg_state *t)
     cs_tsg_get_info(&info);
     uint64_t requested;
     int status;
-    cs_lease_timeslice_result(&requested, &status);
+    cs_tsg_request_result(&requested, &status);
     memset(t, 0, sizeof *t);
     t->state = (uint32_t)info.state;
     t->status = status;
@@ -505,7 +484,7 @@ static void report_tsg(void)
         return;
     if (cs_tsg_state() == CS_TSG_UNPROBED)
         for (int i = 0; i < CS_MAX_DEVICES; i++)
-            if (atomic_load_explicit(&cs_devs[i].subm, memory_order_relaxed) >> 32) {
+            if (atomic_load_explicit(&cs_devs[i].gate.subm, memory_order_relaxed) >> 32) {
                 cs_tsg_work_without_groups();
                 break;
             }
@@ -535,7 +514,7 @@ static void *io_main(void *arg)
     pthread_setname_np(pthread_self(), "cushare-io");
     uint32_t backoff = 25;
     for (;;) {
-        uint32_t tick = cs_lease_tick_interval_ms();
+        uint32_t tick = ops ? ops->tick_interval_ms() : 100;
         if (cl.fd < 0) {
             uint64_t now = cs_now_ns();
             if (now >= cl.next_try_ns) {

@@ -14,6 +14,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What the layer above (the lease) does with the connection's events, all
+ * on the I/O thread. */
+struct cs_client_ops {
+    /* A connection finished HELLO: each device's ATTACH goes out on fd,
+     * before the connection is shared with other threads. */
+    void (*handshake)(int fd);
+    /* ...and is shared now: catch up what raced with it. */
+    void (*connected)(void);
+    /* The connection is gone (outstanding ROOM requests are answered -1). */
+    void (*disconnected)(void);
+    /* A daemon message for the lease (GRANT, REVOKE, EVICT, PREFETCH,
+     * TIMESLICE, LC_MODE); false if it is none of those (a protocol error:
+     * the connection is closed). */
+    bool (*message)(const struct cs_msg *m);
+    /* Timers, every tick_interval_ms(), connected or not. */
+    void (*tick)(uint64_t now_ns);
+    uint32_t (*tick_interval_ms)(void);
+};
+/* Registered once by the constructor, before the client starts. */
+void cs_client_set_ops(const struct cs_client_ops *ops);
+
 /* Starts the client once per process: the first call tries to connect
  * synchronously (so the first device knows whether it is managed) and
  * starts the I/O thread. No-op when CUSHARE_DISABLE is set. */

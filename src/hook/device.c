@@ -1,11 +1,10 @@
 /* device.c: the device table and the context -> device map. */
 #include "hook/device.h"
-#include "hook/client.h"
 #include "hook/config.h"
-#include "hook/lease.h"
 #include "common/log.h"
 
 #include <string.h>
+#include <time.h>
 
 struct cs_dev cs_devs[CS_MAX_DEVICES];
 _Atomic uint32_t cs_ctx_gen;
@@ -21,7 +20,7 @@ static struct {
 } ctx_tab[CS_MAX_CTX];
 static int ctx_count;
 
-const char *cs_lease_name(enum cs_lease s)
+const char *cs_dev_lease_name(enum cs_lease s)
 {
     static const char *const names[] = {"detached", "unmanaged", "idle",
                                         "waiting",  "held",      "revoking"};
@@ -71,6 +70,14 @@ static int ctx_register_current(CUcontext ctx)
     return ord;
 }
 
+/* Written once by the constructor (cs_dev_set_ops); read-only afterwards. */
+static const struct cs_dev_ops *dev_ops;
+
+void cs_dev_set_ops(const struct cs_dev_ops *ops)
+{
+    dev_ops = ops;
+}
+
 struct cs_dev *cs_dev_get(int ordinal)
 {
     if (ordinal < 0 || ordinal >= CS_MAX_DEVICES) {
@@ -81,7 +88,8 @@ struct cs_dev *cs_dev_get(int ordinal)
         return NULL;
     }
     struct cs_dev *d = &cs_devs[ordinal];
-    cs_lease_attach(d, ordinal);
+    if (dev_ops)
+        dev_ops->attach(d, ordinal);
     return d;
 }
 
@@ -176,5 +184,49 @@ void cs_dev_reset_after_fork(void)
     atomic_fetch_add_explicit(&cs_ctx_gen, 1, memory_order_relaxed);
     atomic_store(&cs_single_device, false);
     for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_reset_after_fork(&cs_devs[i], i);
+        cs_dev_init(&cs_devs[i], i);
+}
+
+void cs_dev_init(struct cs_dev *d, int ordinal)
+{
+    memset(d, 0, sizeof *d);
+    pthread_mutex_init(&d->mu, NULL);
+    cs_bound_init(&d->bound);
+    pthread_cond_init(&d->lease.gate_cv, NULL);
+    pthread_cond_init(&d->jobs.work.cv, NULL);
+    pthread_cond_init(&d->jobs.pins.cv, NULL);
+    d->ordinal = ordinal;
+    d->lease.state = CS_LEASE_DETACHED;
+}
+
+/* ---- draining ------------------------------------------------------------------ */
+
+void cs_dev_wait_inside_zero(struct cs_dev *d)
+{
+    /* Threads inside a submission are in the middle of one driver call
+     * (microseconds): yield first, then sleep in short steps. */
+    struct timespec step = {0, 50000};
+    for (int i = 0;
+         (atomic_load_explicit(&d->gate.subm, memory_order_seq_cst) & 0xffffffffu) != 0; i++) {
+        if (i < 200)
+            sched_yield();
+        else
+            nanosleep(&step, NULL);
+    }
+}
+
+void cs_dev_drain(struct cs_dev *d)
+{
+    CUcontext ctxs[CS_MAX_CTX];
+    int n = cs_ctx_list(d->ordinal, ctxs, CS_MAX_CTX);
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    cs_real.cuThreadExchangeStreamCaptureMode(&mode);
+    for (int i = 0; i < n; i++) {
+        if (cs_real.cuCtxPushCurrent_v2(ctxs[i]) != CUDA_SUCCESS)
+            continue;
+        cs_real.cuCtxSynchronize();
+        CUcontext popped;
+        cs_real.cuCtxPopCurrent_v2(&popped);
+    }
+    cs_real.cuThreadExchangeStreamCaptureMode(&mode);
 }

@@ -13,6 +13,7 @@
 #include "common/proto.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #define CS_MAX_CTX 256
 
@@ -25,7 +26,7 @@ enum cs_lease {
     CS_LEASE_HELD,         /* lease held: gate open */
     CS_LEASE_REVOKING,     /* revoked: gate closed, worker draining */
 };
-const char *cs_lease_name(enum cs_lease s);
+const char *cs_dev_lease_name(enum cs_lease s);
 
 /* Work for a device's worker thread. */
 enum cs_job_kind {
@@ -54,7 +55,7 @@ struct cs_jobq {
     pthread_cond_t cv; /* the thread waiting for a job */
 };
 
-/* The gate word (cs_dev.open). */
+/* The gate word (cs_dev.gate.open). */
 #define CS_GATE_CLOSED 0u
 #define CS_GATE_OPEN 1u
 #define CS_GATE_BOUNDED 2u /* open, with the in-flight bound (bound.h): slow path */
@@ -64,23 +65,29 @@ struct cs_jobq {
 #define CS_SUBM_INSIDE 1ull
 #define CS_SUBM_ENTRY (1ull << 32)
 
-struct cs_dev {
-    /* ---- hot: read/written by every gated call, lock-free ---- */
-    _Atomic uint32_t open __attribute__((aligned(64)));
-    _Atomic uint64_t subm;
+/* struct cs_dev is cut by owner: each part below names, once, what guards
+ * it and which module writes it. Lock order: locks.h. */
 
-    /* ---- cold: everything below is guarded by mu ---- */
-    pthread_mutex_t mu __attribute__((aligned(64)));
-    pthread_cond_t gate_cv; /* app threads waiting for the gate to open */
-    int ordinal;
+/* The gate: lock-free atomics, every gated call's only shared memory.
+ * Written by the gate (gate.h: subm) and the lease (lease.c: open). */
+struct cs_dev_gate {
+    _Atomic uint32_t open;
+    _Atomic uint64_t subm;
+};
+
+/* The lease as this process sees it. cs_dev.mu; lease.c's. */
+struct cs_dev_lease {
+    pthread_cond_t gate_cv;   /* app threads waiting for the gate to open */
     enum cs_lease state;
-    uint64_t lease_id;
-    unsigned char uuid[CS_UUID_LEN];
-    uint64_t total_mem;       /* as the driver reports it */
+    uint64_t id;              /* the lease held (or last held) */
     int waiters;              /* app threads blocked in the gate */
     bool attach_sent;         /* the daemon knows this device (this connection) */
     bool acquire_sent;        /* an ACQUIRE (or ATTACH WAITING) is with the daemon */
     bool lost_warned;         /* "running unmanaged" said for this outage */
+};
+
+/* The device's two threads and their queues. cs_dev.mu; worker.c's. */
+struct cs_dev_jobs {
     bool worker_started;
     pthread_t worker;
     struct cs_jobq work;      /* for the worker thread, in arrival order */
@@ -91,64 +98,102 @@ struct cs_dev {
     struct cs_jobq pins;      /* for the pinner */
     bool granting;            /* the worker is running a GRANT job... */
     uint64_t granting_lease;  /* ...for this lease */
+};
 
-    /* idle detection: owned by the client I/O thread */
-    uint32_t idle_last_entries;
-    uint32_t idle_last_host_done;
-    uint64_t idle_last_activity_ns;
+/* Idle detection and what was last reported. cs_dev.mu; report.c's
+ * (written by the client I/O thread, and probe_pending/gpu_done by the
+ * worker's idle probe). */
+struct cs_dev_report {
+    uint32_t last_entries;
+    uint32_t last_host_done;
+    uint64_t last_activity_ns;
     bool idle_reported;
-    bool idle_probe_pending;  /* a CS_JOB_IDLE_PROBE is queued or running (mu) */
-    /* Application threads working toward the GPU without passing the gate:
-     * an allocation or free (which may materialize gigabytes), a wait for
-     * room. Busy while inside, activity when done: on the H100 a job
-     * allocating its tensors right after a grant was reported idle 250 ms
-     * in, revoked, and then drained 5 s of work it queued meanwhile.
-     * cs_dev_host_begin/end; read by the idle detection. */
-    _Atomic uint32_t host_busy;
-    _Atomic uint32_t host_done; /* such calls finished (wrapping) */
-    bool idle_gpu_done;       /* the probe found no work left in flight (mu) */
-    uint64_t ts_want;         /* the daemon's last TIMESLICE for this GPU, µs;
-                                 0 = the defaults (mu) */
+    bool probe_pending;       /* a CS_JOB_IDLE_PROBE is queued or running */
+    bool gpu_done;            /* the probe found no work left in flight */
     uint64_t usage_sent[4];   /* resident, swapped, footprint, unswappable last reported */
     uint64_t pinned_sent;     /* host backing last reported (PINNED) */
-    /* beside a latency-critical job (LC_MODE; mu) */
-    uint32_t lc_mode;         /* enum cs_lc_mode the daemon asked for */
-    uint32_t lc_param_us;     /* its linger or window */
-    uint64_t burst_wait_t0;   /* RELEASE_IDLE: first blocked submission since the
+};
+
+/* Application threads working toward the GPU without passing the gate: an
+ * allocation or free (which may materialize gigabytes), a wait for room.
+ * Busy while inside, activity when done: on the H100 a job allocating its
+ * tensors right after a grant was reported idle 250 ms in, revoked, and
+ * then drained 5 s of work it queued meanwhile. Atomics;
+ * cs_dev_host_begin/end; read by the idle detection. */
+struct cs_dev_host {
+    _Atomic uint32_t busy;
+    _Atomic uint32_t done;    /* such calls finished (wrapping) */
+};
+
+/* Beside a latency-critical job (LC_MODE). cs_dev.mu; lease.c sets the
+ * mode, burst.c runs RELEASE_IDLE's bursts. */
+struct cs_dev_lc {
+    uint32_t mode;            /* enum cs_lc_mode the daemon asked for */
+    uint32_t param_us;        /* its linger or window */
+    uint64_t wait_t0;         /* RELEASE_IDLE: first blocked submission since the
                                  last release, 0 = none */
-    uint64_t burst_wait_ns;   /* that wait, measured when the gate opened */
-    uint64_t burst_open_ns;   /* the gate opened for the current burst at */
+    uint64_t wait_ns;         /* that wait, measured when the gate opened */
+    uint64_t open_ns;         /* the gate opened for the current burst at */
     uint64_t bursts;          /* leases released by RELEASE_IDLE */
     uint64_t hint_until_ns;   /* cushare_hint: keep a RELEASE_IDLE lease until then */
     uint64_t hints;           /* cushare_hint calls acted on */
-    struct cs_bound bound;    /* LC_MODE BOUNDED: events of queued work (own lock) */
+};
 
-    /* memory accounting: atomics, see mem.c */
-    _Atomic uint64_t mem_used;
-    _Atomic uint64_t mem_peak;
-    _Atomic uint64_t mem_allocs;
-    _Atomic uint64_t mem_ooms;
+/* Memory: atomics. mem.c charges the quota (used .. ooms) and counts what
+ * is recorded outside segments (unswappable); seg.c counts the bytes of
+ * the device's segments that are not on the GPU (absent: swapped out or not
+ * placed yet), which the gate reads for stream capture. */
+struct cs_dev_mem {
+    _Atomic uint64_t used;
+    _Atomic uint64_t peak;
+    _Atomic uint64_t allocs;
+    _Atomic uint64_t ooms;
+    _Atomic uint64_t unswappable;
+    _Atomic uint64_t absent;
+};
 
-    /* lease statistics (under mu) */
+/* Lease statistics. cs_dev.mu; lease.c and jobs.c add to them. */
+struct cs_dev_stats {
     uint64_t grants;
     uint64_t revokes;
-    uint64_t drain_ns_total;
-    uint64_t wait_ns_total;
+    uint64_t drain_ns;
+    uint64_t wait_ns;
+};
+
+struct cs_dev {
+    /* ---- hot: read/written by every gated call, lock-free ---- */
+    struct cs_dev_gate gate __attribute__((aligned(64)));
+
+    /* ---- cold ---- */
+    pthread_mutex_t mu __attribute__((aligned(64)));
+    /* Who the device is: written once, under mu, when it attaches
+     * (lease.c); read-only afterwards. */
+    int ordinal;
+    unsigned char uuid[CS_UUID_LEN];
+    uint64_t total_mem;       /* as the driver reports it */
+    struct cs_dev_lease lease;   /* mu */
+    struct cs_dev_jobs jobs;     /* mu */
+    struct cs_dev_report rep;    /* mu */
+    struct cs_dev_lc lc;         /* mu */
+    struct cs_dev_stats stats;   /* mu */
+    struct cs_dev_host host;     /* atomics */
+    struct cs_dev_mem mem;       /* atomics */
+    struct cs_bound bound;       /* LC_MODE BOUNDED: events of queued work (its own lock) */
 };
 
 extern struct cs_dev cs_devs[CS_MAX_DEVICES];
 
 /* Around an application call that works toward the GPU without passing the
- * gate (see host_busy). Not for the launch path: two atomics. */
+ * gate (see struct cs_dev_host). Not for the launch path: two atomics. */
 static inline void cs_dev_host_begin(struct cs_dev *d)
 {
-    atomic_fetch_add_explicit(&d->host_busy, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&d->host.busy, 1, memory_order_relaxed);
 }
 
 static inline void cs_dev_host_end(struct cs_dev *d)
 {
-    atomic_fetch_add_explicit(&d->host_done, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&d->host_busy, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&d->host.done, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&d->host.busy, 1, memory_order_relaxed);
 }
 
 /* Bumped whenever a context goes away, so that per-thread caches of
@@ -170,7 +215,7 @@ struct cs_dev *cs_dev_lookup(CUcontext ctx);
 
 /* True once the first device attached in a process that sees exactly one
  * device (one GPU, or one made visible to a container): every context is
- * then on it. Written once (cs_lease_attach), read relaxed on the hot path. */
+ * then on it. Written once (by the lease's attach), read relaxed on the hot path. */
 extern _Atomic bool cs_single_device;
 
 /* The device of the calling thread's current context, or NULL when there is
@@ -215,19 +260,6 @@ struct cs_dev *cs_dev_of_ctx(CUcontext ctx);
 /* The device with this ordinal, attached if it was not yet. */
 struct cs_dev *cs_dev_get(int ordinal);
 
-/* TIMESLICE for this device (client I/O thread): remembered and a
- * CS_JOB_TIMESLICE queued for the device's worker (lease.c). */
-void cs_lease_on_timeslice(struct cs_dev *d, uint64_t us);
-/* LC_MODE for this device (client I/O thread). */
-void cs_lease_on_lc_mode(struct cs_dev *d, uint32_t mode, uint32_t param_us);
-/* cushare_hint(WORK_SOON): in RELEASE_IDLE mode, ask for the lease now and
- * keep it until expected_us after the grant (plus the linger). */
-void cs_lease_hint(struct cs_dev *d, uint32_t expected_us);
-/* What the timeslice jobs last gave tsg.c (the smallest non-zero value the
- * daemon asked over this process's GPUs, or CUSHARE_TSG_TIMESLICE_US), and
- * its answer (0 or -errno). Before any job: the library's own setting, 0. */
-void cs_lease_timeslice_result(uint64_t *requested_us, int *status);
-
 /* Register a context the application created or retained (ordinal known). */
 void cs_ctx_note(CUcontext ctx, int ordinal);
 
@@ -238,9 +270,26 @@ void cs_ctx_forget_device(int ordinal);
 /* Copies up to max contexts of the device into out; returns the count. */
 int cs_ctx_list(int ordinal, CUcontext *out, int max);
 
+/* A device back to DETACHED, as the constructor makes it: every field
+ * zero, its locks and conditions initialized. */
+void cs_dev_init(struct cs_dev *d, int ordinal);
 /* After fork(), in the child: every device back to DETACHED. */
 void cs_dev_reset_after_fork(void);
-/* After fork(), in the child: forget the primary contexts (hooks_ctx.c). */
-void cs_ctx_hooks_reset_after_fork(void);
+
+/* What the layers above do when a device is first used: the lease
+ * registers attach (learn the device, tell the daemon), called by
+ * cs_dev_get on every lookup until the device is attached. */
+struct cs_dev_ops {
+    void (*attach)(struct cs_dev *d, int ordinal);
+};
+/* Registered once by the constructor, before any device is looked up. */
+void cs_dev_set_ops(const struct cs_dev_ops *ops);
+
+/* Waits until no thread is inside one of d's gated calls (the gate is
+ * closed: they are in the middle of one driver call, microseconds). */
+void cs_dev_wait_inside_zero(struct cs_dev *d);
+/* Waits for the work of every context of d (cuCtxSynchronize, in relaxed
+ * capture mode so as not to invalidate an application's global capture). */
+void cs_dev_drain(struct cs_dev *d);
 
 #endif

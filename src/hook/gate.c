@@ -2,7 +2,6 @@
 #include "hook/gate.h"
 #include "hook/config.h"
 #include "hook/lease.h"
-#include "hook/seg.h"
 
 int cs_hook_init_slow(void)
 {
@@ -21,21 +20,27 @@ static bool stream_is_capturing(CUstream s, int per_thread)
     return r == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+/* Some of the device's memory is not on the GPU (seg.c counts it). */
+static bool absent(struct cs_dev *d)
+{
+    return atomic_load_explicit(&d->mem.absent, memory_order_relaxed) != 0;
+}
+
 CUresult cs_gate_slow(struct cs_ticket *t, CUstream s, int per_thread)
 {
     struct cs_dev *d = t->dev;
-    if (stream_is_capturing(s, per_thread) && (!cs_cfg.swap || !cs_seg_any_absent(d->ordinal)))
+    if (stream_is_capturing(s, per_thread) && (!cs_cfg.swap || !absent(d)))
         return CUDA_SUCCESS; /* recorded into a graph, not run: nothing to bound */
     bool admitted = false;
     for (;;) {
-        uint32_t o = atomic_load_explicit(&d->open, memory_order_seq_cst);
+        uint32_t o = atomic_load_explicit(&d->gate.open, memory_order_seq_cst);
         if (o == CS_GATE_OPEN) {
             t->bound = false; /* the bound was lifted meanwhile */
             break;
         }
         if (o == CS_GATE_BOUNDED && admitted)
             break;
-        atomic_fetch_sub_explicit(&d->subm, CS_SUBM_INSIDE, memory_order_release);
+        atomic_fetch_sub_explicit(&d->gate.subm, CS_SUBM_INSIDE, memory_order_release);
         if (o == CS_GATE_BOUNDED) {
             /* The window is waited for outside the gate (a revoke must not
              * wait for a thread that waits for the GPU). Without events in
@@ -47,7 +52,7 @@ CUresult cs_gate_slow(struct cs_ticket *t, CUstream s, int per_thread)
             admitted = false;
             cs_lease_wait_open(d);
         }
-        atomic_fetch_add_explicit(&d->subm, CS_SUBM_INSIDE, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&d->gate.subm, CS_SUBM_INSIDE, memory_order_seq_cst);
     }
     if (t->bound) {
         t->stream = s;
@@ -63,10 +68,10 @@ void cs_gate_exit_bound(struct cs_ticket *t)
 
 static bool try_inside(struct cs_dev *d)
 {
-    atomic_fetch_add_explicit(&d->subm, CS_SUBM_ENTRY | CS_SUBM_INSIDE, memory_order_seq_cst);
-    if (atomic_load_explicit(&d->open, memory_order_seq_cst))
+    atomic_fetch_add_explicit(&d->gate.subm, CS_SUBM_ENTRY | CS_SUBM_INSIDE, memory_order_seq_cst);
+    if (atomic_load_explicit(&d->gate.open, memory_order_seq_cst))
         return true;
-    atomic_fetch_sub_explicit(&d->subm, CS_SUBM_INSIDE, memory_order_release);
+    atomic_fetch_sub_explicit(&d->gate.subm, CS_SUBM_INSIDE, memory_order_release);
     return false;
 }
 
@@ -82,8 +87,7 @@ CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_de
     if (!a && !b)
         return CUDA_SUCCESS;
     if (stream_is_capturing(s, per_thread) &&
-        (!cs_cfg.swap || ((!a || !cs_seg_any_absent(a->ordinal)) &&
-                          (!b || !cs_seg_any_absent(b->ordinal)))))
+        (!cs_cfg.swap || ((!a || !absent(a)) && (!b || !absent(b)))))
         return CUDA_SUCCESS;
     for (;;) {
         if (a && !try_inside(a)) {
@@ -92,7 +96,7 @@ CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_de
         }
         if (b && !try_inside(b)) {
             if (a)
-                atomic_fetch_sub_explicit(&a->subm, CS_SUBM_INSIDE, memory_order_release);
+                atomic_fetch_sub_explicit(&a->gate.subm, CS_SUBM_INSIDE, memory_order_release);
             cs_lease_wait_open(b);
             continue;
         }
@@ -105,6 +109,6 @@ CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_de
 void cs_gate_exit2(struct cs_ticket *ta, struct cs_ticket *tb)
 {
     if (tb->dev)
-        atomic_fetch_sub_explicit(&tb->dev->subm, CS_SUBM_INSIDE, memory_order_release);
+        atomic_fetch_sub_explicit(&tb->dev->gate.subm, CS_SUBM_INSIDE, memory_order_release);
     cs_gate_exit(ta);
 }

@@ -48,8 +48,8 @@ static inline CUresult cs_gate_enter(struct cs_ticket *t, CUstream s, int per_th
     if (!d)
         return CUDA_SUCCESS;
     t->dev = d;
-    atomic_fetch_add_explicit(&d->subm, CS_SUBM_ENTRY | CS_SUBM_INSIDE, memory_order_seq_cst);
-    if (cs_likely(atomic_load_explicit(&d->open, memory_order_seq_cst) == CS_GATE_OPEN))
+    atomic_fetch_add_explicit(&d->gate.subm, CS_SUBM_ENTRY | CS_SUBM_INSIDE, memory_order_seq_cst);
+    if (cs_likely(atomic_load_explicit(&d->gate.open, memory_order_seq_cst) == CS_GATE_OPEN))
         return CUDA_SUCCESS;
     return cs_gate_slow(t, s, per_thread);
 }
@@ -62,7 +62,7 @@ static inline void cs_gate_exit(struct cs_ticket *t)
     if (t->dev) {
         if (cs_unlikely(t->bound))
             cs_gate_exit_bound(t);
-        atomic_fetch_sub_explicit(&t->dev->subm, CS_SUBM_INSIDE, memory_order_release);
+        atomic_fetch_sub_explicit(&t->dev->gate.subm, CS_SUBM_INSIDE, memory_order_release);
     }
     cs_tls_depth--;
 }

@@ -6,6 +6,7 @@
  * memory it owned stops counting against the quota.
  */
 #include "hook/hook.h"
+#include "hook/hooks_ctx.h"
 #include "hook/device.h"
 #include "hook/gate.h"
 #include "hook/pmap.h"

@@ -171,7 +171,13 @@ CS_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdevicept
     int dev;
     if (!pHandle || !cs_seg_lookup(dptr, &base, &size, &dev))
         return cs_real.cuIpcGetMemHandle(pHandle, dptr);
+    /* The memory must be on the GPU to export it: wait for the lease like
+     * any work on this device, and export inside it (no revoke can swap
+     * the segment out meanwhile; afterwards it never moves). */
+    struct cs_ticket ta, tb;
+    cs_gate_enter2(&ta, &tb, cs_dev_get(dev), NULL, 0, 0);
     CUresult r = cs_ipc_export(pHandle, dptr, base, dev);
+    cs_gate_exit2(&ta, &tb);
     static _Atomic bool warned;
     if (r != CUDA_SUCCESS && !atomic_exchange(&warned, true)) {
         const char *name = "?";

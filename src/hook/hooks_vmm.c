@@ -95,8 +95,16 @@ CS_EXPORT CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle,
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!cs_vmm_is_virtual(handle))
         return cs_real.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
-    return shareableHandle ? cs_vmm_export(shareableHandle, handle, handleType, flags)
-                           : CUDA_ERROR_INVALID_VALUE;
+    int dev = cs_vmm_device(handle);
+    if (!shareableHandle || dev < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* On the GPU for the export, and from then on: the importer maps the
+     * physical memory, which therefore must never move. */
+    struct cs_ticket ta, tb;
+    cs_gate_enter2(&ta, &tb, cs_dev_get(dev), NULL, 0, 0);
+    CUresult r = cs_vmm_export(shareableHandle, handle, handleType, flags);
+    cs_gate_exit2(&ta, &tb);
+    return r;
 }
 
 /* Sparse arrays bound to our memory: translated, and the memory marked

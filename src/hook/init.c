@@ -7,8 +7,10 @@
 #include "hook/client.h"
 #include "hook/config.h"
 #include "hook/device.h"
+#include "hook/hooks_ctx.h"
 #include "hook/hooks_table.h"
 #include "hook/ipc.h"
+#include "hook/jobs.h"
 #include "hook/lease.h"
 #include "hook/mem.h"
 #include "hook/seg.h"
@@ -61,26 +63,25 @@ static void exit_summary(void)
         struct cs_dev *d = &cs_devs[i];
         if (pthread_mutex_trylock(&d->mu) != 0)
             continue;
-        bool used = d->state != CS_LEASE_DETACHED;
-        uint64_t grants = d->grants, revokes = d->revokes, wait = d->wait_ns_total;
-        uint64_t drain = d->drain_ns_total, bursts = d->bursts, hints = d->hints;
+        bool used = d->lease.state != CS_LEASE_DETACHED;
+        uint64_t grants = d->stats.grants, revokes = d->stats.revokes, wait = d->stats.wait_ns;
+        uint64_t drain = d->stats.drain_ns, bursts = d->lc.bursts, hints = d->lc.hints;
         pthread_mutex_unlock(&d->mu);
         if (!used)
             continue;
-        struct cs_segs *s = &cs_segs[i];
-        if (pthread_mutex_trylock(&s->mu) != 0)
+        struct cs_seg_stats st;
+        if (!cs_seg_stats(i, &st, true))
             continue;
-        uint64_t ob = s->swap_out_bytes, on = s->swap_out_ns, ib = s->swap_in_bytes,
-                 in = s->swap_in_ns;
-        pthread_mutex_unlock(&s->mu);
+        uint64_t ob = st.swap_out_bytes, on = st.swap_out_ns, ib = st.swap_in_bytes,
+                 in = st.swap_in_ns;
         char a[32], b[32], p[32];
         cs_info("GPU %d summary: %llu submissions, %llu grants, %llu revokes, waited %.2f s, "
                 "drained %.2f s, swapped out %s in %.2f s, in %s in %.2f s, peak memory %s",
-                i, (unsigned long long)(atomic_load(&d->subm) >> 32),
+                i, (unsigned long long)(atomic_load(&d->gate.subm) >> 32),
                 (unsigned long long)grants, (unsigned long long)revokes, (double)wait / 1e9,
                 (double)drain / 1e9, cs_format_size(ob, a, sizeof a), (double)on / 1e9,
                 cs_format_size(ib, b, sizeof b), (double)in / 1e9,
-                cs_format_size(atomic_load(&d->mem_peak), p, sizeof p));
+                cs_format_size(atomic_load(&d->mem.peak), p, sizeof p));
         exit_summary_lc(d, bursts, hints);
     }
 }
@@ -91,8 +92,10 @@ __attribute__((constructor)) static void cs_hook_ctor(void)
     cs_hooks_table_register();
     cs_tsg_init();
     for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_reset_after_fork(&cs_devs[i], i);
+        cs_dev_init(&cs_devs[i], i);
     cs_seg_reset_after_fork();
+    cs_lease_init();
+    cs_jobs_init();
     pthread_atfork(NULL, NULL, after_fork_child);
     atexit(exit_summary);
 }

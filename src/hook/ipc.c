@@ -1,7 +1,5 @@
 /* ipc.c: CUDA IPC for swappable memory (ipc.h). */
 #include "hook/ipc.h"
-#include "hook/device.h"
-#include "hook/gate.h"
 #include "hook/seg.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -301,14 +299,8 @@ CUresult cs_ipc_export(CUipcMemHandle *out, CUdeviceptr dptr, CUdeviceptr base, 
     pthread_mutex_unlock(&exp_mu);
     if (!serving)
         return CUDA_ERROR_OPERATING_SYSTEM;
-    /* The memory must be on the GPU to export it: wait for the lease like
-     * any work on this device, and export inside it (no revoke can swap
-     * the segment out meanwhile; afterwards it never moves). */
-    struct cs_ticket ta, tb;
-    cs_gate_enter2(&ta, &tb, cs_dev_get(dev), NULL, 0, 0);
     struct cs_seg_export ex;
-    CUresult r = cs_seg_export(dptr, &ex);
-    cs_gate_exit2(&ta, &tb);
+    CUresult r = cs_seg_export(dptr, cs_ipc_register, cs_ipc_unregister, &ex);
     if (r != CUDA_SUCCESS)
         return r;
     struct ipc_wire w;

@@ -40,7 +40,8 @@
 #include <stdint.h>
 
 /* cuIpcGetMemHandle for dptr inside one of our allocations (base, size and
- * device as cs_seg_lookup found them). */
+ * device as cs_seg_lookup found them). The caller is inside the device's
+ * gate: the memory is on the GPU, and no revoke can move it meanwhile. */
 CUresult cs_ipc_export(CUipcMemHandle *out, CUdeviceptr dptr, CUdeviceptr base, int dev);
 
 /* Registers an exported descriptor (ownership passes to ipc.c) for a

@@ -12,37 +12,58 @@
  *        up to CUSHARE_DAEMON_WAIT_MS, then UNMANAGED; on reconnect every
  *        device re-attaches, open gates claiming their hold
  *
- * Transitions run under the device's mutex, from three kinds of thread: the
- * application's (requesting), the client I/O thread (daemon messages,
- * timers) and the device's worker (draining after a revoke).
+ * Transitions run under the device's mu (struct cs_dev_lease), from three
+ * kinds of thread: the application's (requesting), the client I/O thread
+ * (daemon messages and timers, through the client ops registered by
+ * cs_lease_init) and the device's worker (jobs.c and burst.c end revokes,
+ * grants and bursts with the _locked transitions).
  */
 #ifndef CS_HOOK_LEASE_H
 #define CS_HOOK_LEASE_H
 
 #include "hook/device.h"
 
-/* Attach the device on first use: learn its UUID and size, tell the daemon. */
-void cs_lease_attach(struct cs_dev *d, int ordinal);
+/* Registers the lease with the layers below: the device table's attach,
+ * seg.c's placement and room questions, the client's daemon messages and
+ * timers. Once, from the constructor. */
+void cs_lease_init(void);
 
 /* Application thread, gate closed: request the lease if needed and block
  * until the gate opens. */
 void cs_lease_wait_open(struct cs_dev *d);
+/* cushare_hint(WORK_SOON): in RELEASE_IDLE mode, ask for the lease now and
+ * keep it until expected_us after the grant (plus the linger). */
+void cs_lease_hint(struct cs_dev *d, uint32_t expected_us);
 
-/* Client I/O thread. */
+/* Client I/O thread: the daemon's messages for this device. */
 void cs_lease_on_grant(struct cs_dev *d, uint64_t lease_id);
 void cs_lease_on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv);
 void cs_lease_on_evict(struct cs_dev *d, const struct cs_msg_evict *ev);
 void cs_lease_on_prefetch(struct cs_dev *d, const struct cs_msg_prefetch *pf);
+/* TIMESLICE: handed to tsg.c, applied by the worker. */
+void cs_lease_on_timeslice(struct cs_dev *d, uint64_t us);
+/* LC_MODE: BOUNDED takes effect at once on an open gate; RELEASE_IDLE
+ * starts watching a held lease. */
+void cs_lease_on_lc_mode(struct cs_dev *d, uint32_t mode, uint32_t param_us);
 void cs_lease_on_disconnect(struct cs_dev *d);
 /* Reconnect, before the connection is shared: send ATTACH on fd. */
 void cs_lease_handshake(struct cs_dev *d, int fd);
 /* Reconnect, after the connection is shared: catch up what raced with it. */
 void cs_lease_rescan(struct cs_dev *d);
-/* Periodic: idle reports while held, the lost-daemon deadline. */
+/* Periodic: reports while connected (report.c), the lost-daemon deadline
+ * while not. */
 void cs_lease_tick(struct cs_dev *d, uint64_t now_ns);
-/* Milliseconds until cs_lease_tick has something to do for any device. */
-uint32_t cs_lease_tick_interval_ms(void);
 
-void cs_lease_reset_after_fork(struct cs_dev *d, int ordinal);
+/* ---- for the device's worker (jobs.c, burst.c); d->mu held ------------------ */
+
+/* The gate word: open (or bounded, in LC_MODE BOUNDED) waking the waiters;
+ * closed (seq_cst: the worker then waits for the inside count, gate.h). */
+void cs_lease_open_gate_locked(struct cs_dev *d);
+void cs_lease_close_gate_locked(struct cs_dev *d);
+/* A grant's memory is restored: HELD under lease_id, gate open. */
+void cs_lease_hold_locked(struct cs_dev *d, uint64_t lease_id);
+/* The lease went back to the daemon (RELEASE sent or the connection gone):
+ * IDLE, or WAITING again (ACQUIRE) if threads wait. */
+void cs_lease_released_locked(struct cs_dev *d);
 
 #endif

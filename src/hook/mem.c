@@ -26,19 +26,19 @@ struct rec {
 
 static pthread_mutex_t tab_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Bytes per device that the swap engine cannot move (everything recorded
- * outside segments). Written under tab_mu with the records it sums; read
- * without it by the client I/O thread, which must never wait for a lock an
- * allocating thread may hold (see seg.h). */
-static _Atomic uint64_t unswappable[CS_MAX_DEVICES];
+ * outside segments) are kept in cs_dev.mem.unswappable: written under
+ * tab_mu with the records they sum; read without it by the client I/O
+ * thread, which must never wait for a lock an allocating thread may hold
+ * (see seg.h), and by seg.c's fit check. */
 
 static void count_locked(const struct rec *r, int sign)
 {
     if (r->ns == CS_MEM_SEG || r->ns == CS_MEM_VMM || r->dev < 0 || r->dev >= CS_MAX_DEVICES)
         return;
     if (sign > 0)
-        atomic_fetch_add_explicit(&unswappable[r->dev], r->bytes, memory_order_relaxed);
+        atomic_fetch_add_explicit(&cs_devs[r->dev].mem.unswappable, r->bytes, memory_order_relaxed);
     else
-        atomic_fetch_sub_explicit(&unswappable[r->dev], r->bytes, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&cs_devs[r->dev].mem.unswappable, r->bytes, memory_order_relaxed);
 }
 /* The scheduler's granted limit (TERMS): written by the thread that does
  * the handshake, read by allocating threads; one value for every GPU. */
@@ -173,7 +173,7 @@ bool cs_mem_forget(enum cs_mem_ns ns, uintptr_t key, uint64_t *bytes, int *dev)
 CUresult cs_mem_charge(struct cs_dev *d, uint64_t bytes, const char *what)
 {
     uint64_t limit = cs_mem_limit();
-    uint64_t cur = atomic_load_explicit(&d->mem_used, memory_order_relaxed);
+    uint64_t cur = atomic_load_explicit(&d->mem.used, memory_order_relaxed);
     for (;;) {
         uint64_t next = cur + bytes;
         if (limit && (next > limit || next < cur)) {
@@ -184,18 +184,18 @@ CUresult cs_mem_charge(struct cs_dev *d, uint64_t bytes, const char *what)
                      cs_format_size(limit, l, sizeof l), cs_format_size(cur, u, sizeof u),
                      limit == cs_cfg.mem_limit ? "raise CUSHARE_MEM_LIMIT / --mem-limit"
                                                : "the scheduler's grant for this user");
-            atomic_fetch_add_explicit(&d->mem_ooms, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&d->mem.ooms, 1, memory_order_relaxed);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        if (atomic_compare_exchange_weak_explicit(&d->mem_used, &cur, next, memory_order_relaxed,
+        if (atomic_compare_exchange_weak_explicit(&d->mem.used, &cur, next, memory_order_relaxed,
                                                   memory_order_relaxed)) {
-            uint64_t peak = atomic_load_explicit(&d->mem_peak, memory_order_relaxed);
+            uint64_t peak = atomic_load_explicit(&d->mem.peak, memory_order_relaxed);
             while (next > peak &&
-                   !atomic_compare_exchange_weak_explicit(&d->mem_peak, &peak, next,
+                   !atomic_compare_exchange_weak_explicit(&d->mem.peak, &peak, next,
                                                           memory_order_relaxed,
                                                           memory_order_relaxed))
                 ;
-            atomic_fetch_add_explicit(&d->mem_allocs, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&d->mem.allocs, 1, memory_order_relaxed);
             return CUDA_SUCCESS;
         }
     }
@@ -203,11 +203,11 @@ CUresult cs_mem_charge(struct cs_dev *d, uint64_t bytes, const char *what)
 
 void cs_mem_uncharge(struct cs_dev *d, uint64_t bytes)
 {
-    uint64_t cur = atomic_load_explicit(&d->mem_used, memory_order_relaxed);
+    uint64_t cur = atomic_load_explicit(&d->mem.used, memory_order_relaxed);
     uint64_t next;
     do
         next = cur >= bytes ? cur - bytes : 0;
-    while (!atomic_compare_exchange_weak_explicit(&d->mem_used, &cur, next, memory_order_relaxed,
+    while (!atomic_compare_exchange_weak_explicit(&d->mem.used, &cur, next, memory_order_relaxed,
                                                   memory_order_relaxed));
 }
 
@@ -268,12 +268,12 @@ void cs_mem_view(struct cs_dev *d, size_t *free_bytes, size_t *total_bytes)
 {
     uint64_t limit = cs_mem_limit();
     pthread_mutex_lock(&d->mu);
-    bool alone = cs_cfg.swap && d->state != CS_LEASE_UNMANAGED && d->state != CS_LEASE_DETACHED;
+    bool alone = cs_cfg.swap && d->lease.state != CS_LEASE_UNMANAGED && d->lease.state != CS_LEASE_DETACHED;
     pthread_mutex_unlock(&d->mu);
     if (!limit && !alone)
         return;
     uint64_t total = limit && *total_bytes > limit ? limit : *total_bytes;
-    uint64_t used = atomic_load_explicit(&d->mem_used, memory_order_relaxed);
+    uint64_t used = atomic_load_explicit(&d->mem.used, memory_order_relaxed);
     uint64_t fr = total > used ? total - used : 0;
     if (!alone && fr > *free_bytes)
         fr = *free_bytes; /* other jobs may leave less than the quota */
@@ -283,19 +283,19 @@ void cs_mem_view(struct cs_dev *d, size_t *free_bytes, size_t *total_bytes)
 
 uint64_t cs_mem_unswappable(int dev)
 {
-    return atomic_load_explicit(&unswappable[dev], memory_order_relaxed);
+    return atomic_load_explicit(&cs_devs[dev].mem.unswappable, memory_order_relaxed);
 }
 
 void cs_mem_fill_usage(struct cs_dev *d, struct cs_msg_usage *u)
 {
     uint64_t res, swp, rsv;
     cs_seg_counts(d->ordinal, &res, &swp, &rsv);
-    uint64_t fixed = atomic_load_explicit(&unswappable[d->ordinal], memory_order_relaxed);
+    uint64_t fixed = atomic_load_explicit(&d->mem.unswappable, memory_order_relaxed);
     u->resident = res + fixed;
     u->swapped = swp;
     u->unswappable = fixed + cs_seg_exported(d->ordinal); /* exported: resident, pinned there */
     u->footprint = res + swp + rsv + fixed;
-    u->submissions = atomic_load_explicit(&d->subm, memory_order_relaxed) >> 32;
+    u->submissions = atomic_load_explicit(&d->gate.subm, memory_order_relaxed) >> 32;
 }
 
 void cs_mem_reset_after_fork(void)
@@ -307,6 +307,4 @@ void cs_mem_reset_after_fork(void)
     tab = NULL;
     tab_cap = 0;
     tab_used = 0;
-    for (int i = 0; i < CS_MAX_DEVICES; i++)
-        atomic_store(&unswappable[i], 0);
 }

@@ -1,20 +1,25 @@
 /* seg.c: segments, the chunk sub-allocator and the address index (seg.h). */
 #include "hook/seg.h"
-#include "hook/client.h"
 #include "hook/config.h"
-#include "hook/mem.h"
-#include "hook/swap.h"
-#include "hook/backing.h"
-#include "hook/ipc.h"
-#include "hook/vmm.h"
 #include "common/log.h"
 #include "common/util.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct cs_segs cs_segs[CS_MAX_DEVICES];
+
+/* ---- the layers above ----------------------------------------------------
+ * Written once by the constructor (cs_seg_set_ops), before any allocation;
+ * read-only afterwards. */
+static const struct cs_seg_ops *seg_ops;
+
+void cs_seg_set_ops(const struct cs_seg_ops *ops)
+{
+    seg_ops = ops;
+}
 
 /* ---- address index: every segment by base address ----------------------
  * A sorted array searched by bisection; pointer queries and frees use it.
@@ -229,10 +234,9 @@ static CUresult create_locked(struct cs_seg *g, CUmemGenericAllocationHandle *h)
     return cs_real.cuMemCreate(h, g->size, &p, 0);
 }
 
-CUresult cs_seg_map_locked(struct cs_seg *g)
+/* Places a plain segment: create, map, give the device and its peers access. */
+static CUresult map_plain_locked(struct cs_seg *g)
 {
-    if (g->vmm)
-        return cs_vmm_map_locked(g);
     CUmemGenericAllocationHandle h;
     CUresult r = create_locked(g, &h);
     if (r != CUDA_SUCCESS)
@@ -260,10 +264,15 @@ CUresult cs_seg_map_locked(struct cs_seg *g)
     return CUDA_SUCCESS;
 }
 
+static CUresult map_locked(struct cs_seg *g)
+{
+    return g->kind ? g->kind->map_locked(g) : map_plain_locked(g);
+}
+
 void cs_seg_unmap_locked(struct cs_seg *g)
 {
-    if (g->vmm) {
-        cs_vmm_unmap_locked(g);
+    if (g->kind) {
+        g->kind->unmap_locked(g);
         return;
     }
     cs_real.cuMemUnmap(g->va, g->size);
@@ -273,15 +282,24 @@ void cs_seg_unmap_locked(struct cs_seg *g)
 
 /* ---- segment life -------------------------------------------------------- */
 
+/* The byte counters, and the device's count of bytes not on the GPU
+ * (cs_dev.mem.absent: the gate reads it for stream capture). */
 static void account(struct cs_segs *s, const struct cs_seg *g, int sign)
 {
     _Atomic uint64_t *c = g->state == CS_SEG_RESIDENT  ? &s->resident
                           : g->state == CS_SEG_SWAPPED ? &s->swapped
                                                        : &s->reserved;
-    if (sign > 0)
+    _Atomic uint64_t *absent =
+        g->state == CS_SEG_RESIDENT ? NULL : &cs_devs[g->dev].mem.absent;
+    if (sign > 0) {
         atomic_fetch_add_explicit(c, g->size, memory_order_relaxed);
-    else
+        if (absent)
+            atomic_fetch_add_explicit(absent, g->size, memory_order_relaxed);
+    } else {
         atomic_fetch_sub_explicit(c, g->size, memory_order_relaxed);
+        if (absent)
+            atomic_fetch_sub_explicit(absent, g->size, memory_order_relaxed);
+    }
 }
 
 void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st)
@@ -292,13 +310,43 @@ void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_st
 }
 
 /* May the job use device memory right now? Only then is a new segment
- * materialized at once; otherwise it waits for the next grant. */
-static bool may_materialize(struct cs_dev *d)
+ * placed at once; otherwise it waits for the next grant. */
+static bool may_place(struct cs_dev *d)
 {
-    pthread_mutex_lock(&d->mu);
-    bool ok = d->state == CS_LEASE_HELD || d->state == CS_LEASE_UNMANAGED;
-    pthread_mutex_unlock(&d->mu);
-    return ok;
+    return !seg_ops || seg_ops->may_place(d);
+}
+
+/* Room can be short for a moment that no eviction helps with: a job that
+ * is exiting holds its memory until the driver tears its context down, and
+ * cannot swap it out meanwhile. So a refused ROOM is asked again, with a
+ * growing pause, for up to 5 s before the allocation fails. */
+#define ROOM_PATIENCE_NS 5000000000ull
+
+CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
+{
+    CUresult r = map_locked(g);
+    if (!ask_room)
+        return r;
+    bool asked = false;
+    uint64_t t0 = cs_now_ns();
+    for (uint32_t pause_ms = 0; r == CUDA_ERROR_OUT_OF_MEMORY;) {
+        if (asked && cs_now_ns() - t0 > ROOM_PATIENCE_NS)
+            break;
+        int got = seg_ops ? seg_ops->make_room(d, g->size) : -2;
+        if (got == -2)
+            break;
+        if (got != 0)
+            cs_backoff_sleep(&pause_ms);
+        asked = true;
+        r = map_locked(g);
+    }
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        char b[32];
+        cs_warn("GPU %d is full: %s could not be placed%s", d->ordinal,
+                cs_format_size(g->size, b, sizeof b),
+                asked ? " (the scheduler could not make room)" : " (no scheduler to make room)");
+    }
+    return r;
 }
 
 /* An allocation that is only reserved (the job does not hold the GPU) is
@@ -309,7 +357,7 @@ static bool fits_device_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
 {
     uint64_t total = d->total_mem;
     uint64_t mine = atomic_load(&s->resident) + atomic_load(&s->swapped) +
-                    atomic_load(&s->reserved) + cs_mem_unswappable(d->ordinal);
+                    atomic_load(&s->reserved) + atomic_load(&d->mem.unswappable);
     if (!total || mine + size <= total)
         return true;
     char a[32], t[32], m[32];
@@ -320,7 +368,7 @@ static bool fits_device_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
 }
 
 static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size, bool chunk,
-                               struct cs_vmm *vmm, struct cs_seg **out)
+                               const struct cs_seg_kind *kind, void *owner, struct cs_seg **out)
 {
     size_t extra = chunk ? sizeof(struct chunk_meta) : 0;
     struct cs_seg *g = calloc(1, sizeof *g + extra);
@@ -329,21 +377,22 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
     g->size = size;
     g->dev = d->ordinal;
     g->chunk = chunk;
-    g->vmm = vmm;
+    g->kind = kind;
+    g->owner = owner;
     g->state = CS_SEG_RESERVED;
     CUresult r = cs_real.cuMemAddressReserve(&g->va, size, CS_CHUNK_SIZE, 0, 0);
     if (r != CUDA_SUCCESS) {
         free(g);
         return r;
     }
-    bool place = may_materialize(d);
+    bool place = may_place(d);
     if (!place && !fits_device_locked(d, s, size)) {
         cs_real.cuMemAddressFree(g->va, size);
         free(g);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (place) {
-        r = cs_swap_map_new_locked(d, s, g);
+        r = cs_seg_place_locked(d, g, true);
         if (r != CUDA_SUCCESS) {
             cs_real.cuMemAddressFree(g->va, size);
             free(g);
@@ -351,7 +400,7 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
         }
         g->state = CS_SEG_RESIDENT;
     }
-    if (!vmm && !idx_insert(g)) {
+    if (!kind && !idx_insert(g)) {
         if (g->state == CS_SEG_RESIDENT)
             cs_seg_unmap_locked(g);
         cs_real.cuMemAddressFree(g->va, size);
@@ -376,14 +425,14 @@ void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
     idx_remove(g);
     account(s, g, -1);
     if (g->exported) {
-        if (g->ipc_key)
-            cs_ipc_unregister(g->ipc_key);
+        if (g->ipc_key && g->unexport)
+            g->unexport(g->ipc_key);
         atomic_fetch_sub_explicit(&s->exported, g->size, memory_order_relaxed);
     }
     if (g->state == CS_SEG_RESIDENT)
         cs_seg_unmap_locked(g);
     cs_real.cuMemAddressFree(g->va, g->size);
-    cs_backing_drop_locked(s, g);
+    cs_backing_drop(&g->backing, &s->backing);
     free(g);
 }
 
@@ -405,7 +454,7 @@ static CUresult alloc_small_locked(struct cs_dev *d, struct cs_segs *s, uint64_t
         }
     }
     if (!g) {
-        CUresult r = seg_new_locked(d, s, CS_CHUNK_SIZE, true, NULL, &g);
+        CUresult r = seg_new_locked(d, s, CS_CHUNK_SIZE, true, NULL, NULL, &g);
         if (r != CUDA_SUCCESS)
             return r;
         at = 0;
@@ -424,7 +473,7 @@ CUresult cs_seg_alloc(struct cs_dev *d, uint64_t bytes, CUdeviceptr *out)
         r = alloc_small_locked(d, s, bytes, out);
     } else {
         struct cs_seg *g;
-        r = seg_new_locked(d, s, round_up(bytes, CS_CHUNK_SIZE), false, NULL, &g);
+        r = seg_new_locked(d, s, round_up(bytes, CS_CHUNK_SIZE), false, NULL, NULL, &g);
         if (r == CUDA_SUCCESS)
             *out = g->va;
     }
@@ -432,11 +481,12 @@ CUresult cs_seg_alloc(struct cs_dev *d, uint64_t bytes, CUdeviceptr *out)
     return r;
 }
 
-CUresult cs_seg_create_vmm(struct cs_dev *d, uint64_t size, struct cs_vmm *x, struct cs_seg **out)
+CUresult cs_seg_create_kind(struct cs_dev *d, uint64_t size, const struct cs_seg_kind *kind,
+                            void *owner, struct cs_seg **out)
 {
     struct cs_segs *s = &cs_segs[d->ordinal];
     pthread_mutex_lock(&s->mu);
-    CUresult r = seg_new_locked(d, s, size, false, x, out);
+    CUresult r = seg_new_locked(d, s, size, false, kind, owner, out);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
@@ -452,7 +502,7 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
      * wait releases the lock: look it up once more). */
     bool held = g && s->pinning == g;
     if (held) {
-        cs_backing_hold_pinner_locked(s);
+        cs_seg_hold_pinner_locked(s);
         g = idx_find(ptr);
     }
     bool ok = false;
@@ -477,7 +527,7 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
         }
     }
     if (held)
-        cs_backing_release_pinner_locked(s);
+        cs_seg_release_pinner_locked(s);
     pthread_mutex_unlock(&s->mu);
     *dev = d;
     return ok;
@@ -492,11 +542,12 @@ void cs_seg_mark_exported_locked(struct cs_segs *s, struct cs_seg *g)
     /* It will never be swapped out: its host backing is dead weight (one
      * being pinned right now is left to finish, and kept until the free). */
     if (s->pinning != g)
-        cs_backing_drop_locked(s, g);
+        cs_backing_drop(&g->backing, &s->backing);
 }
 
 /* Under s->mu: makes g exported (see seg.h). */
-static CUresult export_locked(struct cs_segs *s, struct cs_seg *g)
+static CUresult export_locked(struct cs_segs *s, struct cs_seg *g,
+                              uint64_t (*reg)(int fd, uint64_t size), void (*unreg)(uint64_t key))
 {
     if (g->exported)
         return CUDA_SUCCESS;
@@ -510,10 +561,11 @@ static CUresult export_locked(struct cs_segs *s, struct cs_seg *g)
     if (r != CUDA_SUCCESS)
         return r;
     fcntl(fd, F_SETFD, FD_CLOEXEC); /* never leaked into a program the job runs */
-    uint64_t key = cs_ipc_register(fd, g->size);
+    uint64_t key = reg(fd, g->size);
     if (!key)
         return CUDA_ERROR_OUT_OF_MEMORY;
     g->ipc_key = key;
+    g->unexport = unreg;
     cs_seg_mark_exported_locked(s, g);
     char b[32];
     cs_info("GPU %d: %s at 0x%llx exported by CUDA IPC: it stays on the GPU (unswappable) "
@@ -522,14 +574,15 @@ static CUresult export_locked(struct cs_segs *s, struct cs_seg *g)
     return CUDA_SUCCESS;
 }
 
-CUresult cs_seg_export(CUdeviceptr ptr, struct cs_seg_export *out)
+CUresult cs_seg_export(CUdeviceptr ptr, uint64_t (*reg)(int fd, uint64_t size),
+                       void (*unreg)(uint64_t key), struct cs_seg_export *out)
 {
     struct cs_seg *g;
     int d = lock_dev_of(ptr, &g);
     if (d < 0)
         return CUDA_ERROR_INVALID_VALUE;
     struct cs_segs *s = &cs_segs[d];
-    CUresult r = g && g->dev == d ? export_locked(s, g) : CUDA_ERROR_INVALID_VALUE;
+    CUresult r = g && g->dev == d ? export_locked(s, g, reg, unreg) : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
         out->key = g->ipc_key;
         out->va = g->va;
@@ -574,13 +627,6 @@ bool cs_seg_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size, int *dev)
     return ok;
 }
 
-bool cs_seg_any_absent(int dev)
-{
-    struct cs_segs *s = &cs_segs[dev];
-    return atomic_load_explicit(&s->swapped, memory_order_relaxed) ||
-           atomic_load_explicit(&s->reserved, memory_order_relaxed);
-}
-
 void cs_seg_counts(int dev, uint64_t *resident, uint64_t *swapped, uint64_t *reserved)
 {
     struct cs_segs *s = &cs_segs[dev];
@@ -592,6 +638,79 @@ void cs_seg_counts(int dev, uint64_t *resident, uint64_t *swapped, uint64_t *res
 uint64_t cs_seg_backing(int dev)
 {
     return atomic_load_explicit(&cs_segs[dev].backing, memory_order_relaxed);
+}
+
+bool cs_seg_stats(int dev, struct cs_seg_stats *out, bool try)
+{
+    struct cs_segs *s = &cs_segs[dev];
+    if (try ? pthread_mutex_trylock(&s->mu) != 0 : pthread_mutex_lock(&s->mu) != 0)
+        return false;
+    out->backing = atomic_load_explicit(&s->backing, memory_order_relaxed);
+    out->swap_out_bytes = s->swap_out_bytes;
+    out->swap_out_ns = s->swap_out_ns;
+    out->swap_outs = s->swap_outs;
+    out->swap_in_bytes = s->swap_in_bytes;
+    out->swap_in_ns = s->swap_in_ns;
+    out->swap_ins = s->swap_ins;
+    pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
+/* ---- the swap engine's context and stream ------------------------------------ */
+
+bool cs_segs_ready_locked(struct cs_segs *s, int dev)
+{
+    if (s->ready)
+        return true;
+    CUdevice d;
+    if (cs_real.cuDeviceGet(&d, dev) != CUDA_SUCCESS)
+        return false;
+    if (cs_real.cuDevicePrimaryCtxRetain(&s->pctx, d) != CUDA_SUCCESS)
+        return false;
+    if (cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS)
+        return false;
+    CUresult r = cs_real.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+    CUcontext popped;
+    cs_real.cuCtxPopCurrent_v2(&popped);
+    if (r != CUDA_SUCCESS)
+        return false;
+    s->ready = true;
+    return true;
+}
+
+/* ---- the pinner's hold-off ----------------------------------------------------- */
+
+void cs_seg_hold_pinner_locked(struct cs_segs *s)
+{
+    s->pin_holdoff++;
+    while (s->pinning)
+        pthread_cond_wait(&s->pin_cv, &s->mu);
+}
+
+void cs_seg_release_pinner_locked(struct cs_segs *s)
+{
+    if (--s->pin_holdoff == 0)
+        pthread_cond_broadcast(&s->pin_cv);
+}
+
+struct cs_seg *cs_seg_claim_unbacked_locked(struct cs_segs *s)
+{
+    while (s->pin_holdoff)
+        pthread_cond_wait(&s->pin_cv, &s->mu);
+    struct cs_seg *g = NULL;
+    for (struct cs_seg *c = s->head; c && !g; c = c->next)
+        if (c->state == CS_SEG_RESIDENT && !c->exported && !cs_backing_complete(&c->backing))
+            g = c;
+    s->pinning = g;
+    return g;
+}
+
+void cs_seg_unclaim_locked(struct cs_segs *s, struct cs_seg *g, uint64_t pinned_before)
+{
+    atomic_fetch_add_explicit(&s->backing, g->backing.pinned - pinned_before,
+                              memory_order_relaxed);
+    s->pinning = NULL;
+    pthread_cond_broadcast(&s->pin_cv);
 }
 
 void cs_seg_reset_after_fork(void)

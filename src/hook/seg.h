@@ -15,13 +15,19 @@
  * a job's gate is open all its segments are RESIDENT (swap.c keeps that
  * invariant).
  *
- * Locking: each device's segment list is guarded by its seg mutex; the
- * address index (for pointer queries) by its own mutex, taken inside it.
- * Order: segs.mu, then a device's lease mu (never the reverse).
+ * What this module does not know is asked through callbacks: whether the
+ * job may use the GPU now and how to ask the scheduler for room (struct
+ * cs_seg_ops, registered by the lease at init), how to place memory that
+ * is the application's own VMM allocation (struct cs_seg_kind, vmm.c), and
+ * who to tell when an exported segment goes (cs_seg_export's caller, ipc.c).
+ *
+ * Locking (locks.h): each device's segment list is guarded by its segs.mu;
+ * the address index (for pointer queries) by its own mutex, taken inside it.
  */
 #ifndef CS_HOOK_SEG_H
 #define CS_HOOK_SEG_H
 
+#include "hook/backing.h"
 #include "hook/device.h"
 
 #define CS_CHUNK_SIZE (2ull << 20)
@@ -34,23 +40,14 @@ enum cs_seg_state {
     CS_SEG_SWAPPED = 2,
 };
 
-/* Pinned host memory holding a swapped-out segment's bytes, addressed by
- * `va` in either form:
- *   - cuMemCreate(HOST) memory in pieces of `piece` bytes, mapped one after
- *     another into a range reserved for the whole segment (the cheapest to
- *     pin). Pieces, because the driver holds a lock that every process's
- *     device allocations need for as long as one cuMemCreate pins: a 10 GiB
- *     backing in one piece stalled another job's allocation for seconds on
- *     an H100, in 64 MiB pieces for milliseconds
- *     (bench/results/oversubscription.md, cs_pincontend).
- *   - one cuMemHostAlloc block (piece == 0), the fallback.
- * A backing is pinned a prefix at a time and usable once complete
- * (pinned == size). */
-struct cs_backing {
-    CUdeviceptr va;
-    uint64_t size;                   /* bytes at va (the segment's), 0 = none */
-    uint64_t pinned;                 /* the prefix pinned so far */
-    uint64_t piece;                  /* VMM piece size; 0 = cuMemHostAlloc */
+struct cs_seg;
+
+/* How a segment of another kind than plain memory is placed on the GPU and
+ * taken off it (segs.mu held). vmm.c's segments hold the application's own
+ * cuMemCreate memory, mapped where the application mapped it. */
+struct cs_seg_kind {
+    CUresult (*map_locked)(struct cs_seg *g);  /* create, map; sets g->h */
+    void (*unmap_locked)(struct cs_seg *g);    /* unmap, release; clears g->h */
 };
 
 struct cs_seg {
@@ -62,19 +59,20 @@ struct cs_seg {
     bool chunk;                      /* shared by small allocations */
     CUmemGenericAllocationHandle h;  /* the physical memory when RESIDENT */
     struct cs_backing backing;       /* pinned host copy, kept across swaps */
-    uint64_t last_grant;             /* lease count when last made resident */
     bool shareable;                  /* its memory can be exported (POSIX fd) */
     bool exported;                   /* by CUDA IPC: never leaves the GPU (ipc.h) */
     uint64_t ipc_key;                /* the export, when exported */
-    struct cs_vmm *vmm;              /* the application's cuMemCreate memory (vmm.h), or NULL */
+    void (*unexport)(uint64_t key);  /* told when an exported segment goes */
+    const struct cs_seg_kind *kind;  /* NULL: plain memory */
+    void *owner;                     /* the kind's object (vmm.c's struct cs_vmm) */
     /* chunk segments only */
     uint32_t used_units;
     uint64_t bits[CS_CHUNK_UNITS / 64];
 };
 
-/* Per-device segment state. The three byte counters are written under mu
- * but read without it: the client I/O thread reports them and must never
- * wait for mu (an allocation holding mu may be waiting for that thread to
+/* Per-device segment state. The byte counters are written under mu but
+ * read without it: the client I/O thread reports them and must never wait
+ * for mu (an allocation holding mu may be waiting for that thread to
  * deliver the scheduler's answer to a ROOM request). */
 struct cs_segs {
     pthread_mutex_t mu;
@@ -84,14 +82,14 @@ struct cs_segs {
     _Atomic uint64_t reserved;  /* bytes of RESERVED segments */
     _Atomic uint64_t backing;   /* pinned host bytes held (written under mu) */
     _Atomic uint64_t exported;  /* bytes of exported (unswappable) segments */
-    uint64_t swap_out_bytes, swap_in_bytes;  /* totals */
+    uint64_t swap_out_bytes, swap_in_bytes;  /* totals (swap.c, under mu) */
     uint64_t swap_out_ns, swap_in_ns;
     uint64_t swap_outs, swap_ins;            /* operations */
-    /* The pinner (cs_backing_prepare) pins one piece at a time with mu
-     * released; `pinning` names the segment meanwhile (written under mu).
-     * Whatever must not race it (a swap-out, a trim, freeing the segment)
-     * raises pin_holdoff and waits on pin_cv until `pinning` is NULL; no
-     * piece starts while pin_holdoff is non-zero (backing.h). */
+    /* The pinner (swap.c's cs_swap_prepare) pins one piece at a time with
+     * mu released; `pinning` names the segment meanwhile (written under
+     * mu). Whatever must not race it (a swap-out, a trim, freeing the
+     * segment) raises pin_holdoff and waits on pin_cv until `pinning` is
+     * NULL; no piece starts while pin_holdoff is non-zero. */
     struct cs_seg *pinning;
     uint32_t pin_holdoff;
     pthread_cond_t pin_cv;
@@ -102,58 +100,116 @@ struct cs_segs {
 
 extern struct cs_segs cs_segs[CS_MAX_DEVICES];
 
-/* Allocates bytes on device d. Materializes at once when the job may use
- * the GPU now (lease held or no scheduler), else leaves it RESERVED.
- * Returns CUDA_SUCCESS with *out set, or an error (no memory for it even
- * after asking the scheduler for room). Caller has charged the quota. */
+/* ---- what the layers above tell this one ------------------------------- */
+
+struct cs_seg_ops {
+    /* May the job use device memory right now (lease held, or no
+     * scheduler)? Only then is a new segment placed at once. segs.mu held:
+     * may take the device's mu (lock order, locks.h). */
+    bool (*may_place)(struct cs_dev *d);
+    /* Asks the scheduler for `bytes` of room on d and waits for the answer:
+     * 0 when room was made, -1 refused (asked again, with a growing pause,
+     * for up to 5 s), -2 when there is no scheduler to ask. segs.mu held:
+     * the thread that delivers the answer never takes it. */
+    int (*make_room)(struct cs_dev *d, uint64_t bytes);
+};
+/* Registered once at init, before any allocation; until then every segment
+ * is placed at once and no room is asked for. */
+void cs_seg_set_ops(const struct cs_seg_ops *ops);
+
+/* ---- allocations --------------------------------------------------------- */
+
+/* Allocates bytes on device d. Placed at once when the job may use the
+ * GPU now, else left RESERVED. Returns CUDA_SUCCESS with *out set, or an
+ * error (no memory for it even after asking the scheduler for room).
+ * Caller has charged the quota. */
 CUresult cs_seg_alloc(struct cs_dev *d, uint64_t bytes, CUdeviceptr *out);
 
 /* Frees an allocation made by cs_seg_alloc. Returns false if ptr is not
  * one of ours. The bytes it occupied are returned in *bytes. */
 bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev);
 
-/* A segment for the application's own VMM allocation x (vmm.h): placed at
- * once when the job may use the GPU, else RESERVED. Not in the address
- * index (the application never sees its range). */
-struct cs_vmm;
-CUresult cs_seg_create_vmm(struct cs_dev *d, uint64_t size, struct cs_vmm *x, struct cs_seg **out);
-/* Destroys a segment (unmapping, backing and all); segs.mu held. */
+/* A segment of another kind (vmm.c) for `size` bytes, owned by `owner`:
+ * placed at once when the job may use the GPU, else RESERVED. Not in the
+ * address index (the application never sees its range). */
+CUresult cs_seg_create_kind(struct cs_dev *d, uint64_t size, const struct cs_seg_kind *kind,
+                            void *owner, struct cs_seg **out);
+/* Destroys a segment (unmapping, backing and all); segs.mu held. The
+ * pinner must not be pinning it (cs_seg_hold_pinner_locked). */
 void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g);
 /* Marks g exported (never swapped again), counting it; segs.mu held. */
 void cs_seg_mark_exported_locked(struct cs_segs *s, struct cs_seg *g);
 
-/* Exports the segment holding ptr for CUDA IPC (ipc.h): from now until it
- * is freed the segment stays on the GPU (swap and pin-ahead pass it over,
- * its bytes are reported unswappable) and no new small allocation joins
- * it. The first export creates its descriptor; later ones reuse it. The
- * segment must be resident (the caller is inside the device's gate). */
+/* ---- CUDA IPC export ------------------------------------------------------ */
+
+/* Exports the segment holding ptr: from now until it is freed the segment
+ * stays on the GPU (swap and pin-ahead pass it over, its bytes are reported
+ * unswappable) and no new small allocation joins it. The first export
+ * creates a POSIX descriptor for its memory and hands it to reg (under
+ * segs.mu), which returns its key (0: failed, the descriptor is then
+ * closed by reg); unreg(key) is called when the segment is freed. Later
+ * exports reuse the key. The segment must be resident (the caller is
+ * inside the device's gate). */
 struct cs_seg_export {
-    uint64_t key;      /* ipc.c's name for the descriptor */
+    uint64_t key;      /* reg's name for the descriptor */
     CUdeviceptr va;    /* the segment */
     uint64_t size;
 };
-CUresult cs_seg_export(CUdeviceptr ptr, struct cs_seg_export *out);
+CUresult cs_seg_export(CUdeviceptr ptr, uint64_t (*reg)(int fd, uint64_t size),
+                       void (*unreg)(uint64_t key), struct cs_seg_export *out);
 /* Bytes of dev's segments that are exported (resident, unswappable). */
 uint64_t cs_seg_exported(int dev);
 /* True if dev's segments are created exportable. */
 bool cs_seg_shareable(int dev);
 
+/* ---- queries ---------------------------------------------------------------- */
+
 /* Looks up the allocation containing ptr: its base, size and device.
  * False if ptr is not inside one of our allocations. */
 bool cs_seg_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size, int *dev);
-
-/* True if some memory of the device is not resident (capture must then
- * wait for the lease, which restores it, instead of recording blindly). */
-bool cs_seg_any_absent(int dev);
 
 /* Memory counters for USAGE and the stats API. */
 void cs_seg_counts(int dev, uint64_t *resident, uint64_t *swapped, uint64_t *reserved);
 /* Pinned host backing held for dev's segments (without the lock). */
 uint64_t cs_seg_backing(int dev);
 
-/* Device memory currently mapped by this process through segments, used by
- * the swap engine; the caller holds segs.mu. */
-bool cs_segs_ensure_ready_locked(struct cs_segs *s, int dev);
+/* What the swap engine did for dev, copied under segs.mu; with try, false
+ * (nothing copied) when the lock is busy (the exit summary must not wait). */
+struct cs_seg_stats {
+    uint64_t backing;
+    uint64_t swap_out_bytes, swap_out_ns, swap_outs;
+    uint64_t swap_in_bytes, swap_in_ns, swap_ins;
+};
+bool cs_seg_stats(int dev, struct cs_seg_stats *out, bool try);
+
+/* ---- for the swap engine (swap.c), segs.mu held ------------------------------ */
+
+/* The device's retained primary context and swap stream, made on first
+ * use. False if the driver refuses. */
+bool cs_segs_ready_locked(struct cs_segs *s, int dev);
+
+/* Places g's physical memory (plain: create, map, give the device and its
+ * peers access; else its kind's). With ask_room, a GPU that is full asks
+ * the scheduler for room (cs_seg_ops.make_room) and tries again, for up to
+ * 5 s of refusals; without, the first OUT_OF_MEMORY is the answer. */
+CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room);
+/* Takes g's physical memory off the GPU (its contents are lost). */
+void cs_seg_unmap_locked(struct cs_seg *g);
+/* Moves g to state st, keeping the byte counters. */
+void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st);
+
+/* The pinner's hold-off (see cs_segs.pinning): keeps the pinner from
+ * starting a piece, and waits (releasing mu) for the one in flight to land.
+ * Every hold is released. */
+void cs_seg_hold_pinner_locked(struct cs_segs *s);
+void cs_seg_release_pinner_locked(struct cs_segs *s);
+/* The pinner's side: waits while held off, then names the next resident,
+ * swappable segment whose backing is incomplete as being pinned (NULL:
+ * none left). */
+struct cs_seg *cs_seg_claim_unbacked_locked(struct cs_segs *s);
+/* The claimed piece landed (or did not): `pinned_before` was the backing's
+ * pinned prefix when claimed. Counts the new bytes, releases the claim. */
+void cs_seg_unclaim_locked(struct cs_segs *s, struct cs_seg *g, uint64_t pinned_before);
 
 void cs_seg_reset_after_fork(void);
 

@@ -1,7 +1,5 @@
 /* swap.c: see swap.h. */
 #include "hook/swap.h"
-#include "hook/backing.h"
-#include "hook/client.h"
 #include "hook/config.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -10,68 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- the swap context and stream ----------------------------------------- */
-
-bool cs_segs_ensure_ready_locked(struct cs_segs *s, int dev)
-{
-    if (s->ready)
-        return true;
-    CUdevice d;
-    if (cs_real.cuDeviceGet(&d, dev) != CUDA_SUCCESS)
-        return false;
-    if (cs_real.cuDevicePrimaryCtxRetain(&s->pctx, d) != CUDA_SUCCESS)
-        return false;
-    if (cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS)
-        return false;
-    CUresult r = cs_real.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
-    CUcontext popped;
-    cs_real.cuCtxPopCurrent_v2(&popped);
-    if (r != CUDA_SUCCESS)
-        return false;
-    s->ready = true;
-    return true;
-}
-
-/* ---- room on the GPU ------------------------------------------------------- */
-
-/* cuMemCreate for a segment, asking the scheduler to make room when the
- * GPU is full of other jobs' memory. */
-/* Room can be short for a moment that no eviction helps with: a job that
- * is exiting holds its memory until the driver tears its context down, and
- * cannot swap it out meanwhile. So a refused ROOM is asked again, with a
- * growing pause, for up to 5 s before the allocation fails. */
-#define ROOM_PATIENCE_NS 5000000000ull
-
-static CUresult map_with_room_locked(struct cs_dev *d, struct cs_seg *g)
-{
-    CUresult r = cs_seg_map_locked(g);
-    bool asked = false;
-    uint64_t t0 = cs_now_ns();
-    for (uint32_t pause_ms = 0; r == CUDA_ERROR_OUT_OF_MEMORY;) {
-        if (asked && cs_now_ns() - t0 > ROOM_PATIENCE_NS)
-            break;
-        if (cs_client_request_room(d->ordinal, g->size) != 0) {
-            if (!cs_client_is_connected())
-                break;
-            cs_backoff_sleep(&pause_ms);
-        }
-        asked = true;
-        r = cs_seg_map_locked(g);
-    }
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-        char b[32];
-        cs_warn("GPU %d is full: %s could not be placed%s", d->ordinal,
-                cs_format_size(g->size, b, sizeof b),
-                asked ? " (the scheduler could not make room)" : " (no scheduler to make room)");
-    }
-    return r;
-}
-
-CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g)
-{
-    (void)s;
-    return map_with_room_locked(d, g);
-}
+#define CS_ALL_BYTES UINT64_MAX
 
 /* ---- swap-out -------------------------------------------------------------- */
 
@@ -153,7 +90,7 @@ static void swap_out_batch_locked(struct cs_segs *s, struct cs_seg **v, int n,
 {
     int ok = 0;
     for (int i = 0; i < n; i++) {
-        if (!cs_backing_ensure_locked(s, v[i])) {
+        if (!cs_backing_ensure(&v[i]->backing, v[i]->size, v[i]->dev, &s->backing)) {
             res->status = CUDA_ERROR_OUT_OF_MEMORY; /* host memory: keep the rest */
             break;
         }
@@ -197,7 +134,7 @@ static void swap_out_failed(const struct cs_dev *d, const struct cs_swap_result 
            name, exiting ? ": the process is exiting" : "");
 }
 
-struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
+static struct cs_swap_result swap_out_locked(struct cs_dev *d, uint64_t bytes)
 {
     struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
     struct cs_segs *s = &cs_segs[d->ordinal];
@@ -205,7 +142,7 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
     uint64_t t0 = cs_now_ns();
     if (s->resident <= s->exported)
         return res;
-    if (!cs_segs_ensure_ready_locked(s, d->ordinal)) {
+    if (!cs_segs_ready_locked(s, d->ordinal)) {
         res.status = CUDA_ERROR_NOT_INITIALIZED;
         return res;
     }
@@ -213,7 +150,7 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
      * the backing it has started is finished here rather than pinned
      * twice, and this swap-out's own pinning, if any, has the host to
      * itself. */
-    cs_backing_hold_pinner_locked(s);
+    cs_seg_hold_pinner_locked(s);
     cs_real.cuCtxPushCurrent_v2(s->pctx);
     while (res.bytes < bytes && res.status == CUDA_SUCCESS) {
         int n = choose_victims_locked(s, bytes - res.bytes, v, SWAP_BATCH);
@@ -223,7 +160,7 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
     }
     CUcontext popped;
     cs_real.cuCtxPopCurrent_v2(&popped);
-    cs_backing_release_pinner_locked(s);
+    cs_seg_release_pinner_locked(s);
     res.ns = cs_now_ns() - t0;
     if (res.bytes) {
         s->swap_out_bytes += res.bytes;
@@ -237,14 +174,14 @@ struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes)
 
 /* ---- swap-in ---------------------------------------------------------------- */
 
-struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool prefetch)
+static struct cs_swap_result swap_in_locked(struct cs_dev *d, uint64_t budget, bool prefetch)
 {
     struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
     struct cs_segs *s = &cs_segs[d->ordinal];
     uint64_t t0 = cs_now_ns();
     if (!s->swapped && !s->reserved)
         return res;
-    if (!cs_segs_ensure_ready_locked(s, d->ordinal)) {
+    if (!cs_segs_ready_locked(s, d->ordinal)) {
         res.status = CUDA_ERROR_NOT_INITIALIZED;
         return res;
     }
@@ -255,7 +192,7 @@ struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool 
             continue;
         if (placed + g->size > budget)
             continue; /* a smaller one may still fit */
-        CUresult r = prefetch ? cs_seg_map_locked(g) : map_with_room_locked(d, g);
+        CUresult r = cs_seg_place_locked(d, g, !prefetch);
         if (r != CUDA_SUCCESS) {
             res.status = r;
             break;
@@ -292,4 +229,131 @@ struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool 
         cs_debug("GPU %d: prefetch stopped (error %d) after %llu bytes", d->ordinal,
                  (int)res.status, (unsigned long long)res.bytes);
     return res;
+}
+
+/* ---- the entry points: each takes segs.mu -------------------------------------- */
+
+struct cs_swap_result cs_swap_out(struct cs_dev *d, uint64_t bytes)
+{
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    pthread_mutex_lock(&s->mu);
+    struct cs_swap_result res = swap_out_locked(d, bytes);
+    pthread_mutex_unlock(&s->mu);
+    return res;
+}
+
+struct cs_swap_result cs_swap_restore(struct cs_dev *d,
+                                      void (*then)(struct cs_dev *, uint64_t, void *), void *arg)
+{
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    pthread_mutex_lock(&s->mu);
+    struct cs_swap_result res = swap_in_locked(d, CS_ALL_BYTES, false);
+    if (res.status == CUDA_SUCCESS)
+        then(d, res.bytes, arg);
+    pthread_mutex_unlock(&s->mu);
+    return res;
+}
+
+struct cs_swap_result cs_swap_prefetch(struct cs_dev *d, uint64_t budget)
+{
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    pthread_mutex_lock(&s->mu);
+    struct cs_swap_result res = swap_in_locked(d, budget, true);
+    pthread_mutex_unlock(&s->mu);
+    return res;
+}
+
+/* ---- pinning ahead of need -------------------------------------------------- */
+
+/* Pin-ahead gives way to the job's own allocations and frees: in one
+ * process the driver lets a pinning thread hold the lock they need for the
+ * whole of a pin, piece after piece (cs_pincontend: a 1 GiB allocation
+ * waited 1.4 s behind an 8 GiB pin in 64 MiB pieces). Waits, between
+ * pieces, while an application thread is inside one. */
+static void yield_to_app(struct cs_dev *d)
+{
+    struct timespec ms = {0, 1000000};
+    while (atomic_load_explicit(&d->host.busy, memory_order_relaxed) > 0)
+        nanosleep(&ms, NULL);
+}
+
+struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes)
+{
+    struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    uint64_t t0 = cs_now_ns();
+    /* Pinning calls need a current context on this (pinner) thread. */
+    pthread_mutex_lock(&s->mu);
+    bool ready = cs_segs_ready_locked(s, d->ordinal);
+    pthread_mutex_unlock(&s->mu);
+    if (!ready || cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS) {
+        res.status = CUDA_ERROR_NOT_INITIALIZED;
+        return res;
+    }
+    while (res.bytes < bytes) {
+        yield_to_app(d);
+        pthread_mutex_lock(&s->mu);
+        struct cs_seg *g = cs_seg_claim_unbacked_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        if (!g)
+            break;
+        /* Pin without the lock (~15 ms per 64 MiB piece): while `pinning`
+         * names g, nothing else touches its backing or frees it. */
+        uint64_t before = g->backing.pinned;
+        bool ok = cs_backing_step(&g->backing, g->size, g->dev);
+        uint64_t got = g->backing.pinned - before;
+        pthread_mutex_lock(&s->mu);
+        cs_seg_unclaim_locked(s, g, before);
+        pthread_mutex_unlock(&s->mu);
+        if (!ok) {
+            res.status = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        res.bytes += got;
+    }
+    CUcontext popped;
+    cs_real.cuCtxPopCurrent_v2(&popped);
+    res.ns = cs_now_ns() - t0;
+    return res;
+}
+
+/* ---- keeping host backing within a budget --------------------------------- */
+
+void cs_swap_trim(struct cs_dev *d)
+{
+    uint64_t keep = cs_cfg.pin_keep;
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    /* Backing kept for resident memory only saves a later pin; when the
+     * host runs short (less than twice its reserve available), other
+     * processes need that RAM for swap-outs that cannot wait: drop it. */
+    uint64_t avail = cs_cfg.host_reserve ? cs_host_mem_available() : 0;
+    if (avail && avail < 2 * cs_cfg.host_reserve)
+        keep = 0;
+    if (keep == UINT64_MAX)
+        return;
+    enum { BATCH = 64 };
+    for (;;) {
+        struct cs_backing drop[BATCH];
+        int n = 0;
+        pthread_mutex_lock(&s->mu);
+        cs_seg_hold_pinner_locked(s);
+        while (n < BATCH && s->backing > keep) {
+            struct cs_seg *big = NULL;
+            for (struct cs_seg *g = s->head; g; g = g->next)
+                if (g->state == CS_SEG_RESIDENT && g->backing.size &&
+                    (!big || g->backing.pinned > big->backing.pinned))
+                    big = g;
+            if (!big)
+                break;
+            drop[n++] = big->backing;
+            s->backing -= big->backing.pinned;
+            memset(&big->backing, 0, sizeof big->backing);
+        }
+        cs_seg_release_pinner_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < n; i++)
+            cs_backing_free(&drop[i]);
+        if (n < BATCH)
+            return;
+    }
 }

@@ -6,11 +6,14 @@
  * data where it was. Swap-in creates physical memory, maps it at the same
  * address, copies the backing back, and waits, before the gate reopens.
  * Host backing (backing.c) is pinned once and kept for the next swap:
- * pinning costs far more than copying (see bench/results/oversubscription.md).
+ * pinning costs far more than copying (see bench/results/oversubscription.md);
+ * it is pinned by the swap-out that needs it, or ahead of need
+ * (cs_swap_prepare, the pinner thread, when the scheduler says EVICT
+ * PREPARE), and beyond CUSHARE_PIN_KEEP let go after a grant (cs_swap_trim).
  *
- * All of it runs on the device's worker thread (never on an application
- * thread, never inside a hook), with the job's work drained or its gate
- * closed, so no kernel can touch memory that is moving.
+ * Every function takes the device's segs.mu itself. They run on the
+ * device's worker or pinner thread, with the job's work drained or its
+ * gate closed, so no kernel can touch memory that is moving.
  */
 #ifndef CS_HOOK_SWAP_H
 #define CS_HOOK_SWAP_H
@@ -19,29 +22,38 @@
 
 struct cs_swap_result {
     CUresult status;   /* CUDA_SUCCESS, or why it stopped */
-    uint64_t bytes;    /* moved */
+    uint64_t bytes;    /* moved (or pinned) */
     uint64_t ns;       /* wall time */
 };
 
-/* Moves up to `bytes` (CS_ALL_BYTES: everything swappable) of device d to
+/* Moves up to `bytes` (UINT64_MAX: everything swappable) of device d to
  * host memory. The job must not be able to submit work (gate closed, work
- * drained). Caller holds cs_segs[d].mu. */
-struct cs_swap_result cs_swap_out_locked(struct cs_dev *d, uint64_t bytes);
+ * drained). */
+struct cs_swap_result cs_swap_out(struct cs_dev *d, uint64_t bytes);
 
-/* Makes every segment of device d resident again. On CUDA_ERROR_OUT_OF_MEMORY
- * it asks the scheduler for room and retries; it returns an error only if
- * that fails, leaving what it restored resident and the rest swapped.
- * Caller holds cs_segs[d].mu (and keeps it until the gate is open, so no
- * allocation can slip in unmapped).
- * A prefetch (the gate stays closed) moves at most `budget` bytes, never
- * asks for room, and stops quietly at the first segment that does not fit:
- * the scheduler offered what is free, not more. */
-struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool prefetch);
+/* Makes every segment of device d resident again. On OUT_OF_MEMORY it asks
+ * the scheduler for room and retries; it returns an error only if that
+ * fails, leaving what it restored resident and the rest swapped. On
+ * success it calls then(d, bytes copied back, arg) before releasing
+ * segs.mu, so that no allocation can appear unplaced between the restore
+ * and what `then` does (the lease opens the gate there). */
+struct cs_swap_result cs_swap_restore(struct cs_dev *d,
+                                      void (*then)(struct cs_dev *, uint64_t, void *), void *arg);
 
-/* seg.c helpers (segs.mu held). */
-CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g);
-CUresult cs_seg_map_locked(struct cs_seg *g);
-void cs_seg_unmap_locked(struct cs_seg *g);
-void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st);
+/* Restores ahead of the grant, the gate closed: at most `budget` bytes,
+ * never asking for room, passing over what does not fit (the scheduler
+ * offered what is free, not more). */
+struct cs_swap_result cs_swap_prefetch(struct cs_dev *d, uint64_t budget);
+
+/* Pins host backing for up to `bytes` of resident memory ahead of need, so
+ * that a later swap-out does not pay for pinning; gives way between pieces
+ * to a hold and to the job's threads inside an allocation. Takes segs.mu
+ * only briefly: the pinning itself runs unlocked. */
+struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes);
+
+/* Frees the host backing of resident segments beyond CUSHARE_PIN_KEEP bytes
+ * (largest first): host memory back for the price of pinning again at the
+ * next swap-out. Takes segs.mu briefly; the freeing runs unlocked. */
+void cs_swap_trim(struct cs_dev *d);
 
 #endif

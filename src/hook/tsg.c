@@ -805,6 +805,70 @@ void cs_tsg_get_info(struct cs_tsg_info *out)
     out->driver[sizeof out->driver - 1] = '\0';
 }
 
+/* ---- What the scheduler asks, per GPU ------------------------------------------
+ * The mechanism is process-wide (a channel group cannot be told apart by
+ * GPU), the daemon's requests are per GPU: the process gets the shortest
+ * one asked of any of its GPUs (a BE job that must not delay an LC job on
+ * one GPU must be short there; on its other GPUs a short slice costs it
+ * nothing measurable, docs/tsg.md), or its own CUSHARE_TSG_TIMESLICE_US.
+ * req_mu guards `req` and serializes the appliers (the devices' workers),
+ * so the last one to run applies the latest requests. Lock order: a
+ * device's mu, then req_mu, then ctl_mu (locks.h). */
+static pthread_mutex_t req_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    uint64_t want[CS_TSG_SLOTS]; /* per GPU slot, µs; 0 = the defaults */
+    bool done;                   /* an apply gave the mechanism a value */
+    uint64_t requested;          /* that value */
+    int status;                  /* and its answer */
+} req;
+
+bool cs_tsg_want(unsigned slot, uint64_t us)
+{
+    if (slot >= CS_TSG_SLOTS)
+        return false;
+    pthread_mutex_lock(&req_mu);
+    bool changed = req.want[slot] != us;
+    req.want[slot] = us;
+    pthread_mutex_unlock(&req_mu);
+    return changed;
+}
+
+static uint64_t req_effective_locked(void)
+{
+    uint64_t eff = static_us;
+    for (unsigned i = 0; i < CS_TSG_SLOTS; i++)
+        if (req.want[i] && (!eff || req.want[i] < eff))
+            eff = req.want[i];
+    return eff;
+}
+
+void cs_tsg_apply(void)
+{
+    pthread_mutex_lock(&req_mu);
+    uint64_t us = req_effective_locked();
+    if (!req.done || us != req.requested) {
+        int r = cs_tsg_set_timeslice_us(us);
+        if (r < 0 && r != -ENOTSUP)
+            cs_warn("channel groups: timeslice %llu us not applied: %s",
+                    (unsigned long long)us, strerror(-r));
+        else
+            cs_debug("channel groups: timeslice %llu us (%s)", (unsigned long long)us,
+                     r == 0 ? "applied" : "mechanism off or unavailable");
+        req.done = true;
+        req.requested = us;
+        req.status = r;
+    }
+    pthread_mutex_unlock(&req_mu);
+}
+
+void cs_tsg_request_result(uint64_t *requested_us, int *status)
+{
+    pthread_mutex_lock(&req_mu);
+    *requested_us = req.done ? req.requested : static_us;
+    *status = req.done ? req.status : 0;
+    pthread_mutex_unlock(&req_mu);
+}
+
 /* ---- Set-up and fork --------------------------------------------------------- */
 
 static void reset_table(void)
@@ -843,6 +907,8 @@ void cs_tsg_configure(int m, uint64_t static_timeslice_us)
 static void after_fork_child(void)
 {
     pthread_mutex_init(&ctl_mu, NULL);
+    pthread_mutex_init(&req_mu, NULL); /* a worker may have held it */
+    memset(&req, 0, sizeof req);       /* the child's groups start at our own setting */
     atomic_flag_clear(&tbl_lock);
     reset_table();
     tls_busy = 0;

@@ -23,6 +23,7 @@
 
 #include "hook/tsg_sys.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,9 @@ enum cs_tsg_state {
     CS_TSG_ACTIVE,      /* a cushare timeslice is in force (and is given to new groups) */
     CS_TSG_UNAVAILABLE, /* turned off after something unexpected: see cs_tsg_reason() */
 };
+
+/* GPU slots a request may name (the protocol's CS_MAX_DEVICES fits). */
+#define CS_TSG_SLOTS 64u
 
 /* Longest timeslice accepted by cs_tsg_set_timeslice_us, µs (1 s). */
 #define CS_TSG_MAX_US 1000000u
@@ -86,6 +90,17 @@ struct cs_tsg_info {
     char driver[32];     /* driver version, "" before the probe */
 };
 void cs_tsg_get_info(struct cs_tsg_info *out);
+
+/* The scheduler's TIMESLICE for GPU `slot` (µs; 0 = the defaults):
+ * remembered; true if it changed. The caller then has cs_tsg_apply run
+ * off its thread (a worker): applying blocks for RM round trips. */
+bool cs_tsg_want(unsigned slot, uint64_t us);
+/* Applies the shortest timeslice wanted for any GPU (or the library's own
+ * setting) if it is not what the last apply gave the mechanism. */
+void cs_tsg_apply(void);
+/* What the last apply gave the mechanism and its answer (0 or -errno).
+ * Before any: the library's own setting, 0. */
+void cs_tsg_request_result(uint64_t *requested_us, int *status);
 
 /* ---- Used by hooks_ioctl.c ------------------------------------------------ */
 

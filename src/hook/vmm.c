@@ -1,8 +1,5 @@
 /* vmm.c: the application's own VMM memory, made swappable (vmm.h). */
 #include "hook/vmm.h"
-#include "hook/backing.h"
-#include "hook/gate.h"
-#include "hook/swap.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -131,7 +128,7 @@ static void map_remove_locked(struct mapping *m)
  * device comes first, so look the device up, take its lock, then look
  * again (the object may have gone meanwhile). */
 
-static int dev_of_handle(CUmemGenericAllocationHandle vh)
+int cs_vmm_device(CUmemGenericAllocationHandle vh)
 {
     pthread_mutex_lock(&vmm_mu);
     struct cs_vmm *x = obj_find_locked(vh);
@@ -144,7 +141,7 @@ static int dev_of_handle(CUmemGenericAllocationHandle vh)
  * if vh is not a live virtual handle. */
 static struct cs_vmm *lock_handle(CUmemGenericAllocationHandle vh, struct cs_segs **sp)
 {
-    int dev = dev_of_handle(vh);
+    int dev = cs_vmm_device(vh);
     if (dev < 0)
         return NULL;
     struct cs_segs *s = &cs_segs[dev];
@@ -181,10 +178,10 @@ static void maybe_destroy_locked(struct cs_segs *s, struct cs_vmm *x)
      * segs.mu only; nothing else can reach x without vmm_mu, held here. */
     bool held = s->pinning == x->seg;
     if (held)
-        cs_backing_hold_pinner_locked(s);
+        cs_seg_hold_pinner_locked(s);
     cs_seg_destroy_locked(s, x->seg);
     if (held)
-        cs_backing_release_pinner_locked(s);
+        cs_seg_release_pinner_locked(s);
     free(x->ml);
     free(x);
 }
@@ -219,9 +216,10 @@ static CUresult map_shadow(struct cs_seg *g, CUmemGenericAllocationHandle h)
     return r;
 }
 
-CUresult cs_vmm_map_locked(struct cs_seg *g)
+/* The segment kind (seg.h): places the memory and every mapping of it. */
+static CUresult vmm_map_locked(struct cs_seg *g)
 {
-    struct cs_vmm *x = g->vmm;
+    struct cs_vmm *x = g->owner;
     CUmemGenericAllocationHandle h;
     CUresult r = cs_real.cuMemCreate(&h, g->size, &x->prop, 0);
     if (r != CUDA_SUCCESS)
@@ -252,15 +250,17 @@ CUresult cs_vmm_map_locked(struct cs_seg *g)
     return CUDA_SUCCESS;
 }
 
-void cs_vmm_unmap_locked(struct cs_seg *g)
+static void vmm_unmap_locked(struct cs_seg *g)
 {
-    struct cs_vmm *x = g->vmm;
+    struct cs_vmm *x = g->owner;
     for (size_t i = 0; i < x->nmaps; i++)
         cs_real.cuMemUnmap(x->ml[i]->va, x->ml[i]->size);
     cs_real.cuMemUnmap(g->va, g->size);
     cs_real.cuMemRelease(g->h);
     g->h = 0;
 }
+
+static const struct cs_seg_kind vmm_kind = {vmm_map_locked, vmm_unmap_locked};
 
 /* ---- the application's calls ------------------------------------------------- */
 
@@ -337,7 +337,7 @@ CUresult cs_vmm_create(struct cs_dev *d, CUmemGenericAllocationHandle *out, size
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     struct cs_seg *g = NULL;
-    r = cs_seg_create_vmm(d, size, x, &g);
+    r = cs_seg_create_kind(d, size, &vmm_kind, x, &g);
     pthread_mutex_lock(&vmm_mu);
     if (r == CUDA_SUCCESS)
         x->seg = g;
@@ -670,13 +670,6 @@ CUresult cs_vmm_pin_real(CUmemGenericAllocationHandle vh, CUmemGenericAllocation
 CUresult cs_vmm_export(void *shareable, CUmemGenericAllocationHandle vh,
                        CUmemAllocationHandleType type, unsigned long long flags)
 {
-    int dev = dev_of_handle(vh);
-    if (dev < 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    /* On the GPU for the export, and from then on: the importer maps the
-     * physical memory, which therefore must never move. */
-    struct cs_ticket ta, tb;
-    cs_gate_enter2(&ta, &tb, cs_dev_get(dev), NULL, 0, 0);
     struct cs_segs *s;
     struct cs_vmm *x = lock_handle(vh, &s);
     CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -688,7 +681,6 @@ CUresult cs_vmm_export(void *shareable, CUmemGenericAllocationHandle vh,
             cs_seg_mark_exported_locked(s, x->seg);
         unlock_both(s);
     }
-    cs_gate_exit2(&ta, &tb);
     return r;
 }
 

@@ -55,6 +55,11 @@ bool cs_vmm_get_access(unsigned long long *flags, const CUmemLocation *loc, CUde
 void cs_vmm_forget_range(CUdeviceptr va, size_t size);
 bool cs_vmm_retain(CUmemGenericAllocationHandle *out, CUdeviceptr addr);
 CUresult cs_vmm_props(CUmemAllocationProp *prop, CUmemGenericAllocationHandle vh);
+/* The device of a live virtual handle, or -1. */
+int cs_vmm_device(CUmemGenericAllocationHandle vh);
+/* cuMemExportToShareableHandle of vh, marking the memory unswappable (the
+ * importer maps the physical memory, which must then never move). The
+ * caller is inside the device's gate, so the memory is resident. */
 CUresult cs_vmm_export(void *shareable, CUmemGenericAllocationHandle vh,
                        CUmemAllocationHandleType type, unsigned long long flags);
 /* The driver's handle for vh, marking the memory unswappable (it is about
@@ -66,9 +71,6 @@ CUresult cs_vmm_pin_real(CUmemGenericAllocationHandle vh, CUmemGenericAllocation
  * on the GPU: the mapping's range and device. False if resident or not ours. */
 bool cs_vmm_absent_mapping(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size, int *dev);
 
-/* The swap engine's hooks (seg.c), segs.mu held. */
-CUresult cs_vmm_map_locked(struct cs_seg *g);
-void cs_vmm_unmap_locked(struct cs_seg *g);
 
 void cs_vmm_reset_after_fork(void);
 

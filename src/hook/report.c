@@ -1,0 +1,169 @@
+/* report.c: see report.h. */
+#include "hook/report.h"
+#include "hook/client.h"
+#include "hook/mem.h"
+#include "hook/seg.h"
+#include "hook/worker.h"
+#include "common/log.h"
+#include "common/util.h"
+
+#include <string.h>
+
+void cs_report_held_locked(struct cs_dev *d, uint64_t now)
+{
+    d->rep.last_entries = (uint32_t)(atomic_load(&d->gate.subm) >> 32);
+    d->rep.last_host_done = atomic_load(&d->host.done);
+    d->rep.last_activity_ns = now;
+    d->rep.idle_reported = false;
+    d->rep.gpu_done = false;
+}
+
+void cs_report_released_locked(struct cs_dev *d)
+{
+    d->rep.idle_reported = false;
+}
+
+void cs_report_attached_locked(struct cs_dev *d)
+{
+    memset(d->rep.usage_sent, 0, sizeof d->rep.usage_sent);
+    d->rep.pinned_sent = 0;
+}
+
+/* Whether the idle state to report flipped; *idle_now is the new one. */
+static bool idle_changed_locked(struct cs_dev *d, uint64_t now, bool *idle_now)
+{
+    uint32_t idle_ms = cs_client_idle_ms();
+    *idle_now = false;
+    if (d->lease.state != CS_LEASE_HELD || idle_ms == 0)
+        return false;
+    uint64_t subm = atomic_load_explicit(&d->gate.subm, memory_order_relaxed);
+    uint32_t entries = (uint32_t)(subm >> 32), inside = (uint32_t)subm;
+    uint32_t host_done = atomic_load_explicit(&d->host.done, memory_order_relaxed);
+    /* A thread still inside a gated call (a synchronous copy, a launch the
+     * driver holds back while its queue is full) is busy too. */
+    if (entries != d->rep.last_entries || inside > 0 || host_done != d->rep.last_host_done ||
+        atomic_load_explicit(&d->host.busy, memory_order_relaxed) > 0) {
+        d->rep.last_entries = entries;
+        d->rep.last_host_done = host_done;
+        d->rep.last_activity_ns = now;
+        d->rep.gpu_done = false;
+    } else if (now - d->rep.last_activity_ns >= (uint64_t)idle_ms * 1000000ull) {
+        if (d->rep.gpu_done)
+            *idle_now = true;
+        else if (!d->rep.probe_pending &&
+                 cs_worker_push_locked(d, (struct cs_job){.kind = CS_JOB_IDLE_PROBE,
+                                                          .id = entries}))
+            d->rep.probe_pending = true;
+    }
+    return *idle_now != d->rep.idle_reported;
+}
+
+/* PINNED goes out when the host backing held for this GPU changed (to a
+ * daemon that took CS_HELLO_PIN; others never see it). */
+static void report_pinned_locked(struct cs_dev *d)
+{
+    uint64_t bytes = cs_seg_backing(d->ordinal);
+    if (bytes == d->rep.pinned_sent)
+        return;
+    struct cs_msg m = {.type = CS_MSG_PINNED};
+    m.u.pinned.slot = (uint32_t)d->ordinal;
+    m.u.pinned.bytes = bytes;
+    if (cs_client_send_cap(CS_HELLO_PIN, &m) == 0)
+        d->rep.pinned_sent = bytes;
+}
+
+static bool usage_changed_locked(const struct cs_dev *d, const struct cs_msg_usage *u)
+{
+    return d->rep.usage_sent[0] != u->resident || d->rep.usage_sent[1] != u->swapped ||
+           d->rep.usage_sent[2] != u->footprint ||
+           d->rep.usage_sent[3] != u->unswappable; /* an IPC export */
+}
+
+/* USAGE goes out when idleness flips or the memory picture changed. The
+ * usage is computed before taking d->mu (segment lock order). */
+void cs_report_tick(struct cs_dev *d, uint64_t now)
+{
+    struct cs_msg m = {.type = CS_MSG_USAGE};
+    m.u.usage.slot = (uint32_t)d->ordinal;
+    cs_mem_fill_usage(d, &m.u.usage);
+    pthread_mutex_lock(&d->mu);
+    if (d->lease.state != CS_LEASE_DETACHED && d->lease.attach_sent) {
+        bool idle_now;
+        bool idle_flip = idle_changed_locked(d, now, &idle_now);
+        if (idle_flip || usage_changed_locked(d, &m.u.usage)) {
+            bool idle = d->lease.state == CS_LEASE_HELD &&
+                        (idle_flip ? idle_now : d->rep.idle_reported);
+            m.u.usage.flags = idle ? CS_USAGE_IDLE : 0;
+            if (cs_client_send(&m) == 0) {
+                if (idle_flip)
+                    cs_debug("GPU %d: %s", d->ordinal, idle ? "idle" : "busy again");
+                d->rep.idle_reported = m.u.usage.flags & CS_USAGE_IDLE;
+                d->rep.usage_sent[0] = m.u.usage.resident;
+                d->rep.usage_sent[1] = m.u.usage.swapped;
+                d->rep.usage_sent[2] = m.u.usage.footprint;
+                d->rep.usage_sent[3] = m.u.usage.unswappable;
+            }
+        }
+        report_pinned_locked(d);
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
+uint32_t cs_report_interval_ms(void)
+{
+    /* A holder's idle period counts from the tick that sees its last
+     * submission (the gate only counts calls; it takes no timestamps), so
+     * the idle report comes up to one tick late: a tenth of the idle
+     * period, at most 30 ms. And the tick is brought forward to the moment
+     * a held device's idle period ends, so that the report is not rounded
+     * up to the next tick on top of that. Together they keep the handover
+     * to a waiter within idle_ms + 50 ms (issue 4's bound, checked by
+     * tests/e2e/e2e_idle.sh) at any idle_ms; a plain tick of a fifth of the
+     * idle period, capped at 100 ms, reached idle_ms + 50 at the default
+     * 250 ms and idle_ms + 100 from 500 ms up. Never busier than every
+     * 5 ms, except once when an idle period is about to end. */
+    uint32_t idle = cs_client_idle_ms();
+    if (!idle)
+        return 100;
+    uint32_t t = idle / 10;
+    t = t < 5 ? 5 : (t > 30 ? 30 : t);
+    uint64_t now = cs_now_ns(), idle_ns = (uint64_t)idle * 1000000ull;
+    for (int i = 0; i < CS_MAX_DEVICES; i++) {
+        struct cs_dev *d = &cs_devs[i];
+        pthread_mutex_lock(&d->mu);
+        if (d->lease.state == CS_LEASE_HELD && d->lease.attach_sent && !d->rep.idle_reported) {
+            uint64_t due = d->rep.last_activity_ns + idle_ns;
+            uint64_t ms = due > now ? (due - now + 999999) / 1000000 : 1;
+            if (ms < t)
+                t = (uint32_t)(ms ? ms : 1);
+        }
+        pthread_mutex_unlock(&d->mu);
+    }
+    return t;
+}
+
+/* Waits for the device's work; if nothing was submitted meanwhile, either
+ * the GPU was already idle (the wait was short: confirm at once) or it just
+ * finished (restart the idle clock from now). "Short" is 10 ms: a
+ * synchronize with nothing to wait for takes microseconds, but up to a few
+ * milliseconds on a loaded machine or under a sanitizer, and confirming up
+ * to 10 ms before the GPU's last work ends costs nothing that matters (the
+ * revoke drains it anyway). */
+#define IDLE_PROBE_INSTANT_NS 10000000ull
+
+void cs_report_idle_probe(struct cs_dev *d, const struct cs_job *job)
+{
+    uint64_t t0 = cs_now_ns();
+    cs_dev_drain(d);
+    uint64_t t1 = cs_now_ns();
+    pthread_mutex_lock(&d->mu);
+    d->rep.probe_pending = false;
+    uint32_t entries = (uint32_t)(atomic_load_explicit(&d->gate.subm, memory_order_relaxed) >> 32);
+    if (d->lease.state == CS_LEASE_HELD && entries == (uint32_t)job->id) {
+        if (t1 - t0 < IDLE_PROBE_INSTANT_NS)
+            d->rep.gpu_done = true;
+        else
+            d->rep.last_activity_ns = t1;
+    }
+    pthread_mutex_unlock(&d->mu);
+}
