@@ -90,7 +90,7 @@ static void attach_msg_locked(struct cs_dev *d, struct cs_msg *m)
     memcpy(m->u.attach.uuid, d->uuid, CS_UUID_LEN);
     m->u.attach.total_mem = d->total_mem;
     if (d->state == CS_LEASE_HELD || d->state == CS_LEASE_UNMANAGED) {
-        m->u.attach.flags = CS_ATTACH_HOLDING;
+        m->u.attach.flags = CS_ATTACH_HELD;
         m->u.attach.lease_id = d->lease_id;
     } else if (d->state == CS_LEASE_WAITING || d->waiters > 0) {
         m->u.attach.flags = CS_ATTACH_WAITING;
@@ -103,7 +103,7 @@ static void after_attach_sent_locked(struct cs_dev *d, const struct cs_msg *m)
     memset(d->usage_sent, 0, sizeof d->usage_sent); /* report afresh */
     d->pinned_sent = 0;
     d->lost_warned = false;
-    if (m->u.attach.flags & CS_ATTACH_HOLDING) {
+    if (m->u.attach.flags & CS_ATTACH_HELD) {
         if (d->state == CS_LEASE_UNMANAGED) {
             d->state = CS_LEASE_HELD;
             d->lease_id = 0;

@@ -129,13 +129,13 @@ struct sd_member {
     uint64_t idle_ns;     /* ...since (when that USAGE came) */
     bool timeout_reported;
     uint32_t revoke_reason;
-    uint64_t lease_id;    /* current lease (HOLDING, REVOKING) */
+    uint64_t lease_id;    /* current lease (HELD, REVOKING) */
     uint64_t prev_lease_id; /* last ended lease: a late RELEASE for it is fine */
     bool had_lease;         /* prev_lease_id is meaningful */
     uint64_t vtime;
     uint64_t wait_since;  /* WAITING since */
     uint64_t idle_since;  /* IDLE since, 0 = never active */
-    uint64_t grant_ns;    /* HOLDING since (lease start) */
+    uint64_t grant_ns;    /* HELD since (lease start) */
     uint64_t slice_ns;    /* current slice since (a lease may span slices) */
     uint64_t vt_ns;       /* vtime charged up to here */
     uint64_t revoke_ns;   /* REVOKE sent at */
