@@ -54,7 +54,10 @@
  *
  * Ownership: the policy owns every sd_gpu, sd_client and sd_member; the
  * server owns connections and keeps a pointer to its client. The structs are
- * public for read access (status, metrics); only policy.c mutates them.
+ * public for read access (status, metrics); only the policy mutates them:
+ * policy.c and its parts sharing policy_int.h (room.c, mem.c, share.c,
+ * lcgate.c, tslice.c). The one exception is sd_client.owner, which the
+ * server sets (dispatch.c) and the policy never reads.
  * Callbacks run inside policy calls and must not call back into the policy
  * (the server defers closing a connection whose send failed).
  */
@@ -315,7 +318,8 @@ struct sd_policy_ops {
     bool (*stopped)(void *ctx, const struct sd_member *m);
 };
 
-/* What the previous daemon recorded (see state.h). */
+/* What the previous daemon recorded: its state file (state.c, read by
+ * sd_state_load in server.h). */
 struct sd_restore_gpu {
     uint8_t uuid[CS_UUID_LEN];
     uint32_t index;
