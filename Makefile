@@ -5,11 +5,14 @@
 #                   ThreadSanitizer for the daemon and the hook's threading
 #   make demo       the daemon and two jobs sharing the GPU (the simulated GPU
 #                   when no NVIDIA driver is present)
+#   make print-tests  the tests `make check` runs in this tree (BUILD, SAN),
+#                   in order, from tests/registry
 #   make install PREFIX=/usr/local
 #   make clean
 #
 # Each module keeps its rules in mk/<module>.mk and appends its outputs to
-# ALL_TARGETS, its test programs to TEST_BINS and its test scripts to TESTS.
+# ALL_TARGETS and its test programs to TEST_BINS. Which tests each tree runs,
+# and why not the others, is tests/registry (read by mk/tests.mk).
 
 .DEFAULT_GOAL := all
 .SUFFIXES:
@@ -17,8 +20,6 @@
 
 ALL_TARGETS :=
 TEST_BINS   :=
-TESTS       :=
-TSAN_TESTS  :=
 
 include mk/config.mk
 include mk/deps.mk
@@ -40,11 +41,11 @@ DESTDIR ?=
 
 all: $(DEPS_STAMP) $(ALL_TARGETS)
 
-# `check` runs the suites of one build tree (BUILD, SAN); `test` runs the three
-# trees in turn and stops at the first failing one.
+# `check` runs the tests tests/registry lists for one build tree (BUILD, SAN);
+# `test` runs the three trees in turn and stops at the first failing one.
 check: all $(TEST_BINS)
-	@CUSHARE_BUILD=$(BUILD) CUSHARE_SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) \
-	  tests/run-suite.sh $(if $(filter tsan,$(SAN)),$(TSAN_TESTS),$(if $(filter asan,$(SAN)),$(filter-out $(ASAN_SKIP),$(TESTS)),$(TESTS)))
+	@tests=$$($(TEST_LIST)) && \
+	  CUSHARE_BUILD=$(BUILD) CUSHARE_SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) tests/run-suite.sh $$tests
 
 test: $(DEPS_STAMP)
 	$(MAKE) --no-print-directory check

@@ -42,4 +42,3 @@ $(NVTRACE_LIB): bench/lc/nvtrace.c src/hook/nvrm.h $(NVTRACE_MAP)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -shared -o $@ $< $(LDFLAGS) -Wl,--version-script=$(NVTRACE_MAP) -ldl
 
 ALL_TARGETS += $(CS_LCBENCH) $(NVTRACE_LIB)
-TESTS       += bench/lc/smoke.sh

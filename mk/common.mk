@@ -15,4 +15,3 @@ $(CM_TDIR)/test_fsafe: $(OBJ)/tests/common/test_fsafe.o $(COMMON_LIB)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lcmocka
 
 TEST_BINS += $(CM_TDIR)/test_fsafe
-TESTS     += $(CM_TDIR)/test_fsafe

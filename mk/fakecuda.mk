@@ -85,11 +85,3 @@ $(FC_TDIR)/fc_api_test: $(OBJ)/tests/fakecuda/fc_api_test.o $(FCK_OBJS) | $(FC_L
 	$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
 
 TEST_BINS += $(FC_CMOCKA_TESTS:%=$(FC_TDIR)/%) $(FC_TDIR)/fc_api_test
-
-TESTS += tests/fakecuda/fc_link_test.sh \
-         $(FC_TDIR)/fc_basic_test $(FC_TDIR)/fc_mem_test $(FC_TDIR)/fc_vmm_test \
-         $(FC_TDIR)/fc_exec_test $(FC_TDIR)/fc_timing_test $(FC_TDIR)/fc_mp_test \
-         $(FC_TDIR)/fc_slice_test $(FC_TDIR)/fc_api_test tests/fakecuda/fc_jobs_test.sh
-
-TSAN_TESTS += $(FC_TDIR)/fc_exec_test $(FC_TDIR)/fc_mp_test $(FC_TDIR)/fc_slice_test \
-              $(FC_TDIR)/fc_api_test tests/fakecuda/fc_jobs_test.sh

@@ -66,22 +66,3 @@ $(HOOK_TDIR)/reallib_probe: $(OBJ)/tests/hook/reallib_probe.o | $(FC_LINK) $(HOO
 
 TEST_BINS  += $(HOOK_TBINS) $(HOOK_TDIR)/hook_rtld_next $(HOOK_TDIR)/hook_tsg \
               $(HOOK_TDIR)/reallib_probe
-TESTS      += tests/hook/coverage_check.sh tests/hook/exports_check.sh $(HOOK_TBINS) \
-              $(HOOK_TDIR)/hook_rtld_next tests/hook/standalone.sh $(HOOK_TDIR)/hook_tsg \
-              tests/hook/reallib.sh
-# hook_fork is not here: ThreadSanitizer cannot follow a multi-threaded fork.
-# Nor under AddressSanitizer: GCC 12's ASan allocator does not lock itself
-# around fork(), so a child forked while another thread of the parent is
-# inside malloc inherits the allocator's mutex locked and hangs at its first
-# allocation (seen about once in 100 runs: every thread of the child waits
-# in SizeClassAllocator64::GetFromAllocator). The test forks on purpose while
-# threads are busy; it runs in the optimized tree.
-ASAN_SKIP  += $(HOOK_TDIR)/hook_fork
-# hook_idle and hook_pinkeep: the I/O thread's idle and PINNED reports read
-# counters the application's threads and the worker write. hook_terms: the
-# I/O thread sets the granted quota (TERMS on a reconnect) that allocating
-# threads read.
-TSAN_TESTS += $(HOOK_TDIR)/hook_gate_stress $(HOOK_TDIR)/hook_swap $(HOOK_TDIR)/hook_tsg \
-              $(HOOK_TDIR)/hook_idle $(HOOK_TDIR)/hook_pinkeep $(HOOK_TDIR)/hook_pinpiece \
-              $(HOOK_TDIR)/hook_ipc $(HOOK_TDIR)/hook_vmm $(HOOK_TDIR)/hook_terms \
-              $(HOOK_TDIR)/hook_refused

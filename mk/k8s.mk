@@ -88,12 +88,3 @@ $(K8S_TDIR)/tkubelet: $(OBJ)/tests/k8s/tkubelet_main.o $(K8S_TKUBE) $(K8S_LIB) $
 
 K8S_TBINS := $(K8S_TDIR)/test_dp_unit $(K8S_TDIR)/test_dp_plugin $(K8S_TDIR)/tkubelet
 TEST_BINS += $(K8S_TBINS) $(K8S_NVML)
-TESTS     += $(K8S_TDIR)/test_dp_unit $(K8S_TDIR)/test_dp_plugin
-# Not in TSAN_TESTS: Debian's libgrpc and abseil are not instrumented, and
-# ThreadSanitizer reports their internal locking (abseil's GraphCycles) as
-# races. The plugin itself is one thread; the test kubelet's threads share
-# only mutex-protected queues.
-# The manifests do not depend on the build: checked once, in the optimized tree.
-ifeq ($(SAN),)
-TESTS     += tests/k8s/manifests_check.sh
-endif

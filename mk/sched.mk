@@ -61,10 +61,6 @@ $(SD_TDIR)/libempty.so: tests/sched/empty.c
 SD_TEST_BINS := $(SD_UNIT:%=$(SD_TDIR)/%) $(SD_TDIR)/test_daemon $(SD_TDIR)/test_metrics_flood \
                 $(SD_TDIR)/libempty.so
 TEST_BINS += $(SD_TEST_BINS)
-TESTS += $(SD_UNIT:%=$(SD_TDIR)/%) $(SD_TDIR)/test_daemon $(SD_TDIR)/test_metrics_flood
-# The daemon is single-threaded; under TSan the integration test still
-# checks that nothing (libmicrohttpd included) races with the loop.
-TSAN_TESTS += $(SD_TDIR)/test_daemon
 
 # test_daemon runs the programs it tests; they must be built first.
 $(SD_TDIR)/test_daemon: | $(CUSHARED) $(BUILD)/bin/cusharectl $(BUILD)/bin/cushare-run
@@ -96,9 +92,8 @@ fuzz: $(FUZZ_BINS)
 fuzz-long: $(FUZZ_BINS)
 	CUSHARE_BUILD=$(BUILD) tests/fuzz/run.sh long
 
-# A short run belongs to the optimized tree's suite (the fuzzers carry their
-# own sanitizers, so the asan/tsan trees would only repeat it).
+# The optimized tree builds them for tests/fuzz/short.sh where a fuzzing
+# compiler exists (tests/registry: the other trees do not run it).
 ifeq ($(SAN)$(HAVE_FUZZ_CC),yes)
 TEST_BINS += $(FUZZ_BINS)
-TESTS += tests/fuzz/short.sh
 endif

@@ -72,7 +72,7 @@ static const struct field f_welcome[] = {
 };
 static const struct field f_attach[] = {
     SLOT(cs_msg_attach),
-    U32(cs_msg_attach, flags, 0, CS_ATTACH_HOLDING | CS_ATTACH_WAITING),
+    U32(cs_msg_attach, flags, 0, CS_ATTACH_HELD | CS_ATTACH_WAITING),
     BYTES(cs_msg_attach, uuid),
     U64(cs_msg_attach, total_mem, BYTES62),
     U64(cs_msg_attach, lease_id, ANY64),

@@ -116,8 +116,10 @@ enum cs_msg_type {
  * TSG|LC, TSG, none. */
 #define CS_HELLO_LIMITS 0x40u
 
-/* ATTACH.flags: the client's state on that GPU, meaningful on reconnect */
-#define CS_ATTACH_HOLDING 0x1u /* my gate is open under lease_id */
+/* ATTACH.flags: the client's state on that GPU, meaningful on reconnect.
+ * HELD is the hook's CS_LEASE_HELD (CUSHARE_LEASE_HELD); docs/protocol.md
+ * keeps calling the flag HOLDING. */
+#define CS_ATTACH_HELD 0x1u    /* my gate is open under lease_id */
 #define CS_ATTACH_WAITING 0x2u /* I have work waiting for the lease */
 
 /* EVICT.flags */
@@ -174,11 +176,13 @@ enum cs_mode {
     CS_MODE_MAX = 1,
 };
 
-/* CTL_CLIENT.state: the daemon's view of one client on one GPU */
+/* CTL_CLIENT.state: the daemon's view of one client on one GPU. The status
+ * output and docs/protocol.md keep the word they always showed for HELD:
+ * "holding". */
 enum cs_lease_state {
     CS_STATE_IDLE = 0,     /* attached, not asking for the GPU */
     CS_STATE_WAITING = 1,  /* ACQUIRE received, no GRANT yet */
-    CS_STATE_HOLDING = 2,  /* GRANT sent (or claimed after a restart) */
+    CS_STATE_HELD = 2,     /* GRANT sent (or claimed after a restart) */
     CS_STATE_REVOKING = 3, /* REVOKE sent, RELEASE not received yet */
     CS_STATE_MAX = 3,
 };
@@ -223,7 +227,7 @@ struct cs_msg_attach {
     uint32_t flags;         /* CS_ATTACH_* */
     uint8_t uuid[CS_UUID_LEN];
     uint64_t total_mem;     /* what the driver reports for the device */
-    uint64_t lease_id;      /* with CS_ATTACH_HOLDING */
+    uint64_t lease_id;      /* with CS_ATTACH_HELD */
 };
 
 struct cs_msg_acquire {
@@ -460,7 +464,7 @@ struct cs_msg_ctl_gpu {
     uint8_t uuid[CS_UUID_LEN];
     uint32_t clients;
     uint32_t draining;      /* 0 or 1 */
-    uint32_t holders;       /* HOLDING or REVOKING */
+    uint32_t holders;       /* HELD or REVOKING */
     uint32_t waiters;
     uint32_t restoring;     /* 1 while waiting for pre-restart holders */
     uint32_t quantum_ms;    /* current quantum */

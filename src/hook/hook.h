@@ -2,9 +2,11 @@
  *
  * libcushare.so is injected into arbitrary CUDA programs (LD_PRELOAD or
  * /etc/ld.so.preload). It therefore depends on libc, libdl and libpthread
- * only, exports nothing but the driver entry points it wraps, dlsym and the
- * small client API of include/cushare.h (cushare.map), and keeps every cost
- * off the launch hot path: no allocation, lock, log or system call there.
+ * only, exports nothing but the driver entry points it wraps, dlsym, ioctl
+ * (hooks_ioctl.c) and the small client API of include/cushare.h (the version
+ * script of the architecture, src/hook/cushare-<arch>.map), and keeps every
+ * cost off the launch hot path: no allocation, lock, log or system call
+ * there.
  *
  * cuda.h is included with __CUDA_API_VERSION_INTERNAL, as the driver itself
  * is built, so that each versioned symbol (cuMemAlloc and cuMemAlloc_v2,

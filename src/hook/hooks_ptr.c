@@ -1,4 +1,4 @@
-/* hooks_ptr.c: pointer queries on swappable memory.
+/* hooks_ptr.c: pointer queries and CUDA IPC on swappable memory.
  *
  * Allocations placed in segments differ from the driver's own in two ways
  * a program can see: a small allocation shares a 2 MiB mapping with others,
@@ -7,6 +7,11 @@
  * for a plain cuMemAlloc allocation: its own base and size, its context and
  * device, whether or not it is resident right now. Every other pointer goes
  * to the driver untouched.
+ *
+ * The CUDA IPC entry points live here too (cuIpcGetMemHandle,
+ * cuIpcOpenMemHandle and _v2, cuIpcCloseMemHandle): like the queries, they
+ * tell our allocations from the driver's. Ours are exported, opened and
+ * closed by ipc.c; a pointer or handle the driver made goes to the driver.
  */
 #include "hook/hook.h"
 #include "hook/config.h"

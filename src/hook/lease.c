@@ -109,7 +109,7 @@ static void attach_msg_locked(struct cs_dev *d, struct cs_msg *m)
     memcpy(m->u.attach.uuid, d->uuid, CS_UUID_LEN);
     m->u.attach.total_mem = d->total_mem;
     if (d->lease.state == CS_LEASE_HELD || d->lease.state == CS_LEASE_UNMANAGED) {
-        m->u.attach.flags = CS_ATTACH_HOLDING;
+        m->u.attach.flags = CS_ATTACH_HELD;
         m->u.attach.lease_id = d->lease.id;
     } else if (d->lease.state == CS_LEASE_WAITING || d->lease.waiters > 0) {
         m->u.attach.flags = CS_ATTACH_WAITING;
@@ -121,7 +121,7 @@ static void after_attach_sent_locked(struct cs_dev *d, const struct cs_msg *m)
     d->lease.attach_sent = true;
     cs_report_attached_locked(d);
     d->lease.lost_warned = false;
-    if (m->u.attach.flags & CS_ATTACH_HOLDING) {
+    if (m->u.attach.flags & CS_ATTACH_HELD) {
         if (d->lease.state == CS_LEASE_UNMANAGED) {
             d->lease.state = CS_LEASE_HELD;
             d->lease.id = 0;

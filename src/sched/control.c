@@ -99,7 +99,7 @@ static void status_gpu(struct sd_server *s, struct sd_conn *c, const struct sd_g
     memcpy(o->uuid, g->uuid, CS_UUID_LEN);
     o->clients = (uint32_t)g->n;
     o->draining = g->draining;
-    o->holders = sd_gpu_count(g, CS_STATE_HOLDING) + sd_gpu_count(g, CS_STATE_REVOKING);
+    o->holders = sd_gpu_count(g, CS_STATE_HELD) + sd_gpu_count(g, CS_STATE_REVOKING);
     o->waiters = sd_gpu_count(g, CS_STATE_WAITING);
     o->restoring = g->restoring;
     o->quantum_ms = (uint32_t)(sd_gpu_quantum_ns(&s->policy, g) / 1000000);

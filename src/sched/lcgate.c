@@ -110,7 +110,7 @@ void sd_lc_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         struct sd_member *m = g->m[i];
         /* Not during its class's share turn (share.c): a high job that
          * always has work would otherwise gate it for ever. */
-        if (m->state == CS_STATE_HOLDING && sd_lc_gated(p, m) &&
+        if (m->state == CS_STATE_HELD && sd_lc_gated(p, m) &&
             !sd_share_protected(g, m, now))
             sd_lc_revoke(p, m, now);
     }

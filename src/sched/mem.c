@@ -595,7 +595,7 @@ void sd_mem_on_usage(struct sd_gpu *g, struct sd_member *m, const struct cs_msg_
     if (sd_add_sat(u->resident, SD_MEM_SLACK) >= u->footprint) {
         m->restoring = false;
         m->restore_blocked = false; /* whatever it restored is all back */
-    } else if (m->state == CS_STATE_HOLDING) {
+    } else if (m->state == CS_STATE_HELD) {
         m->restoring = true;
     }
 }

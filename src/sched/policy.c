@@ -20,7 +20,7 @@ static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
 
 static bool is_holder(const struct sd_member *m)
 {
-    return m->state == CS_STATE_HOLDING || m->state == CS_STATE_REVOKING;
+    return m->state == CS_STATE_HELD || m->state == CS_STATE_REVOKING;
 }
 
 bool sd_is_holder(const struct sd_member *m)
@@ -76,7 +76,7 @@ static void gpu_account(struct sd_gpu *g, uint64_t now)
     else
         g->st.idle_ns += d;
     g->acct_ns = now;
-    g->busy = sd_gpu_count(g, CS_STATE_HOLDING) + sd_gpu_count(g, CS_STATE_REVOKING) > 0;
+    g->busy = sd_gpu_count(g, CS_STATE_HELD) + sd_gpu_count(g, CS_STATE_REVOKING) > 0;
 }
 
 static void holders_changed(struct sd_policy *p)
@@ -135,7 +135,7 @@ static uint64_t eff_vtime(const struct sd_member *m, uint64_t now)
 
 static void hold_from(struct sd_member *m, uint64_t now)
 {
-    m->state = CS_STATE_HOLDING;
+    m->state = CS_STATE_HELD;
     m->grant_ns = m->slice_ns = m->vt_ns = now;
 }
 
@@ -375,7 +375,7 @@ static uint64_t holders_footprint(const struct sd_gpu *g)
 
 static bool fits(const struct sd_policy *p, const struct sd_gpu *g, const struct sd_member *w)
 {
-    if (sd_gpu_count(g, CS_STATE_HOLDING) + sd_gpu_count(g, CS_STATE_REVOKING) == 0)
+    if (sd_gpu_count(g, CS_STATE_HELD) + sd_gpu_count(g, CS_STATE_REVOKING) == 0)
         return true; /* alone on the GPU: always, even if it is too big */
     if (p->cfg->mode != CS_MODE_SHARED)
         return false;
@@ -548,7 +548,7 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
     uint64_t q = sd_gpu_quantum_ns(p, g);
     for (size_t i = 0; i < g->n; i++) {
         struct sd_member *h = g->m[i];
-        if (h->state != CS_STATE_HOLDING)
+        if (h->state != CS_STATE_HELD)
             continue;
         holding++;
         if (h->idle && !idle_revocable(p, g, h, now))
@@ -724,7 +724,7 @@ static uint64_t holding_footprint(const struct sd_gpu *g)
 {
     uint64_t s = 0;
     for (size_t i = 0; i < g->n; i++)
-        if (g->m[i]->state == CS_STATE_HOLDING)
+        if (g->m[i]->state == CS_STATE_HELD)
             s = sd_add_sat(s, g->m[i]->footprint);
     return s;
 }
@@ -739,7 +739,7 @@ static void trim_holders(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         size_t holding = 0;
         for (size_t i = 0; i < g->n; i++) {
             struct sd_member *m = g->m[i];
-            if (m->state != CS_STATE_HOLDING)
+            if (m->state != CS_STATE_HELD)
                 continue;
             holding++;
             if (!worst || holder_before(worst, m))
@@ -789,7 +789,7 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         return;
     if (g->draining) {
         for (size_t i = 0; i < g->n; i++)
-            if (g->m[i]->state == CS_STATE_HOLDING)
+            if (g->m[i]->state == CS_STATE_HELD)
                 revoke(p, g->m[i], CS_REVOKE_DRAIN, 0, now);
         return;
     }
@@ -1075,9 +1075,9 @@ static int attach_check(struct sd_client *c, const struct cs_msg_attach *a, stru
             return SD_EPROTO;
         }
     }
-    /* A HOLDING claim is not checked against anything: the client's gate
-     * is open, whatever the daemon thinks, and refusing the claim would
-     * only hide it. It may come without RECONNECT and with lease 0 from a
+    /* A HELD claim (CS_ATTACH_HELD) is not checked against anything: the
+     * client's gate is open, whatever the daemon thinks, and refusing the
+     * claim would only hide it. It may come without RECONNECT and with lease 0 from a
      * process that started while no daemon answered and ran unmanaged. */
     return SD_OK;
 }
@@ -1113,8 +1113,8 @@ int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_m
     uint32_t revoking;
     bool held = restore_resolve(g, c, &revoking);
     /* One that was being revoked is done with its grant: not first. */
-    m->resumed = held && !revoking && !(a->flags & CS_ATTACH_HOLDING);
-    if (a->flags & CS_ATTACH_HOLDING) {
+    m->resumed = held && !revoking && !(a->flags & CS_ATTACH_HELD);
+    if (a->flags & CS_ATTACH_HELD) {
         /* Its gate is open under a lease of the previous daemon (or of a
          * connection that dropped): adopt the lease as is. A conflicting
          * holder is sorted out by trim_holders. */
@@ -1149,7 +1149,7 @@ int sd_policy_acquire(struct sd_policy *p, struct sd_client *c, uint32_t slot, u
     case CS_STATE_REVOKING:
         m->want = true; /* its threads want the GPU again after the drain */
         break;
-    default: /* WAITING, HOLDING: already asked or already has it */
+    default: /* WAITING, HELD: already asked or already has it */
         break;
     }
     return SD_OK;
@@ -1220,7 +1220,7 @@ int sd_policy_usage(struct sd_policy *p, struct sd_client *c, const struct cs_ms
      * current lease's; its USAGEs during the restore may still carry the
      * idleness of its previous lease. */
     bool was_idle = m->idle;
-    m->idle = (u->flags & CS_USAGE_IDLE) && m->state == CS_STATE_HOLDING &&
+    m->idle = (u->flags & CS_USAGE_IDLE) && m->state == CS_STATE_HELD &&
               (!m->reports_restore || m->lease_restored);
     if (m->idle && !was_idle)
         m->idle_ns = now;

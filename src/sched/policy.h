@@ -54,7 +54,10 @@
  *
  * Ownership: the policy owns every sd_gpu, sd_client and sd_member; the
  * server owns connections and keeps a pointer to its client. The structs are
- * public for read access (status, metrics); only policy.c mutates them.
+ * public for read access (status, metrics); only the policy mutates them:
+ * policy.c and its parts sharing policy_int.h (room.c, mem.c, share.c,
+ * lcgate.c, tslice.c). The one exception is sd_client.owner, which the
+ * server sets (dispatch.c) and the policy never reads.
  * Callbacks run inside policy calls and must not call back into the policy
  * (the server defers closing a connection whose send failed).
  */
@@ -129,13 +132,13 @@ struct sd_member {
     uint64_t idle_ns;     /* ...since (when that USAGE came) */
     bool timeout_reported;
     uint32_t revoke_reason;
-    uint64_t lease_id;    /* current lease (HOLDING, REVOKING) */
+    uint64_t lease_id;    /* current lease (HELD, REVOKING) */
     uint64_t prev_lease_id; /* last ended lease: a late RELEASE for it is fine */
     bool had_lease;         /* prev_lease_id is meaningful */
     uint64_t vtime;
     uint64_t wait_since;  /* WAITING since */
     uint64_t idle_since;  /* IDLE since, 0 = never active */
-    uint64_t grant_ns;    /* HOLDING since (lease start) */
+    uint64_t grant_ns;    /* HELD since (lease start) */
     uint64_t slice_ns;    /* current slice since (a lease may span slices) */
     uint64_t vt_ns;       /* vtime charged up to here */
     uint64_t revoke_ns;   /* REVOKE sent at */
@@ -315,7 +318,8 @@ struct sd_policy_ops {
     bool (*stopped)(void *ctx, const struct sd_member *m);
 };
 
-/* What the previous daemon recorded (see state.h). */
+/* What the previous daemon recorded: its state file (state.c, read by
+ * sd_state_load in server.h). */
 struct sd_restore_gpu {
     uint8_t uuid[CS_UUID_LEN];
     uint32_t index;

@@ -1,4 +1,5 @@
-/* policy_int.h: what policy.c shares with room.c and mem.c, and nobody else. */
+/* policy_int.h: what policy.c shares with the other parts of the policy
+ * (room.c, mem.c, share.c, lcgate.c, tslice.c), and nobody else. */
 #ifndef SD_POLICY_INT_H
 #define SD_POLICY_INT_H
 

@@ -3,10 +3,10 @@
  * Clients whose gate is open keep running while the daemon is away (that is
  * the point: a restart harms nobody). A new daemon must therefore not grant
  * a GPU until it knows who still holds it. Clients re-register and claim
- * their leases (ATTACH HOLDING), but a waiter may come back before the
- * holder does; this small file tells the new daemon whom to expect, so it
- * can resume as soon as every previous holder is back (or has come back
- * without the lease) instead of always waiting reconnect_grace_ms.
+ * their leases (ATTACH with CS_ATTACH_HELD), but a waiter may come back
+ * before the holder does; this small file tells the new daemon whom to
+ * expect, so it can resume as soon as every previous holder is back (or has
+ * come back without the lease) instead of always waiting reconnect_grace_ms.
  *
  * Text, one GPU per line, rewritten whole (mkstemp file + fsync + rename) after
  * an event that changed the holders:
@@ -133,7 +133,7 @@ static void append_gpu(struct sd_buf *b, const struct sd_gpu *g)
     size_t n = 0;
     for (size_t i = 0; i < g->n && n < SD_RESTORE_MAX_IDS; i++) {
         const struct sd_member *m = g->m[i];
-        if (m->state == CS_STATE_HOLDING || m->state == CS_STATE_REVOKING) {
+        if (m->state == CS_STATE_HELD || m->state == CS_STATE_REVOKING) {
             append_holder(b, m->client->id,
                           m->state == CS_STATE_REVOKING ? m->revoke_reason : 0);
             n++;

@@ -9,7 +9,7 @@
  * decision on its GPU:
  *
  *   - be_timeslice_us when the mode is shared, the knob is not 0, its class
- *     is lower than high, it holds the GPU (HOLDING or REVOKING: a revoked
+ *     is lower than high, it holds the GPU (HELD or REVOKING: a revoked
  *     holder still drains work) and a high-class member holds it too;
  *   - 0 (the driver's defaults) when it holds the GPU and none of that is
  *     true, and whenever the knob, the mode or its own class rule it out;

@@ -7,6 +7,8 @@
 
 #include "common/util.h"
 
+/* CS_STATE_HELD prints as "holding", the word the status output has always
+ * had (tests and scripts compare it). */
 const char *ctl_state_name(uint32_t state)
 {
     static const char *const names[] = {"idle", "waiting", "holding", "revoking"};

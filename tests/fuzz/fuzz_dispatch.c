@@ -130,12 +130,12 @@ static void check_invariants(struct rig *r)
         __builtin_trap();
     for (size_t i = 0; i < p->ngpu; i++) {
         const struct sd_gpu *g = p->gpu[i];
-        uint32_t holding = sd_gpu_count(g, CS_STATE_HOLDING);
+        uint32_t holding = sd_gpu_count(g, CS_STATE_HELD);
         /* Exclusive mode: never two holders whose gates are open (the
          * daemon only ever grants one; adopted claims are trimmed). */
         if (r->srv.cfg.mode == CS_MODE_EXCLUSIVE && holding > 1)
             __builtin_trap();
-        if (g->draining && !g->restoring && sd_gpu_count(g, CS_STATE_HOLDING) > 0)
+        if (g->draining && !g->restoring && sd_gpu_count(g, CS_STATE_HELD) > 0)
             __builtin_trap(); /* drained: every holder has been revoked */
         for (size_t j = 0; j < g->n; j++)
             if (g->m[j]->gpu != g || g->m[j]->client->slot[g->m[j]->slot] != g->m[j])

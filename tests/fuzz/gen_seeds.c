@@ -256,7 +256,7 @@ static void gen_dispatch(const char *dir)
     hello(&s, 0, CS_PRIO_NORMAL, CS_HELLO_RECONNECT);
     hello(&s, 1, CS_PRIO_LOW, CS_HELLO_RECONNECT);
     attach(&s, 1, CS_ATTACH_WAITING, 0);
-    attach(&s, 0, CS_ATTACH_HOLDING, 77);
+    attach(&s, 0, CS_ATTACH_HELD, 77);
     op(&s, 4, 0, 30);
     simple(&s, 0, CS_MSG_RELEASE, 77);
     write_file(dir, "restart", s.b, s.n);

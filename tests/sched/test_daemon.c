@@ -362,7 +362,7 @@ static void test_room_and_evict(void **state)
     assert_int_equal(rep.u.room_reply.status, 2 /* CUDA_ERROR_OUT_OF_MEMORY */);
 
     int u = tc_client(d.sock, CS_PRIO_NORMAL, 1, "unmanaged");
-    tc_attach(u, 0, 1, CS_ATTACH_HOLDING, 0);
+    tc_attach(u, 0, 1, CS_ATTACH_HELD, 0);
     tc_quiet(u, 100);
     struct js *j = status_json(d.sock);
     assert_int_equal(jnum(js_get(j, "daemon"), "protocol_errors"), 0);
@@ -406,7 +406,7 @@ static void test_restart_with_reconnecting_clients(void **state)
 
     uint64_t t0 = tc_now_ms();
     a = tc_client_full(d.sock, CS_PRIO_NORMAL, 1, "holder", CS_HELLO_RECONNECT, aid, NULL);
-    tc_attach(a, 0, 7, CS_ATTACH_HOLDING, la);
+    tc_attach(a, 0, 7, CS_ATTACH_HELD, la);
     uint64_t l;
     assert_int_equal(tc_expect_revoke(a, 0, &l), CS_REVOKE_QUANTUM);
     assert_int_equal(l, la); /* its old lease, adopted */
@@ -434,9 +434,9 @@ static void test_restart_claims_and_grace(void **state)
     close(a);
     assert_int_equal(tc_daemon_restart(&d), 0);
     int c = tc_client_full(d.sock, CS_PRIO_NORMAL, 1, "c", CS_HELLO_RECONNECT, 999, NULL);
-    tc_attach(c, 0, 1, CS_ATTACH_HOLDING, 77);
+    tc_attach(c, 0, 1, CS_ATTACH_HELD, 77);
     a = tc_client_full(d.sock, CS_PRIO_NORMAL, 1, "a", CS_HELLO_RECONNECT, aid, NULL);
-    tc_attach(a, 0, 1, CS_ATTACH_HOLDING, la);
+    tc_attach(a, 0, 1, CS_ATTACH_HELD, la);
     uint64_t l;
     assert_int_equal(tc_expect_revoke(a, 0, &l), CS_REVOKE_PREEMPT);
     assert_int_equal(l, la);

@@ -183,11 +183,11 @@ static void test_lc_beside_be_shortens_be(void **state)
     struct sd_member *be = member(CS_PRIO_LOW, true, "be");
     struct sd_member *lc = member(CS_PRIO_HIGH, true, "lc");
     acquire(be);
-    assert_int_equal(be->state, CS_STATE_HOLDING);
+    assert_int_equal(be->state, CS_STATE_HELD);
     assert_int_equal(count(EV_TS, NULL), 0); /* alone: nothing to protect */
     acquire(lc);
-    assert_int_equal(lc->state, CS_STATE_HOLDING);
-    assert_int_equal(be->state, CS_STATE_HOLDING); /* both fit: they share */
+    assert_int_equal(lc->state, CS_STATE_HELD);
+    assert_int_equal(be->state, CS_STATE_HELD); /* both fit: they share */
     assert_int_equal(count(EV_TS, be), 1);
     assert_int_equal(last(EV_TS, be)->a, 1);
     assert_int_equal(count(EV_TS, lc), 0); /* the LC job keeps its own slice */
@@ -205,7 +205,7 @@ static void test_lc_leaves_be_restored(void **state)
     struct sd_member *lc = member(CS_PRIO_HIGH, true, "lc");
     acquire(lc);
     acquire(be);
-    assert_int_equal(be->state, CS_STATE_HOLDING);
+    assert_int_equal(be->state, CS_STATE_HELD);
     /* Granted beside the LC holder: told before its GRANT, once. */
     assert_int_equal(count(EV_TS, be), 1);
     assert_int_equal(last(EV_TS, be)->a, 1);
@@ -240,8 +240,8 @@ static void test_knob_zero_never_sends(void **state)
     cfg.be_timeslice_us = 0;
     struct sd_member *be, *lc;
     pair(CS_PRIO_LOW, true, &be, &lc);
-    assert_int_equal(be->state, CS_STATE_HOLDING);
-    assert_int_equal(lc->state, CS_STATE_HOLDING);
+    assert_int_equal(be->state, CS_STATE_HELD);
+    assert_int_equal(lc->state, CS_STATE_HELD);
     release_idle_(lc);
     acquire(lc);
     assert_int_equal(count(EV_TS, NULL), 0);
@@ -260,7 +260,7 @@ static void test_exclusive_never_sends(void **state)
                                .lease_id = be->lease_id};
     const char *why = NULL;
     assert_int_equal(sd_policy_release(&pol, be->client, &r, now, &why), SD_OK);
-    assert_int_equal(lc->state, CS_STATE_HOLDING);
+    assert_int_equal(lc->state, CS_STATE_HELD);
     assert_int_equal(count(EV_TS, NULL), 0);
 }
 
@@ -271,7 +271,7 @@ static void test_older_client_never_sent(void **state)
     struct sd_member *lc = member(CS_PRIO_HIGH, true, "lc");
     acquire(be);
     acquire(lc);
-    assert_int_equal(be->state, CS_STATE_HOLDING);
+    assert_int_equal(be->state, CS_STATE_HELD);
     assert_int_equal(count(EV_TS, NULL), 0);
     assert_int_equal(be->ts_sent, 0);
 }
@@ -299,7 +299,7 @@ static void test_lost_lease_keeps_setting(void **state)
     assert_int_equal(be->state, CS_STATE_IDLE);
     assert_int_equal(count(EV_TS, be), 1);
     acquire(be);
-    assert_int_equal(be->state, CS_STATE_HOLDING);
+    assert_int_equal(be->state, CS_STATE_HELD);
     assert_int_equal(count(EV_TS, be), 1);
     /* The LC job left while it did not hold: restored at its next grant. */
     release_idle_(be);
@@ -335,10 +335,10 @@ static void test_gate_revokes_be_while_lc_has_work(void **state)
     struct sd_member *be = member(CS_PRIO_LOW, false, "be");
     struct sd_member *lc = member(CS_PRIO_HIGH, false, "lc");
     acquire(be);
-    assert_int_equal(be->state, CS_STATE_HOLDING);
+    assert_int_equal(be->state, CS_STATE_HELD);
     acquire(lc);
     /* Granted at once, beside the BE job's drain (both fit). */
-    assert_int_equal(lc->state, CS_STATE_HOLDING);
+    assert_int_equal(lc->state, CS_STATE_HELD);
     assert_int_equal(be->state, CS_STATE_REVOKING);
     assert_int_equal(last(EV_REVOKE, be)->a, CS_REVOKE_PREEMPT);
     assert_int_equal(be->st.lc_preempted, 1);
@@ -347,10 +347,10 @@ static void test_gate_revokes_be_while_lc_has_work(void **state)
     assert_int_equal(be->state, CS_STATE_WAITING);
     now += 1 * MS;
     release(lc, CS_RELEASE_IDLE); /* the burst is done */
-    assert_int_equal(be->state, CS_STATE_HOLDING);
+    assert_int_equal(be->state, CS_STATE_HELD);
     /* The next burst gates it again. */
     acquire(lc);
-    assert_int_equal(lc->state, CS_STATE_HOLDING);
+    assert_int_equal(lc->state, CS_STATE_HELD);
     assert_int_equal(be->state, CS_STATE_REVOKING);
     assert_int_equal(be->st.lc_preempted, 2);
     /* A gating revoke is not a switch: the quantum's basis is untouched. */
@@ -395,7 +395,7 @@ static void test_auto_prefers_timeslices(void **state)
     struct sd_member *lc = member(CS_PRIO_HIGH, true, "lc");
     acquire(be);
     acquire(lc);
-    assert_int_equal(be->state, CS_STATE_HOLDING); /* co-runs, short slices */
+    assert_int_equal(be->state, CS_STATE_HELD); /* co-runs, short slices */
     assert_int_equal(last(EV_TS, be)->a, cfg.be_timeslice_us);
     assert_int_equal(count(EV_MODE, be), 0);
     assert_int_equal(be->lc_mech, CS_LC_MECH_TSG);
@@ -417,12 +417,12 @@ static void test_auto_gates_without_timeslices(void **state)
     struct sd_member *lc = member(CS_PRIO_HIGH, true, "lc");
     acquire(old);
     acquire(off);
-    assert_int_equal(old->state, CS_STATE_HOLDING);
-    assert_int_equal(off->state, CS_STATE_HOLDING);
+    assert_int_equal(old->state, CS_STATE_HELD);
+    assert_int_equal(off->state, CS_STATE_HELD);
     acquire(lc);
     assert_int_equal(old->state, CS_STATE_REVOKING);
     assert_int_equal(off->state, CS_STATE_REVOKING);
-    assert_int_equal(lc->state, CS_STATE_HOLDING);
+    assert_int_equal(lc->state, CS_STATE_HELD);
 }
 
 static void test_knob_zero_gates_in_auto(void **state)
@@ -457,8 +457,8 @@ static void test_mechanism_gate_and_off(void **state)
     assert_int_equal(last(EV_MODE, be)->a, CS_LC_NONE);
     acquire(be);
     acquire(lc);
-    assert_int_equal(be->state, CS_STATE_HOLDING);
-    assert_int_equal(lc->state, CS_STATE_HOLDING);
+    assert_int_equal(be->state, CS_STATE_HELD);
+    assert_int_equal(lc->state, CS_STATE_HELD);
 }
 
 static void test_three_classes(void **state)
@@ -469,8 +469,8 @@ static void test_three_classes(void **state)
     struct sd_member *hi = member(CS_PRIO_HIGH, false, "hi");
     acquire(lo);
     acquire(mid);
-    assert_int_equal(lo->state, CS_STATE_HOLDING);
-    assert_int_equal(mid->state, CS_STATE_HOLDING); /* same rules below high */
+    assert_int_equal(lo->state, CS_STATE_HELD);
+    assert_int_equal(mid->state, CS_STATE_HELD); /* same rules below high */
     acquire(hi);
     assert_int_equal(lo->state, CS_STATE_REVOKING);
     assert_int_equal(mid->state, CS_STATE_REVOKING);
@@ -481,8 +481,8 @@ static void test_three_classes(void **state)
     assert_int_equal(lo->state, CS_STATE_WAITING);
     assert_int_equal(mid->state, CS_STATE_WAITING);
     release(hi, CS_RELEASE_IDLE);
-    assert_int_equal(lo->state, CS_STATE_HOLDING);
-    assert_int_equal(mid->state, CS_STATE_HOLDING);
+    assert_int_equal(lo->state, CS_STATE_HELD);
+    assert_int_equal(mid->state, CS_STATE_HELD);
 }
 
 static void test_exclusive_mode_untouched(void **state)
@@ -508,7 +508,7 @@ static void test_lc_waits_when_memory_does_not_fit(void **state)
     const char *why = NULL;
     assert_int_equal(sd_policy_usage(&pol, lc->client, &u, now, &why), SD_OK);
     acquire(be);
-    assert_int_equal(be->state, CS_STATE_HOLDING);
+    assert_int_equal(be->state, CS_STATE_HELD);
     acquire(lc);
     assert_int_equal(be->state, CS_STATE_REVOKING);
     assert_int_equal(lc->state, CS_STATE_WAITING); /* for the drain, then room */
@@ -517,7 +517,7 @@ static void test_lc_waits_when_memory_does_not_fit(void **state)
     struct cs_msg_release r = {.slot = 0, .reason = CS_RELEASE_REVOKED, .lease_id = be->lease_id,
                                .swapped_bytes = GiB};
     assert_int_equal(sd_policy_release(&pol, be->client, &r, now, &why), SD_OK);
-    assert_int_equal(lc->state, CS_STATE_HOLDING);
+    assert_int_equal(lc->state, CS_STATE_HELD);
 }
 
 static void test_burst_reports(void **state)

@@ -266,7 +266,7 @@ static void test_free_gpu_granted_at_once(void **state)
     (void)state;
     struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
     acquire(a);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
     assert_int_equal(count(EV_GRANT, a), 1);
     assert_int_equal(last()->quantum_ms, 1000);
     assert_int_equal(a->st.lease_latency.count, 1);
@@ -286,7 +286,7 @@ static void test_no_revoke_without_waiters(void **state)
     usage(a, CS_USAGE_IDLE, 0, 0, 0); /* idle but alone: keeps it */
     run_until(now + 3600 * SEC);
     assert_int_equal(count(EV_REVOKE, NULL), 0);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
 }
 
 static void test_quantum_revoke_same_class(void **state)
@@ -309,7 +309,7 @@ static void test_quantum_revoke_same_class(void **state)
     assert_int_equal(b->state, CS_STATE_WAITING);
     advance(20 * MS);
     release(a);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     assert_int_equal(a->state, CS_STATE_IDLE);
     struct sd_gpu *g = gpu(0);
     assert_int_equal(g->st.switches, 1);
@@ -344,7 +344,7 @@ static void test_priority_preempts_at_once(void **state)
     assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
     assert_int_equal(lo->st.preemptions, 1);
     release(lo);
-    assert_int_equal(hi->state, CS_STATE_HOLDING);
+    assert_int_equal(hi->state, CS_STATE_HELD);
     /* The low client asks again: it never displaces the high one. */
     acquire(lo);
     run_until(now + 600 * SEC);
@@ -354,7 +354,7 @@ static void test_priority_preempts_at_once(void **state)
     usage(hi, CS_USAGE_IDLE, 0, 0, 0);
     assert_int_equal(last()->reason, CS_REVOKE_IDLE);
     release(hi);
-    assert_int_equal(lo->state, CS_STATE_HOLDING);
+    assert_int_equal(lo->state, CS_STATE_HELD);
 }
 
 static void test_three_classes_order(void **state)
@@ -370,10 +370,10 @@ static void test_three_classes_order(void **state)
     acquire(hi);
     assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
     release(x);
-    assert_int_equal(hi->state, CS_STATE_HOLDING);
+    assert_int_equal(hi->state, CS_STATE_HELD);
     usage(hi, CS_USAGE_IDLE, 0, 0, 0);
     release(hi);
-    assert_int_equal(norm->state, CS_STATE_HOLDING);
+    assert_int_equal(norm->state, CS_STATE_HELD);
     assert_int_equal(lo->state, CS_STATE_WAITING);
 }
 
@@ -390,7 +390,7 @@ static void test_idle_holder_revoked_for_waiter(void **state)
     assert_int_equal(count(EV_REVOKE, a), 1);
     assert_int_equal(last()->reason, CS_REVOKE_IDLE);
     release(a);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     /* A fresh grant is not idle until the client says so again. */
     assert_false(b->idle);
 }
@@ -470,7 +470,7 @@ static void test_slice_renewed_while_owed(void **state)
      * vtime passes b's. */
     run_until(a->grant_ns + 4500 * MS);
     assert_int_equal(count(EV_REVOKE, NULL), 0);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
     run_until(a->grant_ns + 6000 * MS);
     assert_int_equal(count(EV_REVOKE, a), 1);
     assert_int_equal(last()->reason, CS_REVOKE_QUANTUM);
@@ -540,7 +540,7 @@ static void test_revoke_timeout_forces_release(void **state)
     run_until(now + 499 * MS);
     assert_int_equal(b->state, CS_STATE_WAITING);
     run_until(now + 1 * MS);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     assert_int_equal(a->state, CS_STATE_IDLE);
     assert_int_equal(a->st.forced, 1);
     assert_int_equal(gpu(0)->st.forced_releases, 1);
@@ -565,7 +565,7 @@ static void test_revoke_timeout_without_force(void **state)
     assert_int_equal(b->state, CS_STATE_WAITING);
     assert_int_equal(sd_policy_deadline(&pol), 0);
     release(a);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
 }
 
 static void test_acquire_while_revoking_waits_again(void **state)
@@ -578,7 +578,7 @@ static void test_acquire_while_revoking_waits_again(void **state)
     acquire(a); /* a thread of a blocks at the closed gate */
     release(a);
     assert_int_equal(a->state, CS_STATE_WAITING);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
 }
 
 static void test_release_crossing_revoke(void **state)
@@ -593,7 +593,7 @@ static void test_release_crossing_revoke(void **state)
     assert_int_equal(release_lease(a, lease, CS_RELEASE_IDLE), SD_OK);
     /* ...and then answers the REVOKE too: a duplicate, not an error. */
     assert_int_equal(release_lease(a, lease, CS_RELEASE_REVOKED), SD_OK);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
 }
 
 /* ---- disconnect --------------------------------------------------------------------------- */
@@ -609,7 +609,7 @@ static void test_holder_disconnect_grants_next_at_once(void **state)
     acquire(b);
     uint64_t t = now;
     sd_policy_client_remove(&pol, ca, now);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     assert_int_equal(b->grant_ns, t);
     assert_int_equal(gpu(0)->n, 1);
 }
@@ -625,7 +625,7 @@ static void test_waiter_disconnect(void **state)
     sd_policy_client_remove(&pol, cb, now);
     run_until(now + 600 * SEC);
     assert_int_equal(count(EV_REVOKE, NULL), 0);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
 }
 
 static void test_revoking_holder_disconnect(void **state)
@@ -638,7 +638,7 @@ static void test_revoking_holder_disconnect(void **state)
     acquire(b);
     assert_int_equal(a->state, CS_STATE_REVOKING);
     sd_policy_client_remove(&pol, ca, now);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
 }
 
 static void test_detach_while_waiting(void **state)
@@ -682,9 +682,9 @@ static void test_restart_waiter_waits_for_holder(void **state)
     advance(100 * MS);
     assert_int_equal(w->slot[0]->state, CS_STATE_WAITING);
     struct sd_client *h = reclient(CS_PRIO_NORMAL, 7, "holder");
-    assert_int_equal(attach_flags(h, 0, CS_ATTACH_HOLDING, 555, 16 * GiB), SD_OK);
+    assert_int_equal(attach_flags(h, 0, CS_ATTACH_HELD, 555, 16 * GiB), SD_OK);
     assert_false(gpu(0)->restoring); /* everyone expected is back */
-    assert_int_equal(h->slot[0]->state, CS_STATE_HOLDING);
+    assert_int_equal(h->slot[0]->state, CS_STATE_HELD);
     assert_int_equal(h->slot[0]->lease_id, 555);
     assert_int_equal(count(EV_GRANT, NULL), 0);
     /* From here on, ordinary policy: the holder's quantum, then the waiter. */
@@ -692,7 +692,7 @@ static void test_restart_waiter_waits_for_holder(void **state)
     assert_int_equal(count(EV_REVOKE, h->slot[0]), 1);
     assert_int_equal(last()->lease, 555);
     release(h->slot[0]);
-    assert_int_equal(w->slot[0]->state, CS_STATE_HOLDING);
+    assert_int_equal(w->slot[0]->state, CS_STATE_HELD);
 }
 
 static void test_restart_two_claims_keep_one(void **state)
@@ -701,13 +701,13 @@ static void test_restart_two_claims_keep_one(void **state)
     restore_one(7);
     struct sd_client *h1 = reclient(CS_PRIO_NORMAL, 7, "h1");
     struct sd_client *h2 = reclient(CS_PRIO_NORMAL, 8, "h2");
-    assert_int_equal(attach_flags(h1, 0, CS_ATTACH_HOLDING, 555, 16 * GiB), SD_OK);
+    assert_int_equal(attach_flags(h1, 0, CS_ATTACH_HELD, 555, 16 * GiB), SD_OK);
     advance(1 * MS);
-    assert_int_equal(attach_flags(h2, 0, CS_ATTACH_HOLDING, 556, 16 * GiB), SD_OK);
+    assert_int_equal(attach_flags(h2, 0, CS_ATTACH_HELD, 556, 16 * GiB), SD_OK);
     assert_int_equal(count(EV_REVOKE, NULL), 1);
     assert_ptr_equal(last()->m, h2->slot[0]);
     assert_int_equal(last()->lease, 556);
-    assert_int_equal(h1->slot[0]->state, CS_STATE_HOLDING);
+    assert_int_equal(h1->slot[0]->state, CS_STATE_HELD);
 }
 
 static void test_restart_higher_class_claim_wins(void **state)
@@ -715,8 +715,8 @@ static void test_restart_higher_class_claim_wins(void **state)
     (void)state;
     struct sd_client *lo = reclient(CS_PRIO_LOW, 5, "lo");
     struct sd_client *hi = reclient(CS_PRIO_HIGH, 6, "hi");
-    assert_int_equal(attach_flags(lo, 0, CS_ATTACH_HOLDING, 10, 16 * GiB), SD_OK);
-    assert_int_equal(attach_flags(hi, 0, CS_ATTACH_HOLDING, 11, 16 * GiB), SD_OK);
+    assert_int_equal(attach_flags(lo, 0, CS_ATTACH_HELD, 10, 16 * GiB), SD_OK);
+    assert_int_equal(attach_flags(hi, 0, CS_ATTACH_HELD, 11, 16 * GiB), SD_OK);
     assert_int_equal(count(EV_REVOKE, NULL), 1);
     assert_ptr_equal(last()->m, lo->slot[0]);
 }
@@ -731,7 +731,7 @@ static void test_restart_grace_expires(void **state)
     run_until(now + 1499 * MS);
     assert_int_equal(w->slot[0]->state, CS_STATE_WAITING);
     run_until(now + 1 * MS);
-    assert_int_equal(w->slot[0]->state, CS_STATE_HOLDING);
+    assert_int_equal(w->slot[0]->state, CS_STATE_HELD);
 }
 
 static void test_restart_holder_back_without_lease(void **state)
@@ -743,7 +743,7 @@ static void test_restart_holder_back_without_lease(void **state)
     /* The previous holder comes back but had closed its gate meanwhile. */
     struct sd_client *h = reclient(CS_PRIO_NORMAL, 7, "h");
     assert_int_equal(attach_flags(h, 0, 0, 0, 16 * GiB), SD_OK);
-    assert_int_equal(w->slot[0]->state, CS_STATE_HOLDING);
+    assert_int_equal(w->slot[0]->state, CS_STATE_HELD);
 }
 
 static void test_restart_unknown_past_waits_whole_grace(void **state)
@@ -757,11 +757,11 @@ static void test_restart_unknown_past_waits_whole_grace(void **state)
     acquire(a);
     assert_int_equal(a->state, CS_STATE_WAITING);
     run_until(pol.start_ns + 1500 * MS);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
     /* A GPU first seen after the grace is not held back. */
     struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 1);
     acquire(b);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
 }
 
 static void test_restart_no_state_no_grace(void **state)
@@ -769,7 +769,7 @@ static void test_restart_no_state_no_grace(void **state)
     (void)state;
     struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
     acquire(a);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
 }
 
 /* ---- drain ----------------------------------------------------------------------------------- */
@@ -786,10 +786,10 @@ static void test_drain_and_undrain(void **state)
     acquire(a);
     acquire(b);
     run_until(now + 600 * SEC);
-    assert_int_equal(sd_gpu_count(gpu(0), CS_STATE_HOLDING), 0);
+    assert_int_equal(sd_gpu_count(gpu(0), CS_STATE_HELD), 0);
     assert_int_equal(count(EV_GRANT, NULL), 1);
     sd_policy_drain(&pol, gpu(0), false, now);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
     assert_int_equal(b->state, CS_STATE_WAITING);
     assert_ptr_equal(sd_policy_gpu_by_text(&pol, "0"), gpu(0));
     assert_null(sd_policy_gpu_by_text(&pol, "7"));
@@ -817,9 +817,9 @@ static void test_shared_packs_what_fits(void **state)
         acquire(m[i]);
         advance(1 * MS);
     }
-    assert_int_equal(m[0]->state, CS_STATE_HOLDING);
-    assert_int_equal(m[1]->state, CS_STATE_HOLDING);
-    assert_int_equal(m[2]->state, CS_STATE_HOLDING);
+    assert_int_equal(m[0]->state, CS_STATE_HELD);
+    assert_int_equal(m[1]->state, CS_STATE_HELD);
+    assert_int_equal(m[2]->state, CS_STATE_HELD);
     assert_int_equal(m[3]->state, CS_STATE_WAITING); /* 3+4+2+5 > 10 */
     assert_int_equal(count(EV_REVOKE, NULL), 0);
     /* At the first quantum end, revoking the oldest (3 GiB) is not enough
@@ -829,7 +829,7 @@ static void test_shared_packs_what_fits(void **state)
     run_until(m[1]->grant_ns + 1000 * MS);
     assert_int_equal(m[0]->state, CS_STATE_REVOKING);
     assert_int_equal(m[1]->state, CS_STATE_REVOKING);
-    assert_int_equal(m[2]->state, CS_STATE_HOLDING);
+    assert_int_equal(m[2]->state, CS_STATE_HELD);
     release(m[0]);
     assert_int_equal(m[3]->state, CS_STATE_WAITING); /* 4+2+5 > 10 still */
     size_t from = nev;
@@ -847,7 +847,7 @@ static void test_shared_packs_what_fits(void **state)
         assert_int_equal(evicted(e->m, e->lease, 0, e->evict), SD_OK);
     }
     assert_int_equal(asked, 4 * GiB);
-    assert_int_equal(m[3]->state, CS_STATE_HOLDING);
+    assert_int_equal(m[3]->state, CS_STATE_HELD);
 }
 
 static void test_shared_high_class_preempts_to_fit(void **state)
@@ -869,8 +869,8 @@ static void test_shared_high_class_preempts_to_fit(void **state)
     assert_int_equal(count(EV_REVOKE, lo1), 1);
     assert_int_equal(lo1->st.preemptions, 1);
     release(lo1);
-    assert_int_equal(hi->state, CS_STATE_HOLDING);
-    assert_int_equal(lo2->state, CS_STATE_HOLDING);
+    assert_int_equal(hi->state, CS_STATE_HELD);
+    assert_int_equal(lo2->state, CS_STATE_HELD);
 }
 
 static void test_shared_lower_class_never_revokes(void **state)
@@ -901,7 +901,7 @@ static void test_shared_growth_revokes_for_memory(void **state)
     usage(b, 0, 0, 0, 4 * GiB);
     acquire(a);
     acquire(b);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     usage(a, 0, 0, 0, 7 * GiB); /* 7+4 > 10: the lower one goes */
     assert_int_equal(count(EV_REVOKE, b), 1);
     assert_int_equal(last()->reason, CS_REVOKE_MEMORY);
@@ -922,7 +922,7 @@ static void test_shared_reserve_counts(void **state)
     assert_int_equal(b->state, CS_STATE_WAITING);
     cfg.mem_reserve_mb = 512;
     sd_policy_reconfigure(&pol, now);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
 }
 
 static void test_shared_to_exclusive_trims(void **state)
@@ -935,10 +935,10 @@ static void test_shared_to_exclusive_trims(void **state)
     acquire(a);
     advance(1 * MS);
     acquire(b);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     cfg.mode = CS_MODE_EXCLUSIVE;
     sd_policy_reconfigure(&pol, now);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
     assert_int_equal(b->state, CS_STATE_REVOKING);
 }
 
@@ -1275,7 +1275,7 @@ static void test_idle_revoke_waits_for_switch_cost(void **state)
     assert_int_equal(count(EV_REVOKE, a), 1);
     assert_int_equal(last()->reason, CS_REVOKE_IDLE);
     release_swap(a, 0, 100 * MS, last()->evict);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     /* b idles in turn; a higher class does not wait for the grace. */
     usage(b, CS_USAGE_IDLE, 16 * GiB, 0, 16 * GiB);
     usage(h, 0, 0, 0, GiB);
@@ -1336,7 +1336,7 @@ static void test_room_before_grant(void **state)
     release_swap(a, 10 * MS, 15 * MS, 2 * GiB);
     assert_int_equal(a->resident, 4 * GiB);
     assert_int_equal(a->swapped, 2 * GiB);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     assert_int_equal(g->st.room_waits, 0);
     restored(b, b->lease_id, 2 * GiB, 5 * MS);
     assert_int_equal(b->resident, 6 * GiB);
@@ -1377,7 +1377,7 @@ static void test_grant_waits_for_room(void **state)
     assert_int_equal(g->st.room_waits, 1);
     advance(100 * MS);
     assert_int_equal(evicted(c, cid, 0, 2 * GiB), SD_OK);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     assert_int_equal(b->st.wait_ns >= 100 * MS, 1);
 
     /* Again, and C never answers: B waits revoke_timeout_ms, not forever. */
@@ -1396,7 +1396,7 @@ static void test_grant_waits_for_room(void **state)
     run_until(t + 499 * MS);
     assert_int_equal(a->state, CS_STATE_WAITING);
     run_until(t + 500 * MS);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
 }
 
 /* Third parties go furthest from running first: idle before waiting, the
@@ -1468,7 +1468,7 @@ static void test_prefetch_when_it_fits(void **state)
     run_until(a->grant_ns + 1000 * MS);
     assert_int_equal(find(EV_REVOKE, a)->evict, 0);
     release_swap(a, 0, 0, 0);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     assert_int_equal(count(EV_EVICT, NULL), 0);
     assert_int_equal(count(EV_PREFETCH, NULL), 1);
 }
@@ -1837,7 +1837,7 @@ static void test_grant_when_nothing_can_move(void **state)
     run_until(a->grant_ns + 1000 * MS);
     assert_int_equal(find(EV_REVOKE, a)->evict, 1 * GiB); /* all it can move */
     release_swap(a, 0, 0, 1 * GiB);
-    assert_int_equal(b->state, CS_STATE_HOLDING); /* 7 + 5 > 10, but nothing moves */
+    assert_int_equal(b->state, CS_STATE_HELD); /* 7 + 5 > 10, but nothing moves */
     /* An eviction that moved less than asked: not asked again and again. */
     struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
     usage4(c, 2 * GiB, 0, 0, 2 * GiB);
@@ -1912,7 +1912,7 @@ static void test_switch_overhead_excludes_drain(void **state)
         /* 2 s of drain, 100 ms of swap-out: RELEASE 2.1 s after REVOKE. */
         now += 2100 * MS;
         release_swap(out, 2000 * MS, 100 * MS, GiB);
-        assert_int_equal(in->state, CS_STATE_HOLDING);
+        assert_int_equal(in->state, CS_STATE_HELD);
         now += 100 * MS;
         restored(in, in->lease_id, GiB, 100 * MS); /* 100 ms of restore */
         acquire(out);
@@ -1952,7 +1952,7 @@ static void test_restart_resumed_holder_first(void **state)
     struct sd_client *h = reclient(CS_PRIO_NORMAL, 7, "was-holder");
     assert_int_equal(attach_flags(h, 0, CS_ATTACH_WAITING, 0, 16 * GiB), SD_OK);
     assert_false(gpu(0)->restoring);
-    assert_int_equal(h->slot[0]->state, CS_STATE_HOLDING); /* though w waited longer */
+    assert_int_equal(h->slot[0]->state, CS_STATE_HELD); /* though w waited longer */
     assert_int_equal(w->slot[0]->state, CS_STATE_WAITING);
     assert_false(h->slot[0]->resumed);
 }
@@ -1987,7 +1987,7 @@ static void test_restore_blocked_client(void **state)
     assert_non_null(find(EV_EVICT, b));
     run_until(a->grant_ns + 1000 * MS);
     release(a);
-    assert_int_equal(c->state, CS_STATE_HOLDING);
+    assert_int_equal(c->state, CS_STATE_HELD);
     assert_false(c->restore_blocked);
 }
 
@@ -2006,17 +2006,17 @@ static void test_idle_counts_after_restore(void **state)
     acquire(b);
     run_until(a->grant_ns + 1000 * MS);
     release(a);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     acquire(a);
     run_until(b->grant_ns + 1000 * MS);
     release(b);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
     acquire(b);
     struct cs_msg_usage u = {.slot = a->slot, .flags = CS_USAGE_IDLE};
     const char *why;
     assert_int_equal(sd_policy_usage(&pol, a->client, &u, now, &why), SD_OK);
     assert_false(a->idle); /* before its RESTORED: stale */
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
     restored(a, a->lease_id, 0, 1 * MS);
     assert_int_equal(sd_policy_usage(&pol, a->client, &u, now, &why), SD_OK);
     assert_true(a->idle);
@@ -2039,7 +2039,7 @@ static void test_room_moves_the_shortfall(void **state)
     if (e) /* ...made room first */
         assert_int_equal(evicted(v, e->lease, 0, e->evict), SD_OK);
     usage4(v, 6 * GiB, 0, 0, 6 * GiB); /* its memory came back meanwhile */
-    assert_int_equal(h->state, CS_STATE_HOLDING);
+    assert_int_equal(h->state, CS_STATE_HELD);
     usage4(h, 2 * GiB, 6 * GiB, 0, 8 * GiB);
     assert_int_equal(room(h, 1, 256 << 20), SD_OK);
     e = find(EV_EVICT, v);
@@ -2154,12 +2154,12 @@ static void test_multi_gpu_independent(void **state)
     acquire(g0);
     acquire(o);
     acquire(g1);
-    assert_int_equal(g0->state, CS_STATE_HOLDING);
-    assert_int_equal(o->state, CS_STATE_HOLDING);
+    assert_int_equal(g0->state, CS_STATE_HELD);
+    assert_int_equal(o->state, CS_STATE_HELD);
     assert_int_equal(g1->state, CS_STATE_WAITING);
     assert_int_equal(gpu(1)->index, 1);
     sd_policy_client_remove(&pol, o->client, now);
-    assert_int_equal(g1->state, CS_STATE_HOLDING);
+    assert_int_equal(g1->state, CS_STATE_HELD);
 }
 
 /* ---- misuse -------------------------------------------------------------------------------------------- */
@@ -2341,7 +2341,7 @@ static void test_share_holder_never_releases(void **state)
     run_actors(a, 2, 1790 * MS);
     assert_int_equal(n->state, CS_STATE_WAITING);
     run_actors(a, 2, 210 * MS);
-    assert_int_equal(n->state, CS_STATE_HOLDING); /* within the window */
+    assert_int_equal(n->state, CS_STATE_HELD); /* within the window */
     const struct ev *r = find(EV_REVOKE, h);
     assert_non_null(r);
     assert_int_equal(r->reason, CS_REVOKE_QUANTUM); /* old clients know it */
@@ -2349,7 +2349,7 @@ static void test_share_holder_never_releases(void **state)
     assert_true(t_grant - t0 >= 1800 * MS && t_grant - t0 <= 1810 * MS);
     /* Its turn: 10% of the window; h asks again at once and waits. */
     run_actors(a, 2, t_grant + 199 * MS - now);
-    assert_int_equal(n->state, CS_STATE_HOLDING);
+    assert_int_equal(n->state, CS_STATE_HELD);
     assert_int_equal(h->state, CS_STATE_WAITING);
     run_actors(a, 2, 3 * MS);
     assert_int_equal(find(EV_REVOKE, n)->reason, CS_REVOKE_PREEMPT);
@@ -2377,7 +2377,7 @@ static void test_share_silent_hog(void **state)
     run_actors(a, 2, 2799 * MS);
     assert_int_equal(n->state, CS_STATE_WAITING);
     run_actors(a, 2, 10 * MS);
-    assert_int_equal(n->state, CS_STATE_HOLDING);
+    assert_int_equal(n->state, CS_STATE_HELD);
     assert_true(n->grant_ns - t0 <= 2810 * MS);
     assert_true(h->client->unresponsive && h->client->demoted);
     assert_int_equal(h->client->info.priority, CS_PRIO_LOW);
@@ -2413,13 +2413,13 @@ static void test_share_in_shared_mode(void **state)
     print_message("gated BE job beside a busy LC job: %.3f\n", s);
     assert_true(s >= 0.08 && s <= 0.12);
     assert_true(n->st.lc_preempted >= 8); /* each turn ends with the gate */
-    assert_int_equal(h->state, CS_STATE_HOLDING); /* never revoked: it co-ran */
+    assert_int_equal(h->state, CS_STATE_HELD); /* never revoked: it co-ran */
     assert_int_equal(count(EV_REVOKE, h), 0);
 
     cfg.lc_mechanism = SD_LC_OFF; /* co-running: the BE job holds too */
     uint64_t turns = gpu(0)->st.share_turns;
     run_actors(a, 2, 20 * SEC);
-    assert_int_equal(n->state, CS_STATE_HOLDING);
+    assert_int_equal(n->state, CS_STATE_HELD);
     assert_int_equal(gpu(0)->st.share_turns, turns);
 }
 
@@ -2443,7 +2443,7 @@ static void test_huge_weight_rotates(void **state)
     assert_int_equal(count(EV_REVOKE, h), 0); /* renewed while owed */
     run_actors(a, 2, 100 * MS);
     assert_int_equal(find(EV_REVOKE, h)->reason, CS_REVOKE_QUANTUM);
-    assert_int_equal(l->state, CS_STATE_HOLDING);
+    assert_int_equal(l->state, CS_STATE_HELD);
     /* Over a minute the light one gets at least a slice per cap. */
     uint64_t l0 = sd_member_gpu_ns(l, now);
     run_actors(a, 2, 60 * SEC);
@@ -2597,7 +2597,7 @@ static void test_unresponsive_claim_not_planned_around(void **state)
     assert_int_equal(s->resident, 8 * GiB); /* still shown as it said */
     /* The holder's allocation failed in the driver: room is made among
      * the others, not refused for the silent one's claim. */
-    struct sd_member *holder = a->state == CS_STATE_HOLDING ? a : b;
+    struct sd_member *holder = a->state == CS_STATE_HELD ? a : b;
     struct sd_member *other = holder == a ? b : a;
     usage4(other, 4 * GiB, 0, 0, 4 * GiB);
     size_t ev_s = count(EV_EVICT, s);
@@ -2622,7 +2622,7 @@ static void test_unresponsive_revoke(void **state)
     acquire(b);
     assert_int_equal(a->state, CS_STATE_REVOKING);
     run_until(now + 500 * MS);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     assert_true(a->client->unresponsive && a->client->demoted);
     assert_int_equal(a->client->info.priority, CS_PRIO_LOW);
     assert_int_equal(a->client->info.weight, 1);
@@ -2634,11 +2634,11 @@ static void test_unresponsive_revoke(void **state)
     /* Its next lease: the REVOKE goes out and the lease ends with it. */
     assert_int_equal(release_lease(b, b->lease_id, CS_RELEASE_IDLE), SD_OK);
     acquire(a);
-    assert_int_equal(a->state, CS_STATE_HOLDING);
+    assert_int_equal(a->state, CS_STATE_HELD);
     acquire(b);
     assert_int_equal(find(EV_REVOKE, a)->reason, CS_REVOKE_PREEMPT);
     assert_int_equal(a->state, CS_STATE_IDLE);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     assert_int_equal(a->st.forced, 2);
     assert_int_equal(gpu(0)->st.revoke_timeouts, 1); /* waited for once */
 }
@@ -2658,7 +2658,7 @@ static void test_unresponsive_revoke_without_force(void **state)
     assert_int_equal(a->state, CS_STATE_REVOKING); /* ...but the operator said wait */
     assert_int_equal(b->state, CS_STATE_WAITING);
     release(a);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
 }
 
 /* An EVICT PREPARE unanswered holds the node's pinning (one at a time) only
@@ -2735,7 +2735,7 @@ static void test_stopped_holder(void **state)
     assert_int_equal(b->state, CS_STATE_WAITING);
     assert_int_equal(stop_probes, 1);
     run_until(t + 100 * MS);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
     assert_true(a->client->unresponsive);
     assert_int_equal(a->st.forced, 1);
     assert_int_equal(gpu(0)->st.revoke_timeouts, 0);
@@ -2757,7 +2757,7 @@ static void test_stopped_holder(void **state)
     run_until(now + 200 * MS);
     assert_false(b->client->unresponsive);
     release(b);
-    assert_int_equal(c->state, CS_STATE_HOLDING);
+    assert_int_equal(c->state, CS_STATE_HELD);
 }
 
 /* The server's side of the probe (procstat.c): a real child, stopped and
@@ -2812,14 +2812,14 @@ static void test_restart_revoking_holder(void **state)
     acquire(b);
     assert_int_equal(b->state, CS_STATE_WAITING); /* 7 may hold it */
     struct sd_client *c7 = reclient(CS_PRIO_NORMAL, 7, "seven");
-    assert_int_equal(attach_flags(c7, 0, CS_ATTACH_HOLDING, 4242, 16 * GiB), SD_OK);
+    assert_int_equal(attach_flags(c7, 0, CS_ATTACH_HELD, 4242, 16 * GiB), SD_OK);
     struct sd_member *m7 = c7->slot[0];
     assert_int_equal(m7->state, CS_STATE_REVOKING);
     assert_int_equal(find(EV_REVOKE, m7)->reason, CS_REVOKE_QUANTUM);
     assert_int_equal(find(EV_REVOKE, m7)->lease, 4242);
     assert_false(gpu(0)->restoring);
     release(m7);
-    assert_int_equal(b->state, CS_STATE_HOLDING);
+    assert_int_equal(b->state, CS_STATE_HELD);
 }
 
 static void test_restart_revoked_holder_not_first(void **state)
@@ -2837,7 +2837,7 @@ static void test_restart_revoked_holder_not_first(void **state)
     struct sd_client *c7 = reclient(CS_PRIO_NORMAL, 7, "seven");
     assert_int_equal(attach_flags(c7, 0, CS_ATTACH_WAITING, 0, 16 * GiB), SD_OK);
     assert_false(c7->slot[0]->resumed);
-    assert_int_equal(b->state, CS_STATE_HOLDING); /* it waited longer */
+    assert_int_equal(b->state, CS_STATE_HELD); /* it waited longer */
     assert_int_equal(c7->slot[0]->state, CS_STATE_WAITING);
 }
 

@@ -62,7 +62,7 @@ static void sample(uint16_t type, struct cs_msg *m)
         m->u.welcome = (struct cs_msg_welcome){9, 0x1234567890ull, 250, 0};
         break;
     case CS_MSG_ATTACH:
-        m->u.attach = (struct cs_msg_attach){3, CS_ATTACH_HOLDING, {1, 2, 3, 4, 5, 6, 7, 8, 9,
+        m->u.attach = (struct cs_msg_attach){3, CS_ATTACH_HELD, {1, 2, 3, 4, 5, 6, 7, 8, 9,
                                              10, 11, 12, 13, 14, 15, 16}, 80ull << 30, 77};
         break;
     case CS_MSG_ACQUIRE:
