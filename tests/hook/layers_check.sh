@@ -20,7 +20,7 @@ export LC_ALL=C
 cd "$(dirname "$0")/../.."
 BUILD=${CUSHARE_BUILD:-build}
 OBJDIR=$BUILD/obj/hook/src/hook
-DOC=docs/architecture.md
+DOC=${CS_LAYERS_DOC:-docs/architecture.md}
 verbose=0
 [ "${1:-}" = -v ] && verbose=1
 
@@ -93,3 +93,20 @@ if [ $bad -ne 0 ]; then
     exit 1
 fi
 echo "ok: ${#rank[@]} modules in $n layers, $edges uses between modules, all downward"
+
+# The check must be able to fail: with the device layer moved to the top
+# (every layer uses it), the same objects must be refused.
+if [ -z "${CS_LAYERS_DOC:-}" ]; then
+    doc=$(mktemp)
+    trap 'rm -f "$defs" "$doc"' EXIT
+    awk '/hook-layers:begin/ {inb = 1} /hook-layers:end/ {inb = 0}
+         inb && $1 == "device" {held = $0; next}
+         inb && /^```$/ && held != "" && seen {print held; held = ""}
+         inb && /^```$/ {seen = 1}
+         {print}' "$DOC" >"$doc"
+    if CS_LAYERS_DOC=$doc "$0" >/dev/null; then
+        echo "FAIL: the check passed an order with the device layer on top"
+        exit 1
+    fi
+    echo "ok: an order with the device layer on top is refused"
+fi
