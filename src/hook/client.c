@@ -4,7 +4,8 @@
  * that thread exists). Other threads send through `send_fd`, which is only
  * published, under `mu`, once a connection has finished its handshake
  * (HELLO, WELCOME, one ATTACH per device), so a daemon never sees an
- * ACQUIRE before it knows who is asking. Lock order: a device's mu, then mu.
+ * ACQUIRE before it knows who is asking. Lock order: locks.h (a device's
+ * mu, then mu).
  */
 #include "hook/client.h"
 #include "hook/config.h"

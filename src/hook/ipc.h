@@ -26,7 +26,7 @@
  * a network namespace (abstract sockets live there): a pod's containers
  * do, as do the processes torch.multiprocessing starts.
  *
- * Locking: exp_mu guards the export table and is taken inside a device's
+ * Locking (locks.h): exp_mu guards the export table and is taken inside a device's
  * segs.mu (registering an export), never around it; imp_mu guards the
  * import table and is held across an import's request, so never while
  * exp_mu is wanted by the same thread.

@@ -325,7 +325,7 @@ void cs_lease_on_lc_mode(struct cs_dev *d, uint32_t mode, uint32_t param_us)
     if (d->lease.state != CS_LEASE_DETACHED && d->lease.state != CS_LEASE_UNMANAGED) {
         d->lc.mode = mode;
         d->lc.param_us = param_us;
-        /* Lock order: d->mu, then the bound's own. */
+        /* Lock order (locks.h): d->mu, then the bound's own. */
         cs_bound_set_window(&d->bound, mode == CS_LC_BOUNDED ? param_us : 0);
         if (atomic_load(&d->gate.open) != CS_GATE_CLOSED)
             cs_lease_open_gate_locked(d);

@@ -224,7 +224,7 @@ void cs_mem_release_ctx(CUcontext ctx)
     if (!ctx)
         return;
     /* Segment memory is ours (VMM), not the context's: free it as the
-     * driver would have, after dropping tab_mu (lock order, mem.h). */
+     * driver would have, after dropping tab_mu (lock order, locks.h). */
     size_t nseg = 0, cap = 0;
     CUdeviceptr *segs = NULL;
     pthread_mutex_lock(&tab_mu);

@@ -80,7 +80,8 @@ static bool usage_changed_locked(const struct cs_dev *d, const struct cs_msg_usa
 }
 
 /* USAGE goes out when idleness flips or the memory picture changed. The
- * usage is computed before taking d->mu (segment lock order). */
+ * usage is computed before taking d->mu (from atomics: this thread must
+ * never wait for segs.mu, locks.h). */
 void cs_report_tick(struct cs_dev *d, uint64_t now)
 {
     struct cs_msg m = {.type = CS_MSG_USAGE};

@@ -19,10 +19,10 @@
  * exports (ipc.h): another owner then maps the physical memory. Host
  * memory (location HOST*) and everything with CUSHARE_SWAP=off pass through.
  *
- * Locking: vmm_mu guards the id and address tables and each object's
- * mapping list; it is taken inside a device's segs.mu, never around it. An
- * object's mappings change only with both held, so the swap engine (which
- * holds segs.mu) reads them safely.
+ * Locking (locks.h): vmm_mu guards the id and address tables and each
+ * object's mapping list; it is taken inside a device's segs.mu, never
+ * around it. An object's mappings change only with both held, so the swap
+ * engine (which holds segs.mu) reads them safely.
  */
 #ifndef CS_HOOK_VMM_H
 #define CS_HOOK_VMM_H
