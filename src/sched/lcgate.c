@@ -1,6 +1,6 @@
 /* lcgate.c: latency-critical (high) jobs beside best-effort (lower-class)
  * ones when channel-group timeslices cannot protect them (issue 7; the
- * hook's side is in src/hook/bound.c and lease.c, docs/priority.md).
+ * hook's side is in src/hook/bound.c and burst.c, docs/priority.md).
  *
  * In shared mode holders co-run, and the GPU time-slices their contexts
  * with a slice of about 2 ms: an LC kernel launched while a BE job is busy
