@@ -48,7 +48,7 @@ static void job_revoke(struct cs_dev *d, const struct cs_job *job)
         m.u.release.swapped_bytes = sw.bytes;
         cs_client_send(&m);
         /* The grant answered our ACQUIRE even when its restore was abandoned
-         * (revoked before the gate opened: hold_locked never ran); the
+         * (revoked before the gate opened: cs_lease_hold_locked never ran); the
          * daemon now counts us idle, so a waiter must ask again. */
         d->lease.acquire_sent = false;
     }
