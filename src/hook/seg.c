@@ -260,15 +260,16 @@ CUresult cs_seg_map_locked(struct cs_seg *g)
     return CUDA_SUCCESS;
 }
 
-void cs_seg_unmap_locked(struct cs_seg *g)
+CUresult cs_seg_unmap_locked(struct cs_seg *g)
 {
-    if (g->vmm) {
-        cs_vmm_unmap_locked(g);
-        return;
-    }
-    cs_real.cuMemUnmap(g->va, g->size);
+    if (g->vmm)
+        return cs_vmm_unmap_locked(g);
+    CUresult r = cs_real.cuMemUnmap(g->va, g->size);
+    if (r != CUDA_SUCCESS)
+        return r;
     cs_real.cuMemRelease(g->h);
     g->h = 0;
+    return CUDA_SUCCESS;
 }
 
 /* ---- segment life -------------------------------------------------------- */
@@ -380,7 +381,7 @@ void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
             cs_ipc_unregister(g->ipc_key);
         atomic_fetch_sub_explicit(&s->exported, g->size, memory_order_relaxed);
     }
-    if (g->state == CS_SEG_RESIDENT)
+    if (g->state == CS_SEG_RESIDENT || g->h) /* h: left placed by a refused unmap */
         cs_seg_unmap_locked(g);
     cs_real.cuMemAddressFree(g->va, g->size);
     cs_backing_drop_locked(s, g);

@@ -41,7 +41,10 @@ struct cs_swap_result cs_swap_in_locked(struct cs_dev *d, uint64_t budget, bool 
 /* seg.c helpers (segs.mu held). */
 CUresult cs_swap_map_new_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g);
 CUresult cs_seg_map_locked(struct cs_seg *g);
-void cs_seg_unmap_locked(struct cs_seg *g);
+/* Takes g's memory off the GPU. When the driver refuses to unmap, g keeps
+ * its memory, still mapped (g->h stays set) and the error is returned: a
+ * segment marked absent over a live mapping could never be placed again. */
+CUresult cs_seg_unmap_locked(struct cs_seg *g);
 void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st);
 
 #endif

@@ -219,6 +219,23 @@ static CUresult map_shadow(struct cs_seg *g, CUmemGenericAllocationHandle h)
     return r;
 }
 
+/* Maps the first n of x's mappings onto h with their access; *done: how
+ * many were mapped (also on failure). */
+static CUresult map_app(struct cs_vmm *x, CUmemGenericAllocationHandle h, size_t n, size_t *done)
+{
+    CUresult r = CUDA_SUCCESS;
+    *done = 0;
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        struct mapping *m = x->ml[i];
+        r = cs_real.cuMemMap(m->va, m->size, m->offset, h, 0);
+        if (r == CUDA_SUCCESS) {
+            *done = i + 1;
+            r = replay_access(m);
+        }
+    }
+    return r;
+}
+
 CUresult cs_vmm_map_locked(struct cs_seg *g)
 {
     struct cs_vmm *x = g->vmm;
@@ -232,15 +249,8 @@ CUresult cs_vmm_map_locked(struct cs_seg *g)
         return r;
     }
     /* The application's mappings, as it made them. */
-    size_t done = 0;
-    for (size_t i = 0; i < x->nmaps && r == CUDA_SUCCESS; i++) {
-        struct mapping *m = x->ml[i];
-        r = cs_real.cuMemMap(m->va, m->size, m->offset, h, 0);
-        if (r == CUDA_SUCCESS) {
-            done = i + 1;
-            r = replay_access(m);
-        }
-    }
+    size_t done;
+    r = map_app(x, h, x->nmaps, &done);
     if (r != CUDA_SUCCESS) {
         for (size_t i = 0; i < done; i++)
             cs_real.cuMemUnmap(x->ml[i]->va, x->ml[i]->size);
@@ -252,14 +262,26 @@ CUresult cs_vmm_map_locked(struct cs_seg *g)
     return CUDA_SUCCESS;
 }
 
-void cs_vmm_unmap_locked(struct cs_seg *g)
+CUresult cs_vmm_unmap_locked(struct cs_seg *g)
 {
     struct cs_vmm *x = g->vmm;
-    for (size_t i = 0; i < x->nmaps; i++)
-        cs_real.cuMemUnmap(x->ml[i]->va, x->ml[i]->size);
-    cs_real.cuMemUnmap(g->va, g->size);
-    cs_real.cuMemRelease(g->h);
-    g->h = 0;
+    CUresult r = CUDA_SUCCESS;
+    size_t undone = 0;
+    while (undone < x->nmaps &&
+           (r = cs_real.cuMemUnmap(x->ml[undone]->va, x->ml[undone]->size)) == CUDA_SUCCESS)
+        undone++;
+    if (undone == x->nmaps && (r = cs_real.cuMemUnmap(g->va, g->size)) == CUDA_SUCCESS) {
+        cs_real.cuMemRelease(g->h);
+        g->h = 0;
+        return CUDA_SUCCESS;
+    }
+    /* Refused: the memory stays placed, so the mappings already undone
+     * come back; the handle still holds it. */
+    size_t done;
+    if (map_app(x, g->h, undone, &done) != CUDA_SUCCESS)
+        cs_error("GPU %d: the driver refused to unmap memory and then to map it back: %zu of "
+                 "its %zu mappings are gone", g->dev, undone - done, x->nmaps);
+    return r;
 }
 
 /* ---- the application's calls ------------------------------------------------- */
@@ -387,12 +409,14 @@ CUresult cs_vmm_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllo
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         *m = (struct mapping){.va = va, .size = size, .offset = offset, .x = x};
-        /* Mapped now if the memory is on the GPU; else at its next
-         * placement (the range stays unmapped, as all of a swapped job's). */
-        if (g->state == CS_SEG_RESIDENT)
+        /* Mapped now if the memory is on the GPU (placed: a restore
+         * that stopped may leave it placed while not yet resident); else
+         * at its next placement (the range stays unmapped, as all of a
+         * swapped job's). */
+        if (g->h)
             r = cs_real.cuMemMap(va, size, offset, g->h, 0);
         if (r == CUDA_SUCCESS && !map_insert_locked(m)) {
-            if (g->state == CS_SEG_RESIDENT)
+            if (g->h)
                 cs_real.cuMemUnmap(va, size);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -428,7 +452,7 @@ static struct mapping *relock_mapping(CUdeviceptr mva, struct cs_segs **sp)
 static void drop_mapping_locked(struct cs_segs *s, struct mapping *m)
 {
     struct cs_vmm *x = m->x;
-    if (x->seg->state == CS_SEG_RESIDENT)
+    if (x->seg->h) /* placed */
         cs_real.cuMemUnmap(m->va, m->size);
     map_remove_locked(m);
     for (size_t i = 0; i < x->nmaps; i++) {
@@ -560,7 +584,7 @@ bool cs_vmm_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc,
         if ((m = relock_mapping(m->va, &s))) {
             /* Applied now when placed (the driver checks it), recorded
              * either way for the next placement. */
-            CUresult e = m->x->seg->state == CS_SEG_RESIDENT
+            CUresult e = m->x->seg->h /* placed */
                              ? cs_real.cuMemSetAccess(cur, b - cur, desc, count)
                              : CUDA_SUCCESS;
             if (e == CUDA_SUCCESS)

@@ -68,7 +68,7 @@ bool cs_vmm_absent_mapping(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size, i
 
 /* The swap engine's hooks (seg.c), segs.mu held. */
 CUresult cs_vmm_map_locked(struct cs_seg *g);
-void cs_vmm_unmap_locked(struct cs_seg *g);
+CUresult cs_vmm_unmap_locked(struct cs_seg *g); /* as cs_seg_unmap_locked */
 
 void cs_vmm_reset_after_fork(void);
 
