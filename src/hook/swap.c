@@ -12,22 +12,35 @@
 
 /* ---- the swap context and stream ----------------------------------------- */
 
+/* Why the swap context or stream is not there yet, at debug level: the
+ * callers retry (a grant every 100 ms) and report only a status. */
+static bool not_ready(int dev, const char *step, CUresult r)
+{
+    cs_debug("GPU %d: no swap stream yet: %s failed (error %d)", dev, step, (int)r);
+    return false;
+}
+
 bool cs_segs_ensure_ready_locked(struct cs_segs *s, int dev)
 {
     if (s->ready)
         return true;
     CUdevice d;
-    if (cs_real.cuDeviceGet(&d, dev) != CUDA_SUCCESS)
-        return false;
-    if (cs_real.cuDevicePrimaryCtxRetain(&s->pctx, d) != CUDA_SUCCESS)
-        return false;
-    if (cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS)
-        return false;
-    CUresult r = cs_real.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+    CUresult r = cs_real.cuDeviceGet(&d, dev);
+    if (r != CUDA_SUCCESS)
+        return not_ready(dev, "cuDeviceGet", r);
+    /* Retained once: a retry after a later step failed must not retain
+     * the primary context again (each retain is one more reference). */
+    if (!s->pctx && (r = cs_real.cuDevicePrimaryCtxRetain(&s->pctx, d)) != CUDA_SUCCESS) {
+        s->pctx = NULL;
+        return not_ready(dev, "cuDevicePrimaryCtxRetain", r);
+    }
+    if ((r = cs_real.cuCtxPushCurrent_v2(s->pctx)) != CUDA_SUCCESS)
+        return not_ready(dev, "cuCtxPushCurrent", r);
+    r = cs_real.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
     CUcontext popped;
     cs_real.cuCtxPopCurrent_v2(&popped);
     if (r != CUDA_SUCCESS)
-        return false;
+        return not_ready(dev, "cuStreamCreate", r);
     s->ready = true;
     return true;
 }
