@@ -321,8 +321,11 @@ static CUresult check_prop(const CUmemAllocationProp *prop, size_t *gran)
     r = cs_real.cuMemCreate(&h, *gran, prop, 0);
     if (r == CUDA_SUCCESS)
         cs_real.cuMemRelease(h);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        return CUDA_SUCCESS; /* cannot tell on a full GPU: the real create will */
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) { /* cannot tell on a full GPU: the real create will */
+        cs_debug("GPU %d: no room to try these VMM properties: the allocation will tell",
+                 prop->location.id);
+        return CUDA_SUCCESS;
+    }
     pthread_mutex_lock(&vmm_mu);
     if (n_probes < PROBES)
         probes[n_probes++] = (struct probe){*prop, r, *gran};
