@@ -452,11 +452,16 @@ static struct mapping *relock_mapping(CUdeviceptr mva, struct cs_segs **sp)
     return m;
 }
 
+/* The driver's unmap of m, when its memory is placed. */
+static CUresult unmap_app_locked(const struct mapping *m)
+{
+    return m->x->seg->h ? cs_real.cuMemUnmap(m->va, m->size) : CUDA_SUCCESS;
+}
+
+/* Forgets m (unmapped already, or its range being freed). */
 static void drop_mapping_locked(struct cs_segs *s, struct mapping *m)
 {
     struct cs_vmm *x = m->x;
-    if (x->seg->h) /* placed */
-        cs_real.cuMemUnmap(m->va, m->size);
     map_remove_locked(m);
     for (size_t i = 0; i < x->nmaps; i++) {
         if (x->ml[i] == m) {
@@ -490,6 +495,7 @@ void cs_vmm_forget_range(CUdeviceptr va, size_t size)
         struct cs_segs *s;
         CUdeviceptr mva = m->va;
         if ((m = relock_mapping(mva, &s))) { /* else another thread dropped it */
+            unmap_app_locked(m); /* refused: the driver's free of the range says so */
             drop_mapping_locked(s, m);
             pthread_mutex_unlock(&s->mu);
         }
@@ -524,7 +530,12 @@ bool cs_vmm_unmap(CUdeviceptr va, size_t size, CUresult *r)
         CUdeviceptr next = m->va + m->size;
         struct cs_segs *s;
         if ((m = relock_mapping(m->va, &s))) {
-            drop_mapping_locked(s, m);
+            /* Refused: the mapping stays, known to both, and the caller
+             * hears why (it used to be forgotten while still mapped). */
+            CUresult e = unmap_app_locked(m);
+            if (e == CUDA_SUCCESS)
+                drop_mapping_locked(s, m);
+            keep_first_error(r, e);
             pthread_mutex_unlock(&s->mu);
         }
         cur = next;
