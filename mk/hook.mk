@@ -38,7 +38,7 @@ HOOK_TESTS  := hook_routes hook_quota hook_swap hook_gate_stress hook_fork hook_
                hook_refused
 HOOK_TBINS  := $(HOOK_TESTS:%=$(HOOK_TDIR)/%)
 
-$(HOOK_TBINS): $(HOOK_TDIR)/%: $(OBJ)/tests/hook/%.o $(HOOK_TUTIL) $(COMMON_LIB) | $(FC_LINK) $(HOOK_LIB)
+$(HOOK_TBINS) $(HOOK_TDIR)/hook_faults: $(HOOK_TDIR)/%: $(OBJ)/tests/hook/%.o $(HOOK_TUTIL) $(COMMON_LIB) | $(FC_LINK) $(HOOK_LIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) $(LDFLAGS) $(FC_PROG_LIBS) -lcmocka -ldl
 
@@ -65,10 +65,15 @@ $(HOOK_TDIR)/reallib_probe: $(OBJ)/tests/hook/reallib_probe.o | $(FC_LINK) $(HOO
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
 
 TEST_BINS  += $(HOOK_TBINS) $(HOOK_TDIR)/hook_rtld_next $(HOOK_TDIR)/hook_tsg \
-              $(HOOK_TDIR)/reallib_probe
+              $(HOOK_TDIR)/reallib_probe $(HOOK_TDIR)/hook_faults
 TESTS      += tests/hook/coverage_check.sh tests/hook/exports_check.sh $(HOOK_TBINS) \
               $(HOOK_TDIR)/hook_rtld_next tests/hook/standalone.sh $(HOOK_TDIR)/hook_tsg \
               tests/hook/reallib.sh
+# The fault sweep: hook_faults' scenarios over every countdown of the swap and
+# VMM paths' driver calls (FAKECUDA_FAIL). Optimized and ASan (LSan: no leak on
+# an error path); not TSan, whose cost over a few hundred processes buys
+# nothing the hook's threaded tests under it do not.
+TESTS      += tests/hook/faults.sh
 # hook_fork is not here: ThreadSanitizer cannot follow a multi-threaded fork.
 # Nor under AddressSanitizer: GCC 12's ASan allocator does not lock itself
 # around fork(), so a child forked while another thread of the parent is
