@@ -38,7 +38,7 @@ HOOK_TESTS  := hook_routes hook_quota hook_swap hook_gate_stress hook_fork hook_
                hook_refused
 HOOK_TBINS  := $(HOOK_TESTS:%=$(HOOK_TDIR)/%)
 
-$(HOOK_TBINS): $(HOOK_TDIR)/%: $(OBJ)/tests/hook/%.o $(HOOK_TUTIL) $(COMMON_LIB) | $(FC_LINK) $(HOOK_LIB)
+$(HOOK_TBINS) $(HOOK_TDIR)/hook_faults: $(HOOK_TDIR)/%: $(OBJ)/tests/hook/%.o $(HOOK_TUTIL) $(COMMON_LIB) | $(FC_LINK) $(HOOK_LIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) $(LDFLAGS) $(FC_PROG_LIBS) -lcmocka -ldl
 
@@ -65,4 +65,4 @@ $(HOOK_TDIR)/reallib_probe: $(OBJ)/tests/hook/reallib_probe.o | $(FC_LINK) $(HOO
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
 
 TEST_BINS  += $(HOOK_TBINS) $(HOOK_TDIR)/hook_rtld_next $(HOOK_TDIR)/hook_tsg \
-              $(HOOK_TDIR)/reallib_probe
+              $(HOOK_TDIR)/reallib_probe $(HOOK_TDIR)/hook_faults

@@ -118,15 +118,27 @@ static CUresult copy_unified(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstrea
 
 CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy_unified(dst, src, n, NULL, false, true); }
 CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy_unified(dst, src, n, NULL, true, true); }
-CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return copy_unified(dst, src, n, s, false, false); }
+CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+    FC_FAULT(cuMemcpyAsync);
+    return copy_unified(dst, src, n, s, false, false);
+}
 CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return copy_unified(dst, src, n, s, true, false); }
 
-CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return copy1d(dst, (uintptr_t)src, n, FC_H2D, NULL, false, true); }
+CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    FC_FAULT(cuMemcpyHtoD_v2);
+    return copy1d(dst, (uintptr_t)src, n, FC_H2D, NULL, false, true);
+}
 CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) { return copy1d(dst, (uintptr_t)src, n, FC_H2D, NULL, true, true); }
 CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) { return copy1d(dst, (uintptr_t)src, n, FC_H2D, s, false, false); }
 CUresult CUDAAPI cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s) { return copy1d(dst, (uintptr_t)src, n, FC_H2D, s, true, false); }
 
-CUresult CUDAAPI cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return copy1d((uintptr_t)dst, src, n, FC_D2H, NULL, false, true); }
+CUresult CUDAAPI cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    FC_FAULT(cuMemcpyDtoH_v2);
+    return copy1d((uintptr_t)dst, src, n, FC_D2H, NULL, false, true);
+}
 CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) { return copy1d((uintptr_t)dst, src, n, FC_D2H, NULL, true, true); }
 CUresult CUDAAPI cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) { return copy1d((uintptr_t)dst, src, n, FC_D2H, s, false, false); }
 CUresult CUDAAPI cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s) { return copy1d((uintptr_t)dst, src, n, FC_D2H, s, true, false); }

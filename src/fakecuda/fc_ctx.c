@@ -243,7 +243,7 @@ CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
 
 /* ------------------------------------------------------ the current stack */
 
-CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
+static CUresult ctx_push(CUcontext ctx)
 {
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
@@ -256,12 +256,19 @@ CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
 {
-    return cuCtxPushCurrent_v2(ctx);
+    FC_FAULT(cuCtxPushCurrent_v2);
+    return ctx_push(ctx);
 }
 
-CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
+CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
+{
+    FC_FAULT(cuCtxPushCurrent);
+    return ctx_push(ctx);
+}
+
+static CUresult ctx_pop(CUcontext *pctx)
 {
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
@@ -274,9 +281,16 @@ CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    FC_FAULT(cuCtxPopCurrent_v2);
+    return ctx_pop(pctx);
+}
+
 CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
 {
-    return cuCtxPopCurrent_v2(pctx);
+    FC_FAULT(cuCtxPopCurrent);
+    return ctx_pop(pctx);
 }
 
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
@@ -292,6 +306,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
+    FC_FAULT(cuCtxSetCurrent);
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;
@@ -324,6 +339,7 @@ static CUresult ctx_or_current(CUcontext ctx, struct fc_ctx **out)
 
 CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
 {
+    FC_FAULT(cuCtxGetDevice);
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     struct fc_ctx *c;
@@ -358,6 +374,7 @@ static CUresult ctx_synchronize(CUcontext ctx)
 
 CUresult CUDAAPI cuCtxSynchronize(void)
 {
+    FC_FAULT(cuCtxSynchronize);
     return ctx_synchronize(NULL);
 }
 
@@ -512,6 +529,7 @@ CUresult CUDAAPI cuCtxResetPersistingL2Cache(void)
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
+    FC_FAULT(cuDevicePrimaryCtxRetain);
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_check_device(dev);

@@ -150,6 +150,7 @@ static CUresult init_locked(void)
 
 CUresult CUDAAPI cuInit(unsigned int Flags)
 {
+    FC_FAULT(cuInit);
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (fc_ready() == CUDA_SUCCESS)
@@ -185,6 +186,7 @@ CUresult fc_check_device(CUdevice dev)
 
 CUresult CUDAAPI cuDeviceGetCount(int *count)
 {
+    FC_FAULT(cuDeviceGetCount);
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_ready();
@@ -196,6 +198,7 @@ CUresult CUDAAPI cuDeviceGetCount(int *count)
 
 CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
+    FC_FAULT(cuDeviceGet);
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_check_device(ordinal);
@@ -230,7 +233,7 @@ static void make_uuid(int dev, unsigned char out[16])
     out[8] = (unsigned char)((out[8] & 0x3f) | 0x80);   /* RFC 4122 variant */
 }
 
-CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
 {
     if (!uuid)
         return CUDA_ERROR_INVALID_VALUE;
@@ -240,9 +243,16 @@ CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
     return r;
 }
 
+CUresult CUDAAPI cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    FC_FAULT(cuDeviceGetUuid_v2);
+    return device_uuid(uuid, dev);
+}
+
 CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
-    return cuDeviceGetUuid_v2(uuid, dev);
+    FC_FAULT(cuDeviceGetUuid);
+    return device_uuid(uuid, dev);
 }
 
 CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
@@ -274,6 +284,7 @@ CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 
 CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
+    FC_FAULT(cuDeviceTotalMem_v2);
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_check_device(dev);
@@ -362,6 +373,7 @@ static int attribute(CUdevice_attribute a, CUdevice dev)
 
 CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
+    FC_FAULT(cuDeviceGetAttribute);
     if (!pi)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_check_device(dev);
@@ -387,6 +399,7 @@ CUresult CUDAAPI cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
 
 CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
+    FC_FAULT(cuDeviceCanAccessPeer);
     if (!canAccessPeer)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_check_device(dev);

@@ -10,6 +10,7 @@
 #include "fakecuda/fc_internal.h"
 
 #include <stddef.h>
+#include <string.h>
 
 struct errdesc {
     CUresult code;
@@ -73,6 +74,7 @@ static const struct errdesc *lookup(CUresult code)
 
 CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr)
 {
+    FC_FAULT(cuGetErrorName);
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     const struct errdesc *d = lookup(error);
@@ -94,4 +96,21 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
         if (known[i].code == error)
             *pStr = known[i].text;
     return CUDA_SUCCESS;
+}
+
+const char *fc_error_name(CUresult code)
+{
+    const struct errdesc *d = lookup(code);
+    return d ? d->name : NULL;
+}
+
+bool fc_error_by_name(const char *name, size_t len, CUresult *out)
+{
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (strlen(table[i].name) == len && memcmp(table[i].name, name, len) == 0) {
+            *out = table[i].code;
+            return true;
+        }
+    }
+    return false;
 }

@@ -22,6 +22,7 @@
  *   addrmap  the process's device/host/reserved address ranges
  *   device   cuInit, devices, attributes, versions, fork handling
  *   error    cuGetErrorName/String
+ *   fault    the fault switch (FAKECUDA_FAIL) and call counting
  *   ctx      contexts, the current-context stack, primary contexts
  *   stream   streams, worker threads, legacy/per-thread default streams
  *   event    events
@@ -144,6 +145,62 @@ static inline CUresult fc_ready(void)
 }
 CUresult fc_check_device(CUdevice dev);
 void fc_unsupported_log(const char *name);
+
+/* ---------------------------------------------------------------- error */
+
+/* The name of a CUresult ("CUDA_ERROR_UNKNOWN"), NULL if it has none. */
+const char *fc_error_name(CUresult code);
+/* The CUresult named by [name, name+len); false if none is. */
+bool fc_error_by_name(const char *name, size_t len, CUresult *out);
+
+/* ---------------------------------------------------------------- fault */
+
+/* The entry points FAKECUDA_FAIL can fail (fc_fault.c), as exported:
+ * X(symbol, allocating). An allocating one fails with OUT_OF_MEMORY by
+ * default. Each starts with FC_FAULT(symbol), before anything else, so a
+ * failed call has no effect; an exported name that serves another one
+ * (cuCtxPushCurrent and _v2) goes through a shared static body, so each
+ * name counts its own calls. Covers every driver call of the hook's
+ * segment, swap, backing, VMM, IPC and lease code, and the calls that
+ * programs make around them. */
+#define FC_FAULT_SYMBOLS(X)                                                    \
+    X(cuInit, 0) X(cuDeviceGet, 0) X(cuDeviceGetCount, 0)                      \
+    X(cuDeviceGetAttribute, 0) X(cuDeviceGetUuid, 0) X(cuDeviceGetUuid_v2, 0)  \
+    X(cuDeviceTotalMem_v2, 0) X(cuDeviceCanAccessPeer, 0) X(cuGetErrorName, 0) \
+    X(cuDevicePrimaryCtxRetain, 0) X(cuCtxSetCurrent, 0) X(cuCtxGetDevice, 0)  \
+    X(cuCtxSynchronize, 0) X(cuCtxPushCurrent, 0) X(cuCtxPushCurrent_v2, 0)    \
+    X(cuCtxPopCurrent, 0) X(cuCtxPopCurrent_v2, 0)                             \
+    X(cuThreadExchangeStreamCaptureMode, 0) X(cuStreamCreate, 0)               \
+    X(cuStreamSynchronize, 0) X(cuStreamDestroy, 0) X(cuStreamDestroy_v2, 0)   \
+    X(cuMemAlloc_v2, 1) X(cuMemAllocPitch_v2, 1) X(cuMemAllocManaged, 1)       \
+    X(cuMemFree_v2, 0) X(cuMemHostAlloc, 1) X(cuMemAllocHost_v2, 1)            \
+    X(cuMemFreeHost, 0) X(cuMemHostRegister, 1) X(cuMemHostRegister_v2, 1)     \
+    X(cuMemHostUnregister, 0) X(cuMemGetAllocationGranularity, 0)              \
+    X(cuMemCreate, 1) X(cuMemRelease, 0) X(cuMemAddressReserve, 1)             \
+    X(cuMemAddressFree, 0) X(cuMemMap, 0) X(cuMemUnmap, 0) X(cuMemSetAccess, 0) \
+    X(cuMemExportToShareableHandle, 0) X(cuMemImportFromShareableHandle, 0)    \
+    X(cuMemcpyAsync, 0) X(cuMemcpyHtoD_v2, 0) X(cuMemcpyDtoH_v2, 0)
+
+enum fc_fault_sym {
+#define FC_FAULT_ENUM_(sym, alloc) FC_FAULT_##sym,
+    FC_FAULT_SYMBOLS(FC_FAULT_ENUM_)
+#undef FC_FAULT_ENUM_
+    FC_FAULT_NSYMS
+};
+
+/* True when FAKECUDA_FAIL or FAKECUDA_FAIL_COUNT is set: set at load,
+ * read-only afterwards (no cost to a process that sets neither). */
+extern bool fc_fault_on;
+/* Counts one call of s; its error when the switch fails it, else success. */
+CUresult fc_fault_call(enum fc_fault_sym s);
+#define FC_FAULT(sym)                                                          \
+    do {                                                                       \
+        if (fc_fault_on) {                                                     \
+            CUresult fc_fault_r_ = fc_fault_call(FC_FAULT_##sym);              \
+            if (fc_fault_r_ != CUDA_SUCCESS)                                   \
+                return fc_fault_r_;                                            \
+        }                                                                      \
+    } while (0)
 
 /* ----------------------------------------------------------------- shm */
 

@@ -168,12 +168,14 @@ static CUresult alloc_entry(CUdeviceptr *dptr, size_t size, int kind)
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+    FC_FAULT(cuMemAlloc_v2);
     return alloc_entry(dptr, bytesize, FC_R_DEVICE);
 }
 
 CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                     size_t Height, unsigned int ElementSizeBytes)
 {
+    FC_FAULT(cuMemAllocPitch_v2);
     if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)
@@ -189,6 +191,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
 
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
+    FC_FAULT(cuMemAllocManaged);
     if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
         return CUDA_ERROR_INVALID_VALUE;
     return alloc_entry(dptr, bytesize, FC_R_MANAGED);
@@ -196,6 +199,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
+    FC_FAULT(cuMemFree_v2);
     struct fc_ctx *c;
     CUresult r = fc_ctx_current(&c);
     if (r != CUDA_SUCCESS)
@@ -244,7 +248,7 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
 #define FC_HOSTREG_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | \
                           CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)
 
-CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+static CUresult host_alloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     if (!pp || bytesize == 0 || (Flags & ~(unsigned)FC_HOSTALLOC_FLAGS))
         return CUDA_ERROR_INVALID_VALUE;
@@ -276,13 +280,21 @@ CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    FC_FAULT(cuMemHostAlloc);
+    return host_alloc(pp, bytesize, Flags);
+}
+
 CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-    return cuMemHostAlloc(pp, bytesize, 0);
+    FC_FAULT(cuMemAllocHost_v2);
+    return host_alloc(pp, bytesize, 0);
 }
 
 CUresult CUDAAPI cuMemFreeHost(void *p)
 {
+    FC_FAULT(cuMemFreeHost);
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;
@@ -293,7 +305,7 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
     return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+static CUresult host_register(void *p, size_t bytesize, unsigned int Flags)
 {
     if (!p || bytesize == 0 || (Flags & ~(unsigned)FC_HOSTREG_FLAGS))
         return CUDA_ERROR_INVALID_VALUE;
@@ -316,13 +328,21 @@ CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fla
     return r == CUDA_ERROR_INVALID_VALUE ? CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED : r;
 }
 
+CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    FC_FAULT(cuMemHostRegister_v2);
+    return host_register(p, bytesize, Flags);
+}
+
 CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 {
-    return cuMemHostRegister_v2(p, bytesize, Flags);
+    FC_FAULT(cuMemHostRegister);
+    return host_register(p, bytesize, Flags);
 }
 
 CUresult CUDAAPI cuMemHostUnregister(void *p)
 {
+    FC_FAULT(cuMemHostUnregister);
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;

@@ -550,6 +550,7 @@ static CUresult stream_create(CUstream *ph, unsigned flags, int prio)
 
 CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
+    FC_FAULT(cuStreamCreate);
     return stream_create(phStream, Flags, 0);
 }
 
@@ -558,7 +559,7 @@ CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int fla
     return stream_create(phStream, flags, priority);
 }
 
-CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+static CUresult stream_destroy(CUstream hStream)
 {
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
@@ -577,9 +578,16 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
     return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+{
+    FC_FAULT(cuStreamDestroy_v2);
+    return stream_destroy(hStream);
+}
+
 CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
 {
-    return cuStreamDestroy_v2(hStream);
+    FC_FAULT(cuStreamDestroy);
+    return stream_destroy(hStream);
 }
 
 /* Synchronizing with, or querying, a capturing stream is illegal and
@@ -614,7 +622,11 @@ static CUresult stream_sync(CUstream h, bool pt)
     return r;
 }
 
-CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) { return stream_sync(hStream, false); }
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
+{
+    FC_FAULT(cuStreamSynchronize);
+    return stream_sync(hStream, false);
+}
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream) { return stream_sync(hStream, true); }
 
 static CUresult stream_query(CUstream h, bool pt)

@@ -143,6 +143,7 @@ static CUresult check_prop(const CUmemAllocationProp *prop, int *dev)
 CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                                CUmemAllocationGranularity_flags option)
 {
+    FC_FAULT(cuMemGetAllocationGranularity);
     if (!granularity)
         return CUDA_ERROR_INVALID_VALUE;
     if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
@@ -190,6 +191,7 @@ static int make_memfd(size_t size, int dev)
 CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                              const CUmemAllocationProp *prop, unsigned long long flags)
 {
+    FC_FAULT(cuMemCreate);
     if (!handle || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     int dev;
@@ -228,6 +230,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 
 CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 {
+    FC_FAULT(cuMemRelease);
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;
@@ -287,6 +290,7 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, CUmemGeneri
                                               CUmemAllocationHandleType handleType,
                                               unsigned long long flags)
 {
+    FC_FAULT(cuMemExportToShareableHandle);
     if (!shareableHandle || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_ready();
@@ -334,6 +338,7 @@ static bool memfd_location(int fd, int *dev)
 CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                                 CUmemAllocationHandleType shHandleType)
 {
+    FC_FAULT(cuMemImportFromShareableHandle);
     if (!handle)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_ready();
@@ -403,6 +408,7 @@ static void *reserve(size_t size, size_t align, uintptr_t hint)
 CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                      CUdeviceptr addr, unsigned long long flags)
 {
+    FC_FAULT(cuMemAddressReserve);
     if (!ptr || flags != 0 || size == 0 || !granular(size))
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = fc_ready();
@@ -428,6 +434,7 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align
 
 CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
+    FC_FAULT(cuMemAddressFree);
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;
@@ -442,6 +449,7 @@ CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
 CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                           CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
+    FC_FAULT(cuMemMap);
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;
@@ -479,6 +487,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
+    FC_FAULT(cuMemUnmap);
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;
@@ -511,6 +520,7 @@ static unsigned prot_of(CUmemAccess_flags f)
 
 CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
+    FC_FAULT(cuMemSetAccess);
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;

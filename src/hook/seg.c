@@ -269,15 +269,16 @@ static CUresult map_locked(struct cs_seg *g)
     return g->kind ? g->kind->map_locked(g) : map_plain_locked(g);
 }
 
-void cs_seg_unmap_locked(struct cs_seg *g)
+CUresult cs_seg_unmap_locked(struct cs_seg *g)
 {
-    if (g->kind) {
-        g->kind->unmap_locked(g);
-        return;
-    }
-    cs_real.cuMemUnmap(g->va, g->size);
+    if (g->kind)
+        return g->kind->unmap_locked(g);
+    CUresult r = cs_real.cuMemUnmap(g->va, g->size);
+    if (r != CUDA_SUCCESS)
+        return r;
     cs_real.cuMemRelease(g->h);
     g->h = 0;
+    return CUDA_SUCCESS;
 }
 
 /* ---- segment life -------------------------------------------------------- */
@@ -429,7 +430,7 @@ void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
             g->unexport(g->ipc_key);
         atomic_fetch_sub_explicit(&s->exported, g->size, memory_order_relaxed);
     }
-    if (g->state == CS_SEG_RESIDENT)
+    if (g->state == CS_SEG_RESIDENT || g->h) /* h: left placed by a refused unmap */
         cs_seg_unmap_locked(g);
     cs_real.cuMemAddressFree(g->va, g->size);
     cs_backing_drop(&g->backing, &s->backing);
@@ -658,22 +659,35 @@ bool cs_seg_stats(int dev, struct cs_seg_stats *out, bool try)
 
 /* ---- the swap engine's context and stream ------------------------------------ */
 
+/* Why the swap context or stream is not there yet, at debug level: the
+ * callers retry (a grant every 100 ms) and report only a status. */
+static bool not_ready(int dev, const char *step, CUresult r)
+{
+    cs_debug("GPU %d: no swap stream yet: %s failed (error %d)", dev, step, (int)r);
+    return false;
+}
+
 bool cs_segs_ready_locked(struct cs_segs *s, int dev)
 {
     if (s->ready)
         return true;
     CUdevice d;
-    if (cs_real.cuDeviceGet(&d, dev) != CUDA_SUCCESS)
-        return false;
-    if (cs_real.cuDevicePrimaryCtxRetain(&s->pctx, d) != CUDA_SUCCESS)
-        return false;
-    if (cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS)
-        return false;
-    CUresult r = cs_real.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
+    CUresult r = cs_real.cuDeviceGet(&d, dev);
+    if (r != CUDA_SUCCESS)
+        return not_ready(dev, "cuDeviceGet", r);
+    /* Retained once: a retry after a later step failed must not retain
+     * the primary context again (each retain is one more reference). */
+    if (!s->pctx && (r = cs_real.cuDevicePrimaryCtxRetain(&s->pctx, d)) != CUDA_SUCCESS) {
+        s->pctx = NULL;
+        return not_ready(dev, "cuDevicePrimaryCtxRetain", r);
+    }
+    if ((r = cs_real.cuCtxPushCurrent_v2(s->pctx)) != CUDA_SUCCESS)
+        return not_ready(dev, "cuCtxPushCurrent", r);
+    r = cs_real.cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING);
     CUcontext popped;
     cs_real.cuCtxPopCurrent_v2(&popped);
     if (r != CUDA_SUCCESS)
-        return false;
+        return not_ready(dev, "cuStreamCreate", r);
     s->ready = true;
     return true;
 }

@@ -47,7 +47,8 @@ struct cs_seg;
  * cuMemCreate memory, mapped where the application mapped it. */
 struct cs_seg_kind {
     CUresult (*map_locked)(struct cs_seg *g);  /* create, map; sets g->h */
-    void (*unmap_locked)(struct cs_seg *g);    /* unmap, release; clears g->h */
+    CUresult (*unmap_locked)(struct cs_seg *g); /* unmap, release; clears g->h
+                                                  (as cs_seg_unmap_locked) */
 };
 
 struct cs_seg {
@@ -193,8 +194,11 @@ bool cs_segs_ready_locked(struct cs_segs *s, int dev);
  * the scheduler for room (cs_seg_ops.make_room) and tries again, for up to
  * 5 s of refusals; without, the first OUT_OF_MEMORY is the answer. */
 CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room);
-/* Takes g's physical memory off the GPU (its contents are lost). */
-void cs_seg_unmap_locked(struct cs_seg *g);
+/* Takes g's physical memory off the GPU (its contents are lost). When the
+ * driver refuses to unmap, g keeps its memory, still mapped (g->h stays
+ * set), and the error is returned: a segment marked absent over a live
+ * mapping could never be placed again. */
+CUresult cs_seg_unmap_locked(struct cs_seg *g);
 /* Moves g to state st, keeping the byte counters. */
 void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st);
 

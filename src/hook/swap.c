@@ -110,7 +110,11 @@ static void swap_out_batch_locked(struct cs_segs *s, struct cs_seg **v, int n,
         ok = 0;
     }
     for (int i = 0; i < ok; i++) {
-        cs_seg_unmap_locked(v[i]);
+        CUresult r = cs_seg_unmap_locked(v[i]);
+        if (r != CUDA_SUCCESS) { /* still on the GPU, intact: it stays resident */
+            res->status = res->status == CUDA_SUCCESS ? r : res->status;
+            continue;
+        }
         cs_seg_set_state_locked(s, v[i], CS_SEG_SWAPPED);
         res->bytes += v[i]->size;
     }
@@ -130,7 +134,7 @@ static void swap_out_failed(const struct cs_dev *d, const struct cs_swap_result 
            "GPU %d: swap-out stopped after %llu bytes: %s (%s); the rest stays resident%s",
            d->ordinal, (unsigned long long)res->bytes,
            res->status == CUDA_ERROR_OUT_OF_MEMORY ? "no host memory for the backing copy"
-                                                   : "a copy failed",
+                                                   : "a copy or unmap failed",
            name, exiting ? ": the process is exiting" : "");
 }
 
@@ -192,7 +196,8 @@ static struct cs_swap_result swap_in_locked(struct cs_dev *d, uint64_t budget, b
             continue;
         if (placed + g->size > budget)
             continue; /* a smaller one may still fit */
-        CUresult r = cs_seg_place_locked(d, g, !prefetch);
+        /* Memory a refused unmap left in place is used as it is. */
+        CUresult r = g->h ? CUDA_SUCCESS : cs_seg_place_locked(d, g, !prefetch);
         if (r != CUDA_SUCCESS) {
             res.status = r;
             break;

@@ -216,6 +216,23 @@ static CUresult map_shadow(struct cs_seg *g, CUmemGenericAllocationHandle h)
     return r;
 }
 
+/* Maps the first n of x's mappings onto h with their access; *done: how
+ * many were mapped (also on failure). */
+static CUresult map_app(struct cs_vmm *x, CUmemGenericAllocationHandle h, size_t n, size_t *done)
+{
+    CUresult r = CUDA_SUCCESS;
+    *done = 0;
+    for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
+        struct mapping *m = x->ml[i];
+        r = cs_real.cuMemMap(m->va, m->size, m->offset, h, 0);
+        if (r == CUDA_SUCCESS) {
+            *done = i + 1;
+            r = replay_access(m);
+        }
+    }
+    return r;
+}
+
 /* The segment kind (seg.h): places the memory and every mapping of it. */
 static CUresult vmm_map_locked(struct cs_seg *g)
 {
@@ -230,15 +247,8 @@ static CUresult vmm_map_locked(struct cs_seg *g)
         return r;
     }
     /* The application's mappings, as it made them. */
-    size_t done = 0;
-    for (size_t i = 0; i < x->nmaps && r == CUDA_SUCCESS; i++) {
-        struct mapping *m = x->ml[i];
-        r = cs_real.cuMemMap(m->va, m->size, m->offset, h, 0);
-        if (r == CUDA_SUCCESS) {
-            done = i + 1;
-            r = replay_access(m);
-        }
-    }
+    size_t done;
+    r = map_app(x, h, x->nmaps, &done);
     if (r != CUDA_SUCCESS) {
         for (size_t i = 0; i < done; i++)
             cs_real.cuMemUnmap(x->ml[i]->va, x->ml[i]->size);
@@ -250,14 +260,28 @@ static CUresult vmm_map_locked(struct cs_seg *g)
     return CUDA_SUCCESS;
 }
 
-static void vmm_unmap_locked(struct cs_seg *g)
+/* Takes the memory off the GPU, the application's mappings first (as
+ * cs_seg_unmap_locked: a refusal leaves it placed). */
+static CUresult vmm_unmap_locked(struct cs_seg *g)
 {
     struct cs_vmm *x = g->owner;
-    for (size_t i = 0; i < x->nmaps; i++)
-        cs_real.cuMemUnmap(x->ml[i]->va, x->ml[i]->size);
-    cs_real.cuMemUnmap(g->va, g->size);
-    cs_real.cuMemRelease(g->h);
-    g->h = 0;
+    CUresult r = CUDA_SUCCESS;
+    size_t undone = 0;
+    while (undone < x->nmaps &&
+           (r = cs_real.cuMemUnmap(x->ml[undone]->va, x->ml[undone]->size)) == CUDA_SUCCESS)
+        undone++;
+    if (undone == x->nmaps && (r = cs_real.cuMemUnmap(g->va, g->size)) == CUDA_SUCCESS) {
+        cs_real.cuMemRelease(g->h);
+        g->h = 0;
+        return CUDA_SUCCESS;
+    }
+    /* Refused: the memory stays placed, so the mappings already undone
+     * come back; the handle still holds it. */
+    size_t done;
+    if (map_app(x, g->h, undone, &done) != CUDA_SUCCESS)
+        cs_error("GPU %d: the driver refused to unmap memory and then to map it back: %zu of "
+                 "its %zu mappings are gone", g->dev, undone - done, x->nmaps);
+    return r;
 }
 
 static const struct cs_seg_kind vmm_kind = {vmm_map_locked, vmm_unmap_locked};
@@ -299,8 +323,11 @@ static CUresult check_prop(const CUmemAllocationProp *prop, size_t *gran)
     r = cs_real.cuMemCreate(&h, *gran, prop, 0);
     if (r == CUDA_SUCCESS)
         cs_real.cuMemRelease(h);
-    if (r == CUDA_ERROR_OUT_OF_MEMORY)
-        return CUDA_SUCCESS; /* cannot tell on a full GPU: the real create will */
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) { /* cannot tell on a full GPU: the real create will */
+        cs_debug("GPU %d: no room to try these VMM properties: the allocation will tell",
+                 prop->location.id);
+        return CUDA_SUCCESS;
+    }
     pthread_mutex_lock(&vmm_mu);
     if (n_probes < PROBES)
         probes[n_probes++] = (struct probe){*prop, r, *gran};
@@ -387,12 +414,14 @@ CUresult cs_vmm_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllo
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         *m = (struct mapping){.va = va, .size = size, .offset = offset, .x = x};
-        /* Mapped now if the memory is on the GPU; else at its next
-         * placement (the range stays unmapped, as all of a swapped job's). */
-        if (g->state == CS_SEG_RESIDENT)
+        /* Mapped now if the memory is on the GPU (placed: a restore
+         * that stopped may leave it placed while not yet resident); else
+         * at its next placement (the range stays unmapped, as all of a
+         * swapped job's). */
+        if (g->h)
             r = cs_real.cuMemMap(va, size, offset, g->h, 0);
         if (r == CUDA_SUCCESS && !map_insert_locked(m)) {
-            if (g->state == CS_SEG_RESIDENT)
+            if (g->h)
                 cs_real.cuMemUnmap(va, size);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -425,11 +454,16 @@ static struct mapping *relock_mapping(CUdeviceptr mva, struct cs_segs **sp)
     return m;
 }
 
+/* The driver's unmap of m, when its memory is placed. */
+static CUresult unmap_app_locked(const struct mapping *m)
+{
+    return m->x->seg->h ? cs_real.cuMemUnmap(m->va, m->size) : CUDA_SUCCESS;
+}
+
+/* Forgets m (unmapped already, or its range being freed). */
 static void drop_mapping_locked(struct cs_segs *s, struct mapping *m)
 {
     struct cs_vmm *x = m->x;
-    if (x->seg->state == CS_SEG_RESIDENT)
-        cs_real.cuMemUnmap(m->va, m->size);
     map_remove_locked(m);
     for (size_t i = 0; i < x->nmaps; i++) {
         if (x->ml[i] == m) {
@@ -463,6 +497,7 @@ void cs_vmm_forget_range(CUdeviceptr va, size_t size)
         struct cs_segs *s;
         CUdeviceptr mva = m->va;
         if ((m = relock_mapping(mva, &s))) { /* else another thread dropped it */
+            unmap_app_locked(m); /* refused: the driver's free of the range says so */
             drop_mapping_locked(s, m);
             pthread_mutex_unlock(&s->mu);
         }
@@ -497,7 +532,12 @@ bool cs_vmm_unmap(CUdeviceptr va, size_t size, CUresult *r)
         CUdeviceptr next = m->va + m->size;
         struct cs_segs *s;
         if ((m = relock_mapping(m->va, &s))) {
-            drop_mapping_locked(s, m);
+            /* Refused: the mapping stays, known to both, and the caller
+             * hears why (it used to be forgotten while still mapped). */
+            CUresult e = unmap_app_locked(m);
+            if (e == CUDA_SUCCESS)
+                drop_mapping_locked(s, m);
+            keep_first_error(r, e);
             pthread_mutex_unlock(&s->mu);
         }
         cur = next;
@@ -560,7 +600,7 @@ bool cs_vmm_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc,
         if ((m = relock_mapping(m->va, &s))) {
             /* Applied now when placed (the driver checks it), recorded
              * either way for the next placement. */
-            CUresult e = m->x->seg->state == CS_SEG_RESIDENT
+            CUresult e = m->x->seg->h /* placed */
                              ? cs_real.cuMemSetAccess(cur, b - cur, desc, count)
                              : CUDA_SUCCESS;
             if (e == CUDA_SUCCESS)

@@ -146,11 +146,7 @@ static void every_allocation_kind_is_counted(void **state)
     CK(cuStreamSynchronize(0));
     assert_int_equal(ht_stats(0).mem_used, used0 + (uint64_t)pitch * 100 + 3 * MiB);
 
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = ht_dev_prop();
     CUmemGenericAllocationHandle h;
     CK(cuMemCreate(&h, 4 * MiB, &prop, 0));
     assert_int_equal(ht_stats(0).mem_used, used0 + (uint64_t)pitch * 100 + 7 * MiB);

@@ -21,16 +21,6 @@ static struct mock_sched *mock;
 
 #define H_BYTES (8 * MiB)
 
-static CUmemAllocationProp dev_prop(void)
-{
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    return p;
-}
-
 static void set_rw(CUdeviceptr p, size_t n)
 {
     CUmemAccessDesc a;
@@ -62,7 +52,7 @@ static CUmemGenericAllocationHandle h; /* mapped at range and range + 8 MiB */
 static void created_memory_is_mapped_as_asked(void **state)
 {
     (void)state;
-    CUmemAllocationProp p = dev_prop();
+    CUmemAllocationProp p = ht_dev_prop();
     CK(cuMemAddressReserve(&range, 4 * H_BYTES, 0, 0, 0));
     CK(cuMemCreate(&h, H_BYTES, &p, 0));
     CK(cuMemMap(range, H_BYTES, 0, h, 0));
@@ -117,7 +107,7 @@ static void access_is_replayed_per_range(void **state)
     (void)state;
     /* Two more handles side by side, with access granted on the first only
      * (the real driver maps whole allocations only: offset 0, full size). */
-    CUmemAllocationProp p = dev_prop();
+    CUmemAllocationProp p = ht_dev_prop();
     CUmemGenericAllocationHandle h2, h2b;
     CK(cuMemCreate(&h2, H_BYTES, &p, 0));
     CK(cuMemCreate(&h2b, H_BYTES, &p, 0));
@@ -147,7 +137,7 @@ static void created_while_not_holding_is_placed_at_the_grant(void **state)
 {
     (void)state;
     mock_take_back(mock, CS_ALL_BYTES);
-    CUmemAllocationProp p = dev_prop();
+    CUmemAllocationProp p = ht_dev_prop();
     CUmemGenericAllocationHandle h3;
     CK(cuMemCreate(&h3, H_BYTES, &p, 0));
     CUdeviceptr at = range + 3 * H_BYTES;
@@ -174,7 +164,7 @@ static void created_while_not_holding_is_placed_at_the_grant(void **state)
 static void exported_memory_stays_on_the_gpu(void **state)
 {
     (void)state;
-    CUmemAllocationProp p = dev_prop();
+    CUmemAllocationProp p = ht_dev_prop();
     p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     CUmemGenericAllocationHandle he;
     CK(cuMemCreate(&he, H_BYTES, &p, 0));
@@ -210,7 +200,7 @@ static void exported_memory_stays_on_the_gpu(void **state)
 static void bad_calls_fail_as_the_driver_would(void **state)
 {
     (void)state;
-    CUmemAllocationProp p = dev_prop();
+    CUmemAllocationProp p = ht_dev_prop();
     CUmemGenericAllocationHandle hb;
     CKR(cuMemCreate(&hb, H_BYTES + 4096, &p, 0), CUDA_ERROR_INVALID_VALUE);
     CK(cuMemCreate(&hb, H_BYTES, &p, 0));
@@ -236,7 +226,7 @@ static void refused_properties_are_refused_at_create(void **state)
 {
     (void)state;
     mock_take_back(mock, CS_ALL_BYTES);
-    CUmemAllocationProp p = dev_prop();
+    CUmemAllocationProp p = ht_dev_prop();
     p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
     CUmemGenericAllocationHandle hf;
     CUresult r = cuMemCreate(&hf, H_BYTES, &p, 0);
@@ -250,7 +240,7 @@ static void refused_properties_are_refused_at_create(void **state)
 static void freed_range_drops_its_mappings(void **state)
 {
     (void)state;
-    CUmemAllocationProp p = dev_prop();
+    CUmemAllocationProp p = ht_dev_prop();
     CUmemGenericAllocationHandle hr;
     CK(cuMemCreate(&hr, H_BYTES, &p, 0));
     CUdeviceptr other;

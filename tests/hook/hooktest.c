@@ -76,6 +76,16 @@ void ht_context(void)
     fck_use(&ht_kernels);
 }
 
+CUmemAllocationProp ht_dev_prop(void)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = 0;
+    return p;
+}
+
 uint64_t ht_device_sum(CUdeviceptr p, uint64_t n)
 {
     CUdeviceptr out;

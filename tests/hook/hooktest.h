@@ -41,6 +41,9 @@ unsigned long long ht_submissions(void);
 extern struct fck ht_kernels;
 void ht_context(void);
 
+/* VMM properties of plain device memory on device 0. */
+CUmemAllocationProp ht_dev_prop(void);
+
 /* Fills n uint32 at p with v through the kernel, sums them on the device. */
 uint64_t ht_device_sum(CUdeviceptr p, uint64_t n);
 
