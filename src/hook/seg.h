@@ -62,6 +62,7 @@ struct cs_seg {
     struct cs_backing backing;       /* pinned host copy, kept across swaps */
     bool shareable;                  /* its memory can be exported (POSIX fd) */
     bool exported;                   /* by CUDA IPC: never leaves the GPU (ipc.h) */
+    bool copied;                     /* swap.c: copied back by the restore under way */
     uint64_t ipc_key;                /* the export, when exported */
     void (*unexport)(uint64_t key);  /* told when an exported segment goes */
     const struct cs_seg_kind *kind;  /* NULL: plain memory */

@@ -178,6 +178,41 @@ static struct cs_swap_result swap_out_locked(struct cs_dev *d, uint64_t bytes)
 
 /* ---- swap-in ---------------------------------------------------------------- */
 
+/* Places g (memory a refused unmap left in place is used as it is) and
+ * queues its copy back from the backing. */
+static CUresult restore_one_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g,
+                                   bool prefetch, struct cs_swap_result *res)
+{
+    CUresult r = g->h ? CUDA_SUCCESS : cs_seg_place_locked(d, g, !prefetch);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (g->state == CS_SEG_SWAPPED) {
+        r = cs_real.cuMemcpyAsync(g->va, g->backing.va, g->size, s->stream);
+        if (r != CUDA_SUCCESS) {
+            cs_seg_unmap_locked(g); /* refused: left placed, used as it is next time */
+            return r;
+        }
+        g->copied = true;
+        res->bytes += g->size;
+    }
+    cs_seg_set_state_locked(s, g, CS_SEG_RESIDENT);
+    return CUDA_SUCCESS;
+}
+
+/* The copies back were not confirmed (the stream's synchronize failed):
+ * what they brought is not known to be there, so their segments are
+ * swapped again, left placed: the next attempt copies them once more from
+ * the backing, which still holds the bytes. */
+static void unconfirm_locked(struct cs_segs *s, struct cs_swap_result *res)
+{
+    for (struct cs_seg *g = s->head; g; g = g->next) {
+        if (!g->copied)
+            continue;
+        cs_seg_set_state_locked(s, g, CS_SEG_SWAPPED);
+        res->bytes -= g->size;
+    }
+}
+
 static struct cs_swap_result swap_in_locked(struct cs_dev *d, uint64_t budget, bool prefetch)
 {
     struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
@@ -191,32 +226,21 @@ static struct cs_swap_result swap_in_locked(struct cs_dev *d, uint64_t budget, b
     }
     cs_real.cuCtxPushCurrent_v2(s->pctx);
     uint64_t placed = 0;
-    for (struct cs_seg *g = s->head; g; g = g->next) {
-        if (g->state == CS_SEG_RESIDENT)
-            continue;
-        if (placed + g->size > budget)
-            continue; /* a smaller one may still fit */
-        /* Memory a refused unmap left in place is used as it is. */
-        CUresult r = g->h ? CUDA_SUCCESS : cs_seg_place_locked(d, g, !prefetch);
-        if (r != CUDA_SUCCESS) {
-            res.status = r;
-            break;
-        }
-        placed += g->size;
-        if (g->state == CS_SEG_SWAPPED) {
-            r = cs_real.cuMemcpyAsync(g->va, g->backing.va, g->size, s->stream);
-            if (r != CUDA_SUCCESS) {
-                cs_seg_unmap_locked(g);
-                res.status = r;
-                break;
-            }
-            res.bytes += g->size;
-        }
-        cs_seg_set_state_locked(s, g, CS_SEG_RESIDENT);
+    for (struct cs_seg *g = s->head; g && res.status == CUDA_SUCCESS; g = g->next) {
+        if (g->state == CS_SEG_RESIDENT || placed + g->size > budget)
+            continue; /* over the budget: a smaller one may still fit */
+        res.status = restore_one_locked(d, s, g, prefetch, &res);
+        if (res.status == CUDA_SUCCESS)
+            placed += g->size;
     }
     CUresult sync = cs_real.cuStreamSynchronize(s->stream);
-    if (sync != CUDA_SUCCESS && res.status == CUDA_SUCCESS)
-        res.status = sync;
+    if (sync != CUDA_SUCCESS) {
+        unconfirm_locked(s, &res);
+        if (res.status == CUDA_SUCCESS)
+            res.status = sync;
+    }
+    for (struct cs_seg *g = s->head; g; g = g->next)
+        g->copied = false;
     CUcontext popped;
     cs_real.cuCtxPopCurrent_v2(&popped);
     res.ns = cs_now_ns() - t0;
