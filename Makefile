@@ -15,6 +15,11 @@
 # and why not the others, is tests/registry (read by mk/tests.mk).
 
 .DEFAULT_GOAL := all
+# Builds use every core unless the caller chose a -j; the suites still run
+# one test at a time (tests/run-suite.sh), so timing tests are not crowded.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc)
+endif
 .SUFFIXES:
 .DELETE_ON_ERROR:
 
