@@ -64,7 +64,7 @@ CS_EXPORT CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
  * A refusal can be momentary: every other job may be holding the GPU or
  * moving memory for someone else just then (seen on an H100 with four
  * GPT-2 jobs starting at once). So a refused ROOM is asked again with a
- * growing pause, for up to 5 s, as an allocation's is (swap.c). */
+ * growing pause, for up to 5 s, as an allocation's is (seg.c). */
 #define CS_CONTEXT_ROOM (1ull << 30)
 #define CONTEXT_ROOM_PATIENCE_NS 5000000000ull
 

@@ -250,7 +250,7 @@ static struct cs_swap_result swap_in_locked(struct cs_dev *d, uint64_t budget, b
         s->swap_ins++;
     }
     /* Each attempt at debug level: the grant retries every 100 ms and says
-     * what keeps it waiting every 5 s (lease.c). */
+     * what keeps it waiting every 5 s (jobs.c). */
     if (res.status != CUDA_SUCCESS && !prefetch)
         cs_debug("GPU %d: restoring device memory stopped (error %d) after %llu bytes",
                  d->ordinal, (int)res.status, (unsigned long long)res.bytes);
