@@ -163,7 +163,8 @@ void cs_ctx_forget_device(int ordinal)
         cs_bound_drop(&cs_devs[ordinal].bound);
 }
 
-int cs_ctx_list(int ordinal, CUcontext *out, int max)
+/* Copies up to max contexts of the device into out; returns the count. */
+static int ctx_list(int ordinal, CUcontext *out, int max)
 {
     int n = 0;
     pthread_mutex_lock(&ctx_mu);
@@ -218,7 +219,7 @@ void cs_dev_wait_inside_zero(struct cs_dev *d)
 void cs_dev_drain(struct cs_dev *d)
 {
     CUcontext ctxs[CS_MAX_CTX];
-    int n = cs_ctx_list(d->ordinal, ctxs, CS_MAX_CTX);
+    int n = ctx_list(d->ordinal, ctxs, CS_MAX_CTX);
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     cs_real.cuThreadExchangeStreamCaptureMode(&mode);
     for (int i = 0; i < n; i++) {

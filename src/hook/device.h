@@ -267,8 +267,6 @@ void cs_ctx_note(CUcontext ctx, int ordinal);
 void cs_ctx_forget(CUcontext ctx);
 /* Forget every context of a device (primary context reset). */
 void cs_ctx_forget_device(int ordinal);
-/* Copies up to max contexts of the device into out; returns the count. */
-int cs_ctx_list(int ordinal, CUcontext *out, int max);
 
 /* A device back to DETACHED, as the constructor makes it: every field
  * zero, its locks and conditions initialized. */

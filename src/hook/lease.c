@@ -211,7 +211,7 @@ void cs_lease_wait_open(struct cs_dev *d)
 
 /* The gate opens on the worker, after the job's memory is resident again
  * (a thread hand-off of a few microseconds when nothing was swapped). */
-void cs_lease_on_grant(struct cs_dev *d, uint64_t lease_id)
+static void on_grant(struct cs_dev *d, uint64_t lease_id)
 {
     pthread_mutex_lock(&d->mu);
     if (d->lease.state != CS_LEASE_DETACHED &&
@@ -221,7 +221,7 @@ void cs_lease_on_grant(struct cs_dev *d, uint64_t lease_id)
     pthread_mutex_unlock(&d->mu);
 }
 
-void cs_lease_on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv)
+static void on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv)
 {
     pthread_mutex_lock(&d->mu);
     bool held = d->lease.state == CS_LEASE_HELD && rv->lease_id == d->lease.id;
@@ -242,7 +242,7 @@ void cs_lease_on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv)
     pthread_mutex_unlock(&d->mu);
 }
 
-void cs_lease_on_evict(struct cs_dev *d, const struct cs_msg_evict *ev)
+static void on_evict(struct cs_dev *d, const struct cs_msg_evict *ev)
 {
     struct cs_job job = {.kind = CS_JOB_EVICT, .id = ev->request_id, .bytes = ev->bytes,
                          .flags = ev->flags};
@@ -260,7 +260,7 @@ void cs_lease_on_evict(struct cs_dev *d, const struct cs_msg_evict *ev)
     }
 }
 
-void cs_lease_on_prefetch(struct cs_dev *d, const struct cs_msg_prefetch *pf)
+static void on_prefetch(struct cs_dev *d, const struct cs_msg_prefetch *pf)
 {
     pthread_mutex_lock(&d->mu);
     bool queued = d->lease.state != CS_LEASE_DETACHED &&
@@ -280,7 +280,7 @@ void cs_lease_on_prefetch(struct cs_dev *d, const struct cs_msg_prefetch *pf)
  * starts from the defaults (it sends TIMESLICE only on change): put them
  * back, so that both sides agree and a BE job left alone does not keep a
  * 1 µs slice for nothing. */
-void cs_lease_on_disconnect(struct cs_dev *d)
+static void on_disconnect(struct cs_dev *d)
 {
     pthread_mutex_lock(&d->mu);
     d->lease.attach_sent = false;
@@ -305,7 +305,7 @@ void cs_lease_on_disconnect(struct cs_dev *d)
  * the pinner would be the wrong place (a PREPARE pins for ~0.2 s/GiB and
  * the LC job would wait that long for its protection). The I/O thread, which
  * answers the daemon, never blocks on it. */
-void cs_lease_on_timeslice(struct cs_dev *d, uint64_t us)
+static void on_timeslice(struct cs_dev *d, uint64_t us)
 {
     pthread_mutex_lock(&d->mu);
     if (d->lease.state != CS_LEASE_DETACHED) {
@@ -319,7 +319,7 @@ void cs_lease_on_timeslice(struct cs_dev *d, uint64_t us)
 
 /* LC_MODE: BOUNDED takes effect at once on an open gate (the next gated
  * call goes through the bound); RELEASE_IDLE starts watching a held lease. */
-void cs_lease_on_lc_mode(struct cs_dev *d, uint32_t mode, uint32_t param_us)
+static void on_lc_mode(struct cs_dev *d, uint32_t mode, uint32_t param_us)
 {
     pthread_mutex_lock(&d->mu);
     if (d->lease.state != CS_LEASE_DETACHED && d->lease.state != CS_LEASE_UNMANAGED) {
@@ -352,7 +352,8 @@ void cs_lease_hint(struct cs_dev *d, uint32_t expected_us)
     pthread_mutex_unlock(&d->mu);
 }
 
-void cs_lease_handshake(struct cs_dev *d, int fd)
+/* Reconnect, before the connection is shared: ATTACH on fd. */
+static void handshake(struct cs_dev *d, int fd)
 {
     pthread_mutex_lock(&d->mu);
     if (d->lease.state != CS_LEASE_DETACHED && !cs_cfg.disabled) {
@@ -364,7 +365,8 @@ void cs_lease_handshake(struct cs_dev *d, int fd)
     pthread_mutex_unlock(&d->mu);
 }
 
-void cs_lease_rescan(struct cs_dev *d)
+/* Reconnect, after the connection is shared: catch up what raced with it. */
+static void rescan(struct cs_dev *d)
 {
     pthread_mutex_lock(&d->mu);
     if (d->lease.state != CS_LEASE_DETACHED && !cs_cfg.disabled) {
@@ -407,7 +409,9 @@ static void tick_lost_daemon_locked(struct cs_dev *d, uint64_t now)
         set_unmanaged_locked(d);
 }
 
-void cs_lease_tick(struct cs_dev *d, uint64_t now)
+/* Periodic: reports while connected (report.c), the lost-daemon deadline
+ * while not. */
+static void tick(struct cs_dev *d, uint64_t now)
 {
     if (cs_cfg.disabled)
         return;
@@ -435,27 +439,27 @@ static bool on_message(const struct cs_msg *m)
     switch (m->type) {
     case CS_MSG_GRANT:
         if ((d = dev_of_slot(m->u.grant.slot)))
-            cs_lease_on_grant(d, m->u.grant.lease_id);
+            on_grant(d, m->u.grant.lease_id);
         return true;
     case CS_MSG_REVOKE:
         if ((d = dev_of_slot(m->u.revoke.slot)))
-            cs_lease_on_revoke(d, &m->u.revoke);
+            on_revoke(d, &m->u.revoke);
         return true;
     case CS_MSG_EVICT:
         if ((d = dev_of_slot(m->u.evict.slot)))
-            cs_lease_on_evict(d, &m->u.evict);
+            on_evict(d, &m->u.evict);
         return true;
     case CS_MSG_PREFETCH:
         if ((d = dev_of_slot(m->u.prefetch.slot)))
-            cs_lease_on_prefetch(d, &m->u.prefetch);
+            on_prefetch(d, &m->u.prefetch);
         return true;
     case CS_MSG_TIMESLICE:
         if ((d = dev_of_slot(m->u.timeslice.slot)))
-            cs_lease_on_timeslice(d, m->u.timeslice.timeslice_us);
+            on_timeslice(d, m->u.timeslice.timeslice_us);
         return true;
     case CS_MSG_LC_MODE:
         if ((d = dev_of_slot(m->u.lc_mode.slot)))
-            cs_lease_on_lc_mode(d, m->u.lc_mode.mode, m->u.lc_mode.param_us);
+            on_lc_mode(d, m->u.lc_mode.mode, m->u.lc_mode.param_us);
         return true;
     default:
         return false;
@@ -465,25 +469,25 @@ static bool on_message(const struct cs_msg *m)
 static void on_handshake(int fd)
 {
     for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_handshake(&cs_devs[i], fd);
+        handshake(&cs_devs[i], fd);
 }
 
 static void on_connected(void)
 {
     for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_rescan(&cs_devs[i]);
+        rescan(&cs_devs[i]);
 }
 
 static void on_disconnected(void)
 {
     for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_on_disconnect(&cs_devs[i]);
+        on_disconnect(&cs_devs[i]);
 }
 
 static void on_tick(uint64_t now)
 {
     for (int i = 0; i < CS_MAX_DEVICES; i++)
-        cs_lease_tick(&cs_devs[i], now);
+        tick(&cs_devs[i], now);
 }
 
 static const struct cs_client_ops client_ops = {

@@ -24,8 +24,10 @@
 #include "hook/device.h"
 
 /* Registers the lease with the layers below: the device table's attach,
- * seg.c's placement and room questions, the client's daemon messages and
- * timers. Once, from the constructor. */
+ * seg.c's placement and room questions, the client's daemon messages
+ * (GRANT, REVOKE, EVICT, PREFETCH, TIMESLICE, LC_MODE), the handshake and
+ * the timers (reports while connected, the lost-daemon deadline while
+ * not). Once, from the constructor. */
 void cs_lease_init(void);
 
 /* Application thread, gate closed: request the lease if needed and block
@@ -34,25 +36,6 @@ void cs_lease_wait_open(struct cs_dev *d);
 /* cushare_hint(WORK_SOON): in RELEASE_IDLE mode, ask for the lease now and
  * keep it until expected_us after the grant (plus the linger). */
 void cs_lease_hint(struct cs_dev *d, uint32_t expected_us);
-
-/* Client I/O thread: the daemon's messages for this device. */
-void cs_lease_on_grant(struct cs_dev *d, uint64_t lease_id);
-void cs_lease_on_revoke(struct cs_dev *d, const struct cs_msg_revoke *rv);
-void cs_lease_on_evict(struct cs_dev *d, const struct cs_msg_evict *ev);
-void cs_lease_on_prefetch(struct cs_dev *d, const struct cs_msg_prefetch *pf);
-/* TIMESLICE: handed to tsg.c, applied by the worker. */
-void cs_lease_on_timeslice(struct cs_dev *d, uint64_t us);
-/* LC_MODE: BOUNDED takes effect at once on an open gate; RELEASE_IDLE
- * starts watching a held lease. */
-void cs_lease_on_lc_mode(struct cs_dev *d, uint32_t mode, uint32_t param_us);
-void cs_lease_on_disconnect(struct cs_dev *d);
-/* Reconnect, before the connection is shared: send ATTACH on fd. */
-void cs_lease_handshake(struct cs_dev *d, int fd);
-/* Reconnect, after the connection is shared: catch up what raced with it. */
-void cs_lease_rescan(struct cs_dev *d);
-/* Periodic: reports while connected (report.c), the lost-daemon deadline
- * while not. */
-void cs_lease_tick(struct cs_dev *d, uint64_t now_ns);
 
 /* ---- for the device's worker (jobs.c, burst.c); d->mu held ------------------ */
 

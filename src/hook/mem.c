@@ -281,11 +281,6 @@ void cs_mem_view(struct cs_dev *d, size_t *free_bytes, size_t *total_bytes)
     *free_bytes = (size_t)fr;
 }
 
-uint64_t cs_mem_unswappable(int dev)
-{
-    return atomic_load_explicit(&cs_devs[dev].mem.unswappable, memory_order_relaxed);
-}
-
 void cs_mem_fill_usage(struct cs_dev *d, struct cs_msg_usage *u)
 {
     uint64_t res, swp, rsv;

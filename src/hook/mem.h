@@ -56,9 +56,6 @@ void cs_mem_view(struct cs_dev *d, size_t *free_bytes, size_t *total_bytes);
 
 void cs_mem_fill_usage(struct cs_dev *d, struct cs_msg_usage *u);
 
-/* Bytes on device `dev` recorded outside segments (not swappable). */
-uint64_t cs_mem_unswappable(int dev);
-
 void cs_mem_reset_after_fork(void);
 
 #endif

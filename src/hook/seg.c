@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct cs_segs cs_segs[CS_MAX_DEVICES];
 

@@ -21,6 +21,11 @@ static struct cs_job *jobq_at(struct cs_jobq *q, unsigned i)
     return &q->jobs[(q->head + i) % CS_JOBQ];
 }
 
+static const struct cs_job *jobq_peek(const struct cs_jobq *q, unsigned i)
+{
+    return &q->jobs[(q->head + i) % CS_JOBQ];
+}
+
 static bool jobq_push(struct cs_jobq *q, struct cs_job job)
 {
     if (q->count == CS_JOBQ)
@@ -43,11 +48,11 @@ bool cs_worker_push_pin_locked(struct cs_dev *d, struct cs_job job)
     return jobq_push(d->jobs.pinner_started ? &d->jobs.pins : &d->jobs.work, job);
 }
 
-bool cs_worker_has_locked(struct cs_dev *d, uint8_t kind, uint64_t id)
+bool cs_worker_has_locked(const struct cs_dev *d, uint8_t kind, uint64_t id)
 {
-    struct cs_jobq *q = &d->jobs.work;
+    const struct cs_jobq *q = &d->jobs.work;
     for (unsigned i = 0; i < q->count; i++)
-        if (jobq_at(q, i)->kind == kind && jobq_at(q, i)->id == id)
+        if (jobq_peek(q, i)->kind == kind && jobq_peek(q, i)->id == id)
             return true;
     return false;
 }
@@ -75,7 +80,7 @@ unsigned cs_worker_take_locked(struct cs_dev *d, uint8_t kind, struct cs_job *ou
 bool cs_worker_grant_queued_locked(const struct cs_dev *d, uint64_t lease_id)
 {
     return (d->jobs.granting && d->jobs.granting_lease == lease_id) ||
-           cs_worker_has_locked((struct cs_dev *)d, CS_JOB_GRANT, lease_id);
+           cs_worker_has_locked(d, CS_JOB_GRANT, lease_id);
 }
 
 /* Waits for the next job of q and takes it out; d->mu is taken and given

@@ -35,7 +35,7 @@ bool cs_worker_push_locked(struct cs_dev *d, struct cs_job job);
 /* The same for the pinner (the worker when there is no pinner). */
 bool cs_worker_push_pin_locked(struct cs_dev *d, struct cs_job job);
 /* Whether a job of this kind and id waits in the worker's queue. */
-bool cs_worker_has_locked(struct cs_dev *d, uint8_t kind, uint64_t id);
+bool cs_worker_has_locked(const struct cs_dev *d, uint8_t kind, uint64_t id);
 /* Whether anything waits in the worker's queue. */
 bool cs_worker_pending_locked(const struct cs_dev *d);
 /* Takes every job of this kind out of the worker's queue, in order, into

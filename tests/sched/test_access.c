@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "sched/access.h"
 #include "sched/server.h"
+#include "tserver.h"
 
 #define OWNER 500u
 #define TENANT 60001u
@@ -240,11 +241,7 @@ static struct peer adopt(uint32_t pid, uint32_t uid)
 
 static void say(struct peer *p, const struct cs_msg *m)
 {
-    uint8_t rec[CS_MSG_MAX];
-    int n = cs_msg_encode(m, rec, sizeof rec);
-    assert_true(n > 0);
-    sd_conn_input(&srv, p->c, rec, (size_t)n);
-    sd_server_settle(&srv);
+    ts_say(&srv, p->c, m);
 }
 
 /* The next message the daemon sent, which must be of this type. */

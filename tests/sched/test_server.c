@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "sched/server.h"
+#include "tserver.h"
 
 #define MS 1000000ull
 
@@ -94,11 +95,7 @@ static struct peer connect_as(uint32_t uid)
 
 static void say(struct peer *p, const struct cs_msg *m)
 {
-    uint8_t rec[CS_MSG_MAX];
-    int n = cs_msg_encode(m, rec, sizeof rec);
-    assert_true(n > 0);
-    sd_conn_input(&srv, p->c, rec, (size_t)n);
-    sd_server_settle(&srv);
+    ts_say(&srv, p->c, m);
 }
 
 /* A record that reaches the daemon's end of the socket and stays there
