@@ -112,3 +112,36 @@ void cs_gate_exit2(struct cs_ticket *ta, struct cs_ticket *tb)
         atomic_fetch_sub_explicit(&tb->dev->gate.subm, CS_SUBM_INSIDE, memory_order_release);
     cs_gate_exit(ta);
 }
+
+/* Calls that record where memory is (a graph memcpy node keeps each
+ * operand's memory type, host or device, and an instantiated graph's node
+ * can only be updated with memory of the type it was made with; measured
+ * on the H100, bench/gpu/addr_probe.c): made while the job's memory is in
+ * host backing they would differ from the same call made natively. So
+ * they wait for the memory to be on the GPU, as work does, but only then:
+ * with everything resident they pass, lease or not (they run no work). */
+CUresult cs_gate_enter_placed(struct cs_ticket *t)
+{
+    t->dev = NULL;
+    t->bound = false;
+    if (cs_unlikely(!cs_real_ready()) && cs_hook_init_slow() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (cs_tls_depth++ != 0)
+        return CUDA_SUCCESS;
+    struct cs_dev *d = cs_dev_current();
+    if (!d)
+        return CUDA_SUCCESS;
+    for (;;) {
+        /* Inside while the gate is open (a revoke waits for us to leave,
+         * so the memory stays put during the call); not counted as work. */
+        atomic_fetch_add_explicit(&d->gate.subm, CS_SUBM_INSIDE, memory_order_seq_cst);
+        if (atomic_load_explicit(&d->gate.open, memory_order_seq_cst) != CS_GATE_CLOSED)
+            break;
+        atomic_fetch_sub_explicit(&d->gate.subm, CS_SUBM_INSIDE, memory_order_release);
+        if (!cs_cfg.swap || !absent(d))
+            return CUDA_SUCCESS; /* all on the GPU already */
+        cs_lease_wait_open(d);
+    }
+    t->dev = d;
+    return CUDA_SUCCESS;
+}

@@ -74,6 +74,13 @@ CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_de
                         struct cs_dev *b, CUstream s, int per_thread);
 void cs_gate_exit2(struct cs_ticket *ta, struct cs_ticket *tb);
 
+/* For calls that submit no work but record where device memory is (the
+ * generated wrappers of class `placed`, src/hook/api_classes.txt): waits
+ * for the lease only while some of the job's memory on the current
+ * device is not on the GPU, and then holds the gate (left with
+ * cs_gate_exit) so that it stays there during the call. */
+CUresult cs_gate_enter_placed(struct cs_ticket *t);
+
 /* Hooks that are not gated but call the driver (allocation, queries) mark
  * themselves so that driver calls they cause are not gated either. */
 static inline void cs_nest_enter(void)
