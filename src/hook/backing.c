@@ -50,17 +50,24 @@ static uint64_t next_piece_len(const struct cs_backing *b)
     return left < b->piece ? left : b->piece;
 }
 
+CUresult cs_backing_create_host(uint64_t size, CUmemGenericAllocationHandle *h)
+{
+    if (!host_has_room(size))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    return cs_real.cuMemCreate(h, size, &p, 0);
+}
+
 /* Pins one piece at va: create, map, let the mapping own it, give the GPU
  * access. Returns the driver's answer to the cuMemCreate; the other steps
  * failing count as CUDA_ERROR_UNKNOWN. Touches nothing but [va, va + n). */
 static CUresult pin_vmm_piece(CUdeviceptr va, uint64_t n, int dev)
 {
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_HOST;
     CUmemGenericAllocationHandle h;
-    CUresult r = cs_real.cuMemCreate(&h, n, &p, 0);
+    CUresult r = cs_backing_create_host(n, &h);
     if (r != CUDA_SUCCESS)
         return r;
     if (cs_real.cuMemMap(va, n, 0, h, 0) != CUDA_SUCCESS) {
@@ -108,8 +115,6 @@ bool cs_backing_step(struct cs_backing *b, uint64_t size, int dev)
         *b = (struct cs_backing){va, size, 0, piece};
     }
     uint64_t n = next_piece_len(b);
-    if (!host_has_room(n))
-        return false;
     CUresult r = pin_vmm_piece(b->va + b->pinned, n, dev);
     if (r == CUDA_SUCCESS) {
         b->pinned += n;
@@ -125,6 +130,75 @@ bool cs_backing_step(struct cs_backing *b, uint64_t size, int dev)
         return cs_backing_step(b, size, dev);
     }
     return false;
+}
+
+/* ---- tilings ------------------------------------------------------------- */
+
+bool cs_backing_tiling(const struct cs_backing *b, struct cs_tiling *t)
+{
+    if (!b->piece || !cs_backing_complete(b))
+        return false;
+    *t = (struct cs_tiling){b->va, 0, b->piece};
+    return true;
+}
+
+/* One tile's part of [off, off + size): the tile's start (in segment
+ * bytes) and the overlap. */
+struct tile_part {
+    uint64_t tile_off;   /* where the tile starts */
+    uint64_t from, len;  /* the overlap, in segment bytes */
+};
+
+static struct tile_part tile_at(const struct cs_tiling *t, uint64_t pos, uint64_t end)
+{
+    uint64_t start = pos / t->tile * t->tile;
+    uint64_t stop = start + t->tile < end ? start + t->tile : end;
+    return (struct tile_part){start, pos, stop - pos};
+}
+
+static CUresult map_tile(const struct cs_tiling *t, CUdeviceptr va, struct tile_part p)
+{
+    if (t->one)
+        return cs_real.cuMemMap(va, p.len, p.from - p.tile_off, t->one, 0);
+    CUmemGenericAllocationHandle h;
+    CUresult r = cs_real.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)(t->src + p.tile_off));
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cs_real.cuMemMap(va, p.len, p.from - p.tile_off, h, 0);
+    cs_real.cuMemRelease(h); /* the mapping holds it */
+    return r;
+}
+
+CUresult cs_tiling_map(const struct cs_tiling *t, CUdeviceptr va, uint64_t size, uint64_t off)
+{
+    uint64_t end = off + size;
+    for (uint64_t pos = off; pos < end;) {
+        struct tile_part p = tile_at(t, pos, end);
+        CUresult r = map_tile(t, va + (pos - off), p);
+        if (r != CUDA_SUCCESS) {
+            if (pos > off)
+                cs_tiling_unmap(t, va, pos - off, off);
+            return r;
+        }
+        pos += p.len;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cs_tiling_unmap(const struct cs_tiling *t, CUdeviceptr va, uint64_t size, uint64_t off)
+{
+    uint64_t end = off + size;
+    for (uint64_t pos = off; pos < end;) {
+        struct tile_part p = tile_at(t, pos, end);
+        CUresult r = cs_real.cuMemUnmap(va + (pos - off), p.len);
+        if (r != CUDA_SUCCESS) { /* what went comes back: all or nothing */
+            if (pos > off)
+                cs_tiling_map(t, va, pos - off, off);
+            return r;
+        }
+        pos += p.len;
+    }
+    return CUDA_SUCCESS;
 }
 
 void cs_backing_free(struct cs_backing *b)

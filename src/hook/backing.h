@@ -49,6 +49,37 @@ bool cs_backing_step(struct cs_backing *b, uint64_t size, int dev);
 /* Completes b, pinning what it lacks; adds what it pins to *held. */
 bool cs_backing_ensure(struct cs_backing *b, uint64_t size, int dev, _Atomic uint64_t *held);
 
+/* ---- showing host memory at a segment's addresses ----------------------
+ * Host memory that is not on the GPU stays visible to the driver at the
+ * segment's own addresses (seg.h): the same physical pieces are mapped a
+ * second time there. A tiling is one allocation per `tile` bytes of the
+ * segment: a VMM backing's pieces (each its own allocation, found again
+ * with cuMemRetainAllocationHandle), or one allocation mapped at every
+ * tile (the placeholder of memory that has no contents yet). Offsets are
+ * in the segment's bytes: [off, off + size) of it is mapped at va, one
+ * mapping per tile it touches. */
+struct cs_tiling {
+    CUdeviceptr src;                  /* backing: its pieces' addresses; 0 with one */
+    CUmemGenericAllocationHandle one; /* the allocation at every tile, or 0 */
+    uint64_t tile;
+};
+
+/* A complete VMM backing's tiling; false for one that cannot be mapped
+ * again (cuMemHostAlloc memory, or incomplete). */
+bool cs_backing_tiling(const struct cs_backing *b, struct cs_tiling *t);
+
+/* Maps [off, off + size) of the tiled memory at va. On failure nothing of
+ * it stays mapped. Access is the caller's (cuMemSetAccess). */
+CUresult cs_tiling_map(const struct cs_tiling *t, CUdeviceptr va, uint64_t size, uint64_t off);
+/* Unmaps what cs_tiling_map mapped with the same arguments (a mapping is
+ * unmapped whole: one call per tile). On a refusal the tiles already
+ * unmapped are mapped back (their access is the caller's to restore). */
+CUresult cs_tiling_unmap(const struct cs_tiling *t, CUdeviceptr va, uint64_t size, uint64_t off);
+
+/* Creates `size` bytes of pinned HOST-located memory that the device can
+ * reach (the placeholder); subject to the host reserve. */
+CUresult cs_backing_create_host(uint64_t size, CUmemGenericAllocationHandle *h);
+
 /* Frees b (if any) and takes its bytes off *held. */
 void cs_backing_drop(struct cs_backing *b, _Atomic uint64_t *held);
 

@@ -211,7 +211,7 @@ bool cs_seg_shareable(int dev)
 
 /* cuMemCreate for g, exportable when the device allows. A driver that says
  * it can but refuses is believed the second time: plain memory from then on. */
-static CUresult create_locked(struct cs_seg *g, CUmemGenericAllocationHandle *h)
+static CUresult plain_create_locked(struct cs_seg *g, CUmemGenericAllocationHandle *h)
 {
     CUmemAllocationProp p;
     memset(&p, 0, sizeof p);
@@ -233,18 +233,10 @@ static CUresult create_locked(struct cs_seg *g, CUmemGenericAllocationHandle *h)
     return cs_real.cuMemCreate(h, g->size, &p, 0);
 }
 
-/* Places a plain segment: create, map, give the device and its peers access. */
-static CUresult map_plain_locked(struct cs_seg *g)
+/* Plain memory is reached by its device and the device's peers, wherever
+ * it is (host memory too: a kernel that ran on it would read the bytes). */
+static CUresult plain_access_locked(const struct cs_seg *g)
 {
-    CUmemGenericAllocationHandle h;
-    CUresult r = create_locked(g, &h);
-    if (r != CUDA_SUCCESS)
-        return r;
-    r = cs_real.cuMemMap(g->va, g->size, 0, h, 0);
-    if (r != CUDA_SUCCESS) {
-        cs_real.cuMemRelease(h);
-        return r;
-    }
     peers_locked(g->dev);
     CUmemAccessDesc acc[CS_MAX_DEVICES];
     for (int i = 0; i < peer_count[g->dev]; i++) {
@@ -253,31 +245,145 @@ static CUresult map_plain_locked(struct cs_seg *g)
         acc[i].location.id = peer_list[g->dev][i];
         acc[i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     }
-    r = cs_real.cuMemSetAccess(g->va, g->size, acc, (size_t)peer_count[g->dev]);
-    if (r != CUDA_SUCCESS) {
-        cs_real.cuMemUnmap(g->va, g->size);
-        cs_real.cuMemRelease(h);
-        return r;
-    }
-    g->h = h;
-    return CUDA_SUCCESS;
+    return cs_real.cuMemSetAccess(g->va, g->size, acc, (size_t)peer_count[g->dev]);
 }
 
-static CUresult map_locked(struct cs_seg *g)
+static CUresult plain_map_locked(struct cs_seg *g)
 {
-    return g->kind ? g->kind->map_locked(g) : map_plain_locked(g);
-}
-
-CUresult cs_seg_unmap_locked(struct cs_seg *g)
-{
-    if (g->kind)
-        return g->kind->unmap_locked(g);
-    CUresult r = cs_real.cuMemUnmap(g->va, g->size);
+    CUresult r = cs_seg_map_range_locked(g, g->va, g->size, 0);
     if (r != CUDA_SUCCESS)
         return r;
-    cs_real.cuMemRelease(g->h);
+    r = plain_access_locked(g);
+    if (r != CUDA_SUCCESS)
+        cs_seg_unmap_range_locked(g, g->va, g->size, 0);
+    return r;
+}
+
+static CUresult plain_unmap_locked(struct cs_seg *g)
+{
+    CUresult r = cs_seg_unmap_range_locked(g, g->va, g->size, 0);
+    if (r != CUDA_SUCCESS) /* mapped back by the tiling: its access too */
+        plain_access_locked(g);
+    return r;
+}
+
+static const struct cs_seg_kind plain_kind = {plain_create_locked, plain_map_locked,
+                                              plain_unmap_locked};
+
+/* ---- what a segment's addresses show ------------------------------------ */
+
+/* One pinned allocation per device, mapped at every tile of every RESERVED
+ * segment: 64 MiB, as a backing piece, keeps the mappings as few. */
+#define PLACEHOLDER_SIZE (64ull << 20)
+
+static bool placeholder_locked(struct cs_segs *s)
+{
+    if (s->ph)
+        return true;
+    if (s->ph_refused || !cs_cfg.host_backing_vmm)
+        return false;
+    CUresult r = cs_backing_create_host(PLACEHOLDER_SIZE, &s->ph);
+    if (r == CUDA_SUCCESS) /* not in s->backing: it holds no one's bytes, and the pin budget
+                              (CUSHARE_PIN_KEEP) is for backing that may be dropped */
+        return true;
+    s->ph = 0;
+    /* The driver's no is for good; the host's (out of memory) is asked
+     * again at the next allocation. Said once either way. */
+    s->ph_refused = r != CUDA_ERROR_OUT_OF_MEMORY;
+    static _Atomic bool warned;
+    if (!atomic_exchange(&warned, true))
+        cs_info("no host memory for the placeholder of unplaced memory (error %d): memory "
+                "allocated while the job waits for the GPU stays unmapped until placed", (int)r);
+    return false;
+}
+
+static bool tiling_of(const struct cs_seg *g, struct cs_tiling *t)
+{
+    if (g->at == CS_AT_BACKING)
+        return cs_backing_tiling(&g->backing, t);
+    *t = (struct cs_tiling){0, cs_segs[g->dev].ph, PLACEHOLDER_SIZE};
+    return t->one != 0;
+}
+
+CUresult cs_seg_map_range_locked(const struct cs_seg *g, CUdeviceptr va, uint64_t size,
+                                 uint64_t off)
+{
+    struct cs_tiling t;
+    if (g->at == CS_AT_NONE)
+        return CUDA_SUCCESS;
+    if (g->at == CS_AT_DEVICE)
+        return cs_real.cuMemMap(va, size, off, g->h, 0);
+    return tiling_of(g, &t) ? cs_tiling_map(&t, va, size, off) : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cs_seg_unmap_range_locked(const struct cs_seg *g, CUdeviceptr va, uint64_t size,
+                                   uint64_t off)
+{
+    struct cs_tiling t;
+    if (g->at == CS_AT_NONE)
+        return CUDA_SUCCESS;
+    if (g->at == CS_AT_DEVICE)
+        return cs_real.cuMemUnmap(va, size);
+    return tiling_of(g, &t) ? cs_tiling_unmap(&t, va, size, off) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Host memory could not be shown at g's addresses: said once per process
+ * (a swap-out of many segments would say it for each), then at debug. */
+static void host_view_failed(const struct cs_seg *g, CUresult r)
+{
+    static _Atomic bool warned;
+    bool first = !atomic_exchange(&warned, true);
+    cs_log(first ? CS_LOG_WARN : CS_LOG_DEBUG,
+           "GPU %d: host memory could not be mapped at 0x%llx (error %d): memory there stays "
+           "unmapped while off the GPU, and calls that check its addresses fail until it is "
+           "placed", g->dev, (unsigned long long)g->va, (int)r);
+}
+
+/* Shows `to` at g's addresses instead of what they show now. On failure g
+ * shows what it did before, when the driver lets it map that back. */
+static CUresult show_locked(struct cs_seg *g, enum cs_seg_at to)
+{
+    enum cs_seg_at from = (enum cs_seg_at)g->at;
+    if (from == to)
+        return CUDA_SUCCESS;
+    CUresult r = from == CS_AT_NONE ? CUDA_SUCCESS : g->kind->unmap_locked(g);
+    if (r != CUDA_SUCCESS)
+        return r;
+    g->at = (uint8_t)to;
+    if (to == CS_AT_NONE || (r = g->kind->map_locked(g)) == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    g->at = (uint8_t)from;
+    if (from != CS_AT_NONE && g->kind->map_locked(g) != CUDA_SUCCESS) {
+        g->at = CS_AT_NONE;
+        cs_warn("GPU %d: the driver refused to map memory at 0x%llx back: it is unmapped until "
+                "its next placement", g->dev, (unsigned long long)g->va);
+    }
+    return r;
+}
+
+CUresult cs_seg_evict_locked(struct cs_seg *g)
+{
+    struct cs_tiling t;
+    CUresult r = CUDA_ERROR_INVALID_VALUE;
+    if (cs_backing_tiling(&g->backing, &t) && (r = show_locked(g, CS_AT_BACKING)) != CUDA_SUCCESS)
+        host_view_failed(g, r);
+    if (r != CUDA_SUCCESS) /* no mappable backing: unmapped, as the driver lets */
+        r = show_locked(g, CS_AT_NONE);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (g->h)
+        cs_real.cuMemRelease(g->h);
     g->h = 0;
     return CUDA_SUCCESS;
+}
+
+/* Takes g's addresses down for good (its range is being freed). */
+static void unshow_locked(struct cs_seg *g)
+{
+    show_locked(g, CS_AT_NONE); /* refused: the range's free says so to nobody */
+    if (g->h)
+        cs_real.cuMemRelease(g->h);
+    g->h = 0;
 }
 
 /* ---- segment life -------------------------------------------------------- */
@@ -322,9 +428,11 @@ static bool may_place(struct cs_dev *d)
  * growing pause, for up to 5 s before the allocation fails. */
 #define ROOM_PATIENCE_NS 5000000000ull
 
-CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
+/* Creates g's device memory into g->h, asking for room as
+ * cs_seg_place_locked says. */
+static CUresult create_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
 {
-    CUresult r = map_locked(g);
+    CUresult r = g->kind->create_locked(g, &g->h);
     if (!ask_room)
         return r;
     bool asked = false;
@@ -338,13 +446,32 @@ CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
         if (got != 0)
             cs_backoff_sleep(&pause_ms);
         asked = true;
-        r = map_locked(g);
+        r = g->kind->create_locked(g, &g->h);
     }
     if (r == CUDA_ERROR_OUT_OF_MEMORY) {
         char b[32];
         cs_warn("GPU %d is full: %s could not be placed%s", d->ordinal,
                 cs_format_size(g->size, b, sizeof b),
                 asked ? " (the scheduler could not make room)" : " (no scheduler to make room)");
+    }
+    return r;
+}
+
+CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
+{
+    if (g->at == CS_AT_DEVICE)
+        return CUDA_SUCCESS;
+    if (!g->h) { /* else made already, and a mapping of it refused */
+        CUresult r = create_locked(d, g, ask_room);
+        if (r != CUDA_SUCCESS) {
+            g->h = 0;
+            return r;
+        }
+    }
+    CUresult r = show_locked(g, CS_AT_DEVICE);
+    if (r != CUDA_SUCCESS) {
+        cs_real.cuMemRelease(g->h);
+        g->h = 0;
     }
     return r;
 }
@@ -367,6 +494,16 @@ static bool fits_device_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
     return false;
 }
 
+/* A segment made while the job may not use the GPU shows the placeholder
+ * (no bytes of its own to pin: it has no contents yet); where there is
+ * none, it stays unmapped until its first placement, as it always was. */
+static void show_reserved_locked(struct cs_segs *s, struct cs_seg *g)
+{
+    CUresult r;
+    if (placeholder_locked(s) && (r = show_locked(g, CS_AT_PLACEHOLDER)) != CUDA_SUCCESS)
+        host_view_failed(g, r);
+}
+
 static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size, bool chunk,
                                const struct cs_seg_kind *kind, void *owner, struct cs_seg **out)
 {
@@ -377,7 +514,7 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
     g->size = size;
     g->dev = d->ordinal;
     g->chunk = chunk;
-    g->kind = kind;
+    g->kind = kind ? kind : &plain_kind; /* plain memory is in the address index */
     g->owner = owner;
     g->state = CS_SEG_RESERVED;
     CUresult r = cs_real.cuMemAddressReserve(&g->va, size, CS_CHUNK_SIZE, 0, 0);
@@ -399,10 +536,11 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
             return r;
         }
         g->state = CS_SEG_RESIDENT;
+    } else {
+        show_reserved_locked(s, g);
     }
     if (!kind && !idx_insert(g)) {
-        if (g->state == CS_SEG_RESIDENT)
-            cs_seg_unmap_locked(g);
+        unshow_locked(g);
         cs_real.cuMemAddressFree(g->va, size);
         free(g);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -429,8 +567,7 @@ void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
             g->unexport(g->ipc_key);
         atomic_fetch_sub_explicit(&s->exported, g->size, memory_order_relaxed);
     }
-    if (g->state == CS_SEG_RESIDENT || g->h) /* h: left placed by a refused unmap */
-        cs_seg_unmap_locked(g);
+    unshow_locked(g);
     cs_real.cuMemAddressFree(g->va, g->size);
     cs_backing_drop(&g->backing, &s->backing);
     free(g);

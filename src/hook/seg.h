@@ -10,10 +10,11 @@
  * program making many small allocations wastes no more than cuMemAlloc does.
  *
  * A segment is RESIDENT (mapped), SWAPPED (its bytes are in host backing),
- * or RESERVED (allocated while the job did not hold the GPU: no memory yet;
- * fresh device memory has no defined contents, so it needs no copy). While
- * a job's gate is open all its segments are RESIDENT (swap.c keeps that
- * invariant).
+ * or RESERVED (allocated while the job did not hold the GPU: no device
+ * memory yet; fresh device memory has no defined contents, so it needs no
+ * copy). While a job's gate is open all its segments are RESIDENT (swap.c
+ * keeps that invariant). Whatever the state, the segment's addresses stay
+ * mapped (enum cs_seg_at below).
  *
  * What this module does not know is asked through callbacks: whether the
  * job may use the GPU now and how to ask the scheduler for room (struct
@@ -42,13 +43,36 @@ enum cs_seg_state {
 
 struct cs_seg;
 
-/* How a segment of another kind than plain memory is placed on the GPU and
- * taken off it (segs.mu held). vmm.c's segments hold the application's own
- * cuMemCreate memory, mapped where the application mapped it. */
+/* What a segment's addresses show (cs_seg.at). Memory not on the GPU
+ * stays mapped at its addresses to host memory, so that every address the
+ * program holds is valid for the driver at every moment (calls that take
+ * an address without running work check it: graph nodes, pointer
+ * queries; bench/gpu/addr_probe.c): a SWAPPED segment shows its backing
+ * (the same pinned pieces, mapped twice), a RESERVED one the device's
+ * placeholder (one pinned allocation mapped at every tile: memory that has
+ * no contents yet needs no bytes of its own). NONE only where the driver
+ * gives no host-located VMM memory (cuMemHostAlloc backing) or the host
+ * has none to spare. */
+enum cs_seg_at {
+    CS_AT_NONE = 0,
+    CS_AT_DEVICE = 1,       /* g->h, on the GPU */
+    CS_AT_BACKING = 2,      /* g->backing's pieces */
+    CS_AT_PLACEHOLDER = 3,  /* the device's placeholder */
+};
+
+/* How a segment's memory is made and where it shows (segs.mu held). Plain
+ * memory shows at its own range; vmm.c's segments hold the application's
+ * own cuMemCreate memory and show at its range and at every place the
+ * application mapped it. */
 struct cs_seg_kind {
-    CUresult (*map_locked)(struct cs_seg *g);  /* create, map; sets g->h */
-    CUresult (*unmap_locked)(struct cs_seg *g); /* unmap, release; clears g->h
-                                                  (as cs_seg_unmap_locked) */
+    /* Creates device memory for g. */
+    CUresult (*create_locked)(struct cs_seg *g, CUmemGenericAllocationHandle *h);
+    /* Maps what g->at names (cs_seg_map_range_locked) at every place g
+     * shows, with its access. On failure nothing of it stays mapped. */
+    CUresult (*map_locked)(struct cs_seg *g);
+    /* Unmaps every place. On a refusal, maps back what was unmapped and
+     * returns the error: g still shows what it did. */
+    CUresult (*unmap_locked)(struct cs_seg *g);
 };
 
 struct cs_seg {
@@ -57,15 +81,17 @@ struct cs_seg {
     uint64_t size;                   /* multiple of the granularity */
     int dev;
     uint8_t state;                   /* enum cs_seg_state */
+    uint8_t at;                      /* enum cs_seg_at */
     bool chunk;                      /* shared by small allocations */
-    CUmemGenericAllocationHandle h;  /* the physical memory when RESIDENT */
+    CUmemGenericAllocationHandle h;  /* device memory: held while at DEVICE (RESIDENT,
+                                        or placed for a restore still to copy) */
     struct cs_backing backing;       /* pinned host copy, kept across swaps */
     bool shareable;                  /* its memory can be exported (POSIX fd) */
     bool exported;                   /* by CUDA IPC: never leaves the GPU (ipc.h) */
     bool copied;                     /* swap.c: copied back by the restore under way */
     uint64_t ipc_key;                /* the export, when exported */
     void (*unexport)(uint64_t key);  /* told when an exported segment goes */
-    const struct cs_seg_kind *kind;  /* NULL: plain memory */
+    const struct cs_seg_kind *kind;  /* never NULL (plain memory: seg.c's) */
     void *owner;                     /* the kind's object (vmm.c's struct cs_vmm) */
     /* chunk segments only */
     uint32_t used_units;
@@ -95,6 +121,10 @@ struct cs_segs {
     struct cs_seg *pinning;
     uint32_t pin_holdoff;
     pthread_cond_t pin_cv;
+    /* The placeholder RESERVED segments show (cs_seg_at), made on first
+     * need; ph_refused once the driver or the host said no. */
+    CUmemGenericAllocationHandle ph;
+    bool ph_refused;
     CUcontext pctx;         /* retained primary context for swap work */
     CUstream stream;        /* the swap stream, in pctx */
     bool ready;             /* pctx and stream exist */
@@ -190,16 +220,31 @@ bool cs_seg_stats(int dev, struct cs_seg_stats *out, bool try);
  * use. False if the driver refuses. */
 bool cs_segs_ready_locked(struct cs_segs *s, int dev);
 
-/* Places g's physical memory (plain: create, map, give the device and its
- * peers access; else its kind's). With ask_room, a GPU that is full asks
- * the scheduler for room (cs_seg_ops.make_room) and tries again, for up to
- * 5 s of refusals; without, the first OUT_OF_MEMORY is the answer. */
+/* Places g on the GPU: creates its device memory (with ask_room, a GPU
+ * that is full asks the scheduler for room, cs_seg_ops.make_room, and
+ * tries again, for up to 5 s of refusals; without, the first
+ * OUT_OF_MEMORY is the answer) and shows it at g's addresses instead of
+ * what they showed. Already placed: nothing to do. The contents are the
+ * caller's (swap.c copies the backing in). */
 CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room);
-/* Takes g's physical memory off the GPU (its contents are lost). When the
- * driver refuses to unmap, g keeps its memory, still mapped (g->h stays
- * set), and the error is returned: a segment marked absent over a live
- * mapping could never be placed again. */
-CUresult cs_seg_unmap_locked(struct cs_seg *g);
+/* Takes g off the GPU once its bytes are safe in its backing (or it has
+ * none that matter): its addresses show the backing when it can be mapped
+ * there, and its device memory is freed. When the driver refuses, g keeps
+ * its memory, still shown (g->at stays DEVICE), and the error is
+ * returned: a segment marked absent over a live mapping could never be
+ * placed again. */
+CUresult cs_seg_evict_locked(struct cs_seg *g);
+/* Maps what g->at names at [va, va + size), g's bytes from off: for the
+ * kinds' map_locked, and vmm.c's new mappings of a segment. */
+CUresult cs_seg_map_range_locked(const struct cs_seg *g, CUdeviceptr va, uint64_t size,
+                                 uint64_t off);
+/* Unmaps what cs_seg_map_range_locked mapped with the same arguments. */
+CUresult cs_seg_unmap_range_locked(const struct cs_seg *g, CUdeviceptr va, uint64_t size,
+                                   uint64_t off);
+static inline bool cs_seg_placed(const struct cs_seg *g)
+{
+    return g->at == CS_AT_DEVICE;
+}
 /* Moves g to state st, keeping the byte counters. */
 void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st);
 

@@ -110,7 +110,7 @@ static void swap_out_batch_locked(struct cs_segs *s, struct cs_seg **v, int n,
         ok = 0;
     }
     for (int i = 0; i < ok; i++) {
-        CUresult r = cs_seg_unmap_locked(v[i]);
+        CUresult r = cs_seg_evict_locked(v[i]); /* its addresses now show the backing */
         if (r != CUDA_SUCCESS) { /* still on the GPU, intact: it stays resident */
             res->status = res->status == CUDA_SUCCESS ? r : res->status;
             continue;
@@ -178,18 +178,19 @@ static struct cs_swap_result swap_out_locked(struct cs_dev *d, uint64_t bytes)
 
 /* ---- swap-in ---------------------------------------------------------------- */
 
-/* Places g (memory a refused unmap left in place is used as it is) and
- * queues its copy back from the backing. */
+/* Places g (memory a refused eviction left in place is used as it is)
+ * and queues its copy back from the backing, which stays mapped at its
+ * own range for the copy. */
 static CUresult restore_one_locked(struct cs_dev *d, struct cs_segs *s, struct cs_seg *g,
                                    bool prefetch, struct cs_swap_result *res)
 {
-    CUresult r = g->h ? CUDA_SUCCESS : cs_seg_place_locked(d, g, !prefetch);
+    CUresult r = cs_seg_place_locked(d, g, !prefetch);
     if (r != CUDA_SUCCESS)
         return r;
     if (g->state == CS_SEG_SWAPPED) {
         r = cs_real.cuMemcpyAsync(g->va, g->backing.va, g->size, s->stream);
         if (r != CUDA_SUCCESS) {
-            cs_seg_unmap_locked(g); /* refused: left placed, used as it is next time */
+            cs_seg_evict_locked(g); /* refused: left placed, used as it is next time */
             return r;
         }
         g->copied = true;

@@ -199,10 +199,17 @@ static CUresult replay_access(const struct mapping *m)
     return CUDA_SUCCESS;
 }
 
-/* Maps the shadow range for the swap engine's copies, on the owning device. */
-static CUresult map_shadow(struct cs_seg *g, CUmemGenericAllocationHandle h)
+/* The segment kind (seg.h): the application's properties. */
+static CUresult vmm_create_locked(struct cs_seg *g, CUmemGenericAllocationHandle *h)
 {
-    CUresult r = cs_real.cuMemMap(g->va, g->size, 0, h, 0);
+    struct cs_vmm *x = g->owner;
+    return cs_real.cuMemCreate(h, g->size, &x->prop, 0);
+}
+
+/* Shows g at the shadow range (the swap engine's copies), for its device. */
+static CUresult map_shadow(struct cs_seg *g)
+{
+    CUresult r = cs_seg_map_range_locked(g, g->va, g->size, 0);
     if (r != CUDA_SUCCESS)
         return r;
     CUmemAccessDesc a;
@@ -212,19 +219,29 @@ static CUresult map_shadow(struct cs_seg *g, CUmemGenericAllocationHandle h)
     a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     r = cs_real.cuMemSetAccess(g->va, g->size, &a, 1);
     if (r != CUDA_SUCCESS)
-        cs_real.cuMemUnmap(g->va, g->size);
+        cs_seg_unmap_range_locked(g, g->va, g->size, 0);
     return r;
 }
 
-/* Maps the first n of x's mappings onto h with their access; *done: how
+static CUresult map_one(const struct cs_seg *g, const struct mapping *m)
+{
+    return cs_seg_map_range_locked(g, m->va, m->size, m->offset);
+}
+
+static CUresult unmap_one(const struct cs_seg *g, const struct mapping *m)
+{
+    return cs_seg_unmap_range_locked(g, m->va, m->size, m->offset);
+}
+
+/* Shows g at the first n of x's mappings with their access; *done: how
  * many were mapped (also on failure). */
-static CUresult map_app(struct cs_vmm *x, CUmemGenericAllocationHandle h, size_t n, size_t *done)
+static CUresult map_app(struct cs_seg *g, struct cs_vmm *x, size_t n, size_t *done)
 {
     CUresult r = CUDA_SUCCESS;
     *done = 0;
     for (size_t i = 0; i < n && r == CUDA_SUCCESS; i++) {
         struct mapping *m = x->ml[i];
-        r = cs_real.cuMemMap(m->va, m->size, m->offset, h, 0);
+        r = map_one(g, m);
         if (r == CUDA_SUCCESS) {
             *done = i + 1;
             r = replay_access(m);
@@ -233,58 +250,44 @@ static CUresult map_app(struct cs_vmm *x, CUmemGenericAllocationHandle h, size_t
     return r;
 }
 
-/* The segment kind (seg.h): places the memory and every mapping of it. */
+/* The segment kind (seg.h): shows what g->at names at the shadow range and
+ * at every mapping of the application's, as it made them. */
 static CUresult vmm_map_locked(struct cs_seg *g)
 {
     struct cs_vmm *x = g->owner;
-    CUmemGenericAllocationHandle h;
-    CUresult r = cs_real.cuMemCreate(&h, g->size, &x->prop, 0);
+    CUresult r = map_shadow(g);
     if (r != CUDA_SUCCESS)
         return r;
-    r = map_shadow(g, h);
-    if (r != CUDA_SUCCESS) {
-        cs_real.cuMemRelease(h);
-        return r;
-    }
-    /* The application's mappings, as it made them. */
     size_t done;
-    r = map_app(x, h, x->nmaps, &done);
+    r = map_app(g, x, x->nmaps, &done);
     if (r != CUDA_SUCCESS) {
         for (size_t i = 0; i < done; i++)
-            cs_real.cuMemUnmap(x->ml[i]->va, x->ml[i]->size);
-        cs_real.cuMemUnmap(g->va, g->size);
-        cs_real.cuMemRelease(h);
-        return r;
+            unmap_one(g, x->ml[i]);
+        cs_seg_unmap_range_locked(g, g->va, g->size, 0);
     }
-    g->h = h;
-    return CUDA_SUCCESS;
+    return r;
 }
 
-/* Takes the memory off the GPU, the application's mappings first (as
- * cs_seg_unmap_locked: a refusal leaves it placed). */
+/* Unmaps every place, the application's mappings first; a refusal maps
+ * back what was undone (seg.h). */
 static CUresult vmm_unmap_locked(struct cs_seg *g)
 {
     struct cs_vmm *x = g->owner;
     CUresult r = CUDA_SUCCESS;
     size_t undone = 0;
-    while (undone < x->nmaps &&
-           (r = cs_real.cuMemUnmap(x->ml[undone]->va, x->ml[undone]->size)) == CUDA_SUCCESS)
+    while (undone < x->nmaps && (r = unmap_one(g, x->ml[undone])) == CUDA_SUCCESS)
         undone++;
-    if (undone == x->nmaps && (r = cs_real.cuMemUnmap(g->va, g->size)) == CUDA_SUCCESS) {
-        cs_real.cuMemRelease(g->h);
-        g->h = 0;
+    if (undone == x->nmaps && (r = cs_seg_unmap_range_locked(g, g->va, g->size, 0)) ==
+                                  CUDA_SUCCESS)
         return CUDA_SUCCESS;
-    }
-    /* Refused: the memory stays placed, so the mappings already undone
-     * come back; the handle still holds it. */
     size_t done;
-    if (map_app(x, g->h, undone, &done) != CUDA_SUCCESS)
+    if (map_app(g, x, undone, &done) != CUDA_SUCCESS)
         cs_error("GPU %d: the driver refused to unmap memory and then to map it back: %zu of "
                  "its %zu mappings are gone", g->dev, undone - done, x->nmaps);
     return r;
 }
 
-static const struct cs_seg_kind vmm_kind = {vmm_map_locked, vmm_unmap_locked};
+static const struct cs_seg_kind vmm_kind = {vmm_create_locked, vmm_map_locked, vmm_unmap_locked};
 
 /* ---- the application's calls ------------------------------------------------- */
 
@@ -414,15 +417,12 @@ CUresult cs_vmm_map(CUdeviceptr va, size_t size, size_t offset, CUmemGenericAllo
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         *m = (struct mapping){.va = va, .size = size, .offset = offset, .x = x};
-        /* Mapped now if the memory is on the GPU (placed: a restore
-         * that stopped may leave it placed while not yet resident); else
-         * at its next placement (the range stays unmapped, as all of a
-         * swapped job's). */
-        if (g->h)
-            r = cs_real.cuMemMap(va, size, offset, g->h, 0);
+        /* Mapped now to whatever the memory's addresses show (the GPU,
+         * or host memory while it is not there); the application's
+         * cuMemSetAccess follows. */
+        r = map_one(g, m);
         if (r == CUDA_SUCCESS && !map_insert_locked(m)) {
-            if (g->h)
-                cs_real.cuMemUnmap(va, size);
+            unmap_one(g, m);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
         if (r == CUDA_SUCCESS)
@@ -454,10 +454,10 @@ static struct mapping *relock_mapping(CUdeviceptr mva, struct cs_segs **sp)
     return m;
 }
 
-/* The driver's unmap of m, when its memory is placed. */
+/* The driver's unmap of m (nothing when nothing is shown there). */
 static CUresult unmap_app_locked(const struct mapping *m)
 {
-    return m->x->seg->h ? cs_real.cuMemUnmap(m->va, m->size) : CUDA_SUCCESS;
+    return unmap_one(m->x->seg, m);
 }
 
 /* Forgets m (unmapped already, or its range being freed). */
@@ -598,9 +598,9 @@ bool cs_vmm_set_access(CUdeviceptr va, size_t size, const CUmemAccessDesc *desc,
         CUdeviceptr b = m->va + m->size < end ? m->va + m->size : end;
         struct cs_segs *s;
         if ((m = relock_mapping(m->va, &s))) {
-            /* Applied now when placed (the driver checks it), recorded
+            /* Applied now when mapped (the driver checks it), recorded
              * either way for the next placement. */
-            CUresult e = m->x->seg->h /* placed */
+            CUresult e = m->x->seg->at != CS_AT_NONE
                              ? cs_real.cuMemSetAccess(cur, b - cur, desc, count)
                              : CUDA_SUCCESS;
             if (e == CUDA_SUCCESS)

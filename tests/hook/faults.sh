@@ -67,7 +67,7 @@ NON_OOM="cuMemCreate cuMemAddressReserve cuMemHostAlloc"
 # not see must be in the hook's log.
 MUST_REPORT="cuMemcpyAsync cuStreamSynchronize cuMemCreate cuMemMap cuMemSetAccess
              cuMemAddressReserve cuMemHostAlloc cuStreamCreate cuDevicePrimaryCtxRetain"
-REPORTED='swap-out stopped|no swap stream yet|no room to try these VMM properties|restoring device memory stopped|prefetch stopped|could not be placed|not pinning|room for [0-9]+ bytes|\(status -?[1-9][0-9]*\)|refuses host-located|keeps failing|still waiting for room'
+REPORTED='swap-out stopped|no swap stream yet|no room to try these VMM properties|restoring device memory stopped|prefetch stopped|could not be placed|not pinning|room for [0-9]+ bytes|\(status -?[1-9][0-9]*\)|refuses host-located|keeps failing|still waiting for room|stays unmapped'
 SAN_REPORT='ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:'
 
 in_list() { # WORD LIST: whether WORD is one of LIST's words
