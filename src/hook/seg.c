@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct cs_segs cs_segs[CS_MAX_DEVICES];
 
@@ -339,6 +340,49 @@ static void host_view_failed(const struct cs_seg *g, CUresult r)
            "placed", g->dev, (unsigned long long)g->va, (int)r);
 }
 
+/* Moves under way (low 8 bits: at most one per device at a time, each
+ * under its segs.mu) and moves begun (the rest), one word so that a
+ * reader sees both at once (seg.h). */
+_Atomic uint32_t cs_seg_remaps;
+#define REMAP_ACTIVE 0xffu
+#define REMAP_BEGUN (1u << 8)
+
+static void remap_begin(void)
+{
+    atomic_fetch_add_explicit(&cs_seg_remaps, REMAP_BEGUN + 1, memory_order_acq_rel);
+}
+
+static void remap_end(void)
+{
+    atomic_fetch_sub_explicit(&cs_seg_remaps, 1, memory_order_acq_rel);
+}
+
+bool cs_seg_remapped_since(uint32_t *seq)
+{
+    struct timespec us = {0, 20000};
+    uint32_t now = atomic_load_explicit(&cs_seg_remaps, memory_order_acquire);
+    bool overlapped = (*seq & REMAP_ACTIVE) || (now & REMAP_ACTIVE) ||
+                      (now & ~REMAP_ACTIVE) != (*seq & ~REMAP_ACTIVE);
+    if (!overlapped)
+        return false;
+    while ((now = atomic_load_explicit(&cs_seg_remaps, memory_order_acquire)) & REMAP_ACTIVE)
+        nanosleep(&us, NULL); /* a move takes milliseconds */
+    *seq = now;
+    return true;
+}
+
+/* A move's new mapping was refused: g shows what it did before, when the
+ * driver lets it map that back. */
+static void map_back_locked(struct cs_seg *g, enum cs_seg_at from)
+{
+    g->at = (uint8_t)from;
+    if (from != CS_AT_NONE && g->kind->map_locked(g) != CUDA_SUCCESS) {
+        g->at = CS_AT_NONE;
+        cs_warn("GPU %d: the driver refused to map memory at 0x%llx back: it is unmapped until "
+                "its next placement", g->dev, (unsigned long long)g->va);
+    }
+}
+
 /* Shows `to` at g's addresses instead of what they show now. On failure g
  * shows what it did before, when the driver lets it map that back. */
 static CUresult show_locked(struct cs_seg *g, enum cs_seg_at to)
@@ -346,18 +390,14 @@ static CUresult show_locked(struct cs_seg *g, enum cs_seg_at to)
     enum cs_seg_at from = (enum cs_seg_at)g->at;
     if (from == to)
         return CUDA_SUCCESS;
+    remap_begin();
     CUresult r = from == CS_AT_NONE ? CUDA_SUCCESS : g->kind->unmap_locked(g);
-    if (r != CUDA_SUCCESS)
-        return r;
-    g->at = (uint8_t)to;
-    if (to == CS_AT_NONE || (r = g->kind->map_locked(g)) == CUDA_SUCCESS)
-        return CUDA_SUCCESS;
-    g->at = (uint8_t)from;
-    if (from != CS_AT_NONE && g->kind->map_locked(g) != CUDA_SUCCESS) {
-        g->at = CS_AT_NONE;
-        cs_warn("GPU %d: the driver refused to map memory at 0x%llx back: it is unmapped until "
-                "its next placement", g->dev, (unsigned long long)g->va);
+    if (r == CUDA_SUCCESS) {
+        g->at = (uint8_t)to;
+        if (to != CS_AT_NONE && (r = g->kind->map_locked(g)) != CUDA_SUCCESS)
+            map_back_locked(g, from);
     }
+    remap_end();
     return r;
 }
 

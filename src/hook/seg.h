@@ -261,6 +261,24 @@ struct cs_seg *cs_seg_claim_unbacked_locked(struct cs_segs *s);
  * pinned prefix when claimed. Counts the new bytes, releases the claim. */
 void cs_seg_unclaim_locked(struct cs_segs *s, struct cs_seg *g, uint64_t pinned_before);
 
+/* ---- the moment between two mappings ------------------------------------
+ * Moving a segment (show_locked) unmaps its addresses before mapping them
+ * again: the driver has no atomic remap. A call that checks an address in
+ * that moment fails where it would pass a moment later. The remap word
+ * counts the moves under way and the moves begun, so a call that failed
+ * can tell whether a move overlapped it and try again once the moves
+ * ended: one load on the way in, nothing more unless the call failed (the
+ * generated wrappers of address class `mapping`, api_addresses.txt). */
+static inline uint32_t cs_seg_remap_seq(void)
+{
+    extern _Atomic uint32_t cs_seg_remaps;
+    return atomic_load_explicit(&cs_seg_remaps, memory_order_acquire);
+}
+/* After a failed call begun at *seq: true (with *seq updated, once every
+ * move under way ended) when a move overlapped the call; false when none
+ * did (the failure is the call's own). */
+bool cs_seg_remapped_since(uint32_t *seq);
+
 void cs_seg_reset_after_fork(void);
 
 #endif
