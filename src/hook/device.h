@@ -37,6 +37,7 @@ enum cs_job_kind {
     CS_JOB_IDLE_PROBE = 5, /* no submissions for a while: is the GPU done too? */
     CS_JOB_TIMESLICE = 6, /* give the process's compute channel groups their timeslice */
     CS_JOB_BURST = 7,  /* LC_MODE RELEASE_IDLE: release once the held burst is done */
+    CS_JOB_SHOW = 8,   /* map swapped memory's backing at its addresses (pinner) */
 };
 struct cs_job {
     uint8_t kind;
@@ -96,6 +97,7 @@ struct cs_dev_jobs {
     bool pinner_started;
     pthread_t pinner;
     struct cs_jobq pins;      /* for the pinner */
+    bool show_queued;         /* a CS_JOB_SHOW is queued or running */
     bool granting;            /* the worker is running a GRANT job... */
     uint64_t granting_lease;  /* ...for this lease */
 };

@@ -206,6 +206,27 @@ static void job_prefetch(struct cs_dev *d, const struct cs_job *job)
     cs_client_send(&r);
 }
 
+/* After a job that may have evicted memory: its backing is shown at its
+ * addresses by the pinner thread, one SHOW at a time. */
+static void queue_show(struct cs_dev *d)
+{
+    if (!cs_seg_unshown(d->ordinal))
+        return;
+    pthread_mutex_lock(&d->mu);
+    if (!d->jobs.show_queued &&
+        cs_worker_push_pin_locked(d, (struct cs_job){.kind = CS_JOB_SHOW}))
+        d->jobs.show_queued = true;
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void job_show(struct cs_dev *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->jobs.show_queued = false; /* an eviction from now on queues another */
+    pthread_mutex_unlock(&d->mu);
+    cs_swap_show(d);
+}
+
 static void run(struct cs_dev *d, const struct cs_job *job)
 {
     switch (job->kind) {
@@ -235,7 +256,11 @@ static void run(struct cs_dev *d, const struct cs_job *job)
     case CS_JOB_BURST:
         cs_burst_run(d, job);
         break;
+    case CS_JOB_SHOW:
+        job_show(d);
+        return;
     }
+    queue_show(d);
 }
 
 static const struct cs_worker_ops ops = {.run = run};

@@ -365,8 +365,17 @@ bool cs_seg_remapped_since(uint32_t *seq)
                       (now & ~REMAP_ACTIVE) != (*seq & ~REMAP_ACTIVE);
     if (!overlapped)
         return false;
-    while ((now = atomic_load_explicit(&cs_seg_remaps, memory_order_acquire)) & REMAP_ACTIVE)
-        nanosleep(&us, NULL); /* a move takes milliseconds */
+    /* A move takes milliseconds; showing a whole swapped-out job's backing
+     * up to ~0.4 s per 30 GiB. Never longer than 2 s: a move that never
+     * ends (its job could not be queued) must not hang the caller, which
+     * then gets the driver's answer. */
+    for (int waits = 0; (now = atomic_load_explicit(&cs_seg_remaps, memory_order_acquire)) &
+                        REMAP_ACTIVE;
+         waits++) {
+        if (waits == 100000)
+            return false;
+        nanosleep(&us, NULL);
+    }
     *seq = now;
     return true;
 }
@@ -401,20 +410,53 @@ static CUresult show_locked(struct cs_seg *g, enum cs_seg_at to)
     return r;
 }
 
-CUresult cs_seg_evict_locked(struct cs_seg *g)
+/* g waits (or no longer waits) for its backing to be shown; the device's
+ * first such segment opens a move in the remap word, its last closes it. */
+static void set_unshown_locked(struct cs_segs *s, struct cs_seg *g, bool on)
+{
+    if (g->unshown == on)
+        return;
+    g->unshown = on;
+    if (on && atomic_fetch_add_explicit(&s->unshown, 1, memory_order_relaxed) == 0)
+        remap_begin();
+    else if (!on && atomic_fetch_sub_explicit(&s->unshown, 1, memory_order_relaxed) == 1)
+        remap_end();
+}
+
+CUresult cs_seg_evict_locked(struct cs_segs *s, struct cs_seg *g)
 {
     struct cs_tiling t;
-    CUresult r = CUDA_ERROR_INVALID_VALUE;
-    if (cs_backing_tiling(&g->backing, &t) && (r = show_locked(g, CS_AT_BACKING)) != CUDA_SUCCESS)
-        host_view_failed(g, r);
-    if (r != CUDA_SUCCESS) /* no mappable backing: unmapped, as the driver lets */
-        r = show_locked(g, CS_AT_NONE);
-    if (r != CUDA_SUCCESS)
+    bool showable = cs_backing_tiling(&g->backing, &t);
+    if (showable) /* counted before the unmap: a call failing meanwhile can tell */
+        set_unshown_locked(s, g, true);
+    CUresult r = show_locked(g, CS_AT_NONE);
+    if (r != CUDA_SUCCESS) {
+        set_unshown_locked(s, g, false);
         return r;
+    }
     if (g->h)
         cs_real.cuMemRelease(g->h);
     g->h = 0;
     return CUDA_SUCCESS;
+}
+
+bool cs_seg_show_next_locked(struct cs_segs *s)
+{
+    struct cs_seg *g = s->head;
+    while (g && !g->unshown)
+        g = g->next;
+    if (!g)
+        return false;
+    CUresult r = show_locked(g, CS_AT_BACKING);
+    if (r != CUDA_SUCCESS)
+        host_view_failed(g, r);
+    set_unshown_locked(s, g, false);
+    return true;
+}
+
+uint32_t cs_seg_unshown(int dev)
+{
+    return atomic_load_explicit(&cs_segs[dev].unshown, memory_order_relaxed);
 }
 
 /* Takes g's addresses down for good (its range is being freed). */
@@ -512,6 +554,8 @@ CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
     if (r != CUDA_SUCCESS) {
         cs_real.cuMemRelease(g->h);
         g->h = 0;
+    } else { /* placed before its backing was shown: nothing left to show */
+        set_unshown_locked(&cs_segs[d->ordinal], g, false);
     }
     return r;
 }
@@ -607,6 +651,7 @@ void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
             g->unexport(g->ipc_key);
         atomic_fetch_sub_explicit(&s->exported, g->size, memory_order_relaxed);
     }
+    set_unshown_locked(s, g, false);
     unshow_locked(g);
     cs_real.cuMemAddressFree(g->va, g->size);
     cs_backing_drop(&g->backing, &s->backing);

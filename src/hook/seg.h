@@ -89,6 +89,7 @@ struct cs_seg {
     bool shareable;                  /* its memory can be exported (POSIX fd) */
     bool exported;                   /* by CUDA IPC: never leaves the GPU (ipc.h) */
     bool copied;                     /* swap.c: copied back by the restore under way */
+    bool unshown;                    /* evicted, its backing not yet shown (s->unshown) */
     uint64_t ipc_key;                /* the export, when exported */
     void (*unexport)(uint64_t key);  /* told when an exported segment goes */
     const struct cs_seg_kind *kind;  /* never NULL (plain memory: seg.c's) */
@@ -125,6 +126,10 @@ struct cs_segs {
      * need; ph_refused once the driver or the host said no. */
     CUmemGenericAllocationHandle ph;
     bool ph_refused;
+    /* Evicted segments whose backing is still to be shown (written under
+     * mu, read without it as a hint); while non-zero the device counts as
+     * one move under way in the remap word. */
+    _Atomic uint32_t unshown;
     CUcontext pctx;         /* retained primary context for swap work */
     CUstream stream;        /* the swap stream, in pctx */
     bool ready;             /* pctx and stream exist */
@@ -227,13 +232,23 @@ bool cs_segs_ready_locked(struct cs_segs *s, int dev);
  * what they showed. Already placed: nothing to do. The contents are the
  * caller's (swap.c copies the backing in). */
 CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room);
-/* Takes g off the GPU once its bytes are safe in its backing (or it has
- * none that matter): its addresses show the backing when it can be mapped
- * there, and its device memory is freed. When the driver refuses, g keeps
- * its memory, still shown (g->at stays DEVICE), and the error is
- * returned: a segment marked absent over a live mapping could never be
- * placed again. */
-CUresult cs_seg_evict_locked(struct cs_seg *g);
+/* Takes g off the GPU once its bytes are safe in its backing: its device
+ * memory is unmapped and freed at once (the next job is waiting for the
+ * room), and its backing is shown at its addresses later, off the
+ * critical path (cs_seg_show_next_locked): mapping host memory for the
+ * device costs ~12 ms/GiB on an H100 against ~0.05 for device memory
+ * (bench/swap/cs_remapbench.c), a third of the copy's time. Until then the
+ * segment counts as being moved (cs_seg_remap_seq). When the driver
+ * refuses the unmap, g keeps its memory, still shown (g->at stays
+ * DEVICE), and the error is returned: a segment marked absent over a live
+ * mapping could never be placed again. */
+CUresult cs_seg_evict_locked(struct cs_segs *s, struct cs_seg *g);
+/* Shows the backing of one evicted segment still waiting for it; false
+ * when none waits. */
+bool cs_seg_show_next_locked(struct cs_segs *s);
+/* Segments of dev waiting for their backing to be shown (without the
+ * lock: a hint for whether to queue the work). */
+uint32_t cs_seg_unshown(int dev);
 /* Maps what g->at names at [va, va + size), g's bytes from off: for the
  * kinds' map_locked, and vmm.c's new mappings of a segment. */
 CUresult cs_seg_map_range_locked(const struct cs_seg *g, CUdeviceptr va, uint64_t size,

@@ -110,7 +110,7 @@ static void swap_out_batch_locked(struct cs_segs *s, struct cs_seg **v, int n,
         ok = 0;
     }
     for (int i = 0; i < ok; i++) {
-        CUresult r = cs_seg_evict_locked(v[i]); /* its addresses now show the backing */
+        CUresult r = cs_seg_evict_locked(s, v[i]); /* the backing is shown later */
         if (r != CUDA_SUCCESS) { /* still on the GPU, intact: it stays resident */
             res->status = res->status == CUDA_SUCCESS ? r : res->status;
             continue;
@@ -190,7 +190,7 @@ static CUresult restore_one_locked(struct cs_dev *d, struct cs_segs *s, struct c
     if (g->state == CS_SEG_SWAPPED) {
         r = cs_real.cuMemcpyAsync(g->va, g->backing.va, g->size, s->stream);
         if (r != CUDA_SUCCESS) {
-            cs_seg_evict_locked(g); /* refused: left placed, used as it is next time */
+            cs_seg_evict_locked(s, g); /* refused: left placed, used as it is next time */
             return r;
         }
         g->copied = true;
@@ -345,6 +345,28 @@ struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes)
     cs_real.cuCtxPopCurrent_v2(&popped);
     res.ns = cs_now_ns() - t0;
     return res;
+}
+
+/* ---- showing swapped memory at its addresses ----------------------------- */
+
+void cs_swap_show(struct cs_dev *d)
+{
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    if (!cs_seg_unshown(d->ordinal))
+        return;
+    pthread_mutex_lock(&s->mu);
+    bool ready = cs_segs_ready_locked(s, d->ordinal);
+    pthread_mutex_unlock(&s->mu);
+    if (!ready || cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS)
+        return; /* shown at the next attempt; placed segments never need it */
+    for (bool more = true; more;) {
+        yield_to_app(d);
+        pthread_mutex_lock(&s->mu);
+        more = cs_seg_show_next_locked(s);
+        pthread_mutex_unlock(&s->mu);
+    }
+    CUcontext popped;
+    cs_real.cuCtxPopCurrent_v2(&popped);
 }
 
 /* ---- keeping host backing within a budget --------------------------------- */

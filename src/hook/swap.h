@@ -51,6 +51,12 @@ struct cs_swap_result cs_swap_prefetch(struct cs_dev *d, uint64_t budget);
  * only briefly: the pinning itself runs unlocked. */
 struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes);
 
+/* Shows the backing of evicted segments at their addresses (seg.h,
+ * cs_seg_evict_locked), one segment per hold of segs.mu, giving way to the
+ * job's threads inside an allocation between segments. Run by the pinner
+ * thread after a swap-out, so that no revoke waits for it. */
+void cs_swap_show(struct cs_dev *d);
+
 /* Frees the host backing of resident segments beyond CUSHARE_PIN_KEEP bytes
  * (largest first): host memory back for the price of pinning again at the
  * next swap-out. Takes segs.mu briefly; the freeing runs unlocked. */
