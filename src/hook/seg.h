@@ -130,6 +130,10 @@ struct cs_segs {
      * mu, read without it as a hint); while non-zero the device counts as
      * one move under way in the remap word. */
     _Atomic uint32_t unshown;
+    /* Threads of the swap engine waiting for mu (swap.c): the shower
+     * (cs_swap_show) stops between segments while one waits, since a
+     * mutex is not fair and a restore must not wait for every segment. */
+    _Atomic uint32_t wanted;
     CUcontext pctx;         /* retained primary context for swap work */
     CUstream stream;        /* the swap stream, in pctx */
     bool ready;             /* pctx and stream exist */

@@ -263,10 +263,18 @@ static struct cs_swap_result swap_in_locked(struct cs_dev *d, uint64_t budget, b
 
 /* ---- the entry points: each takes segs.mu -------------------------------------- */
 
+/* Takes mu ahead of the shower (cs_swap_show), which yields to wanted. */
+static void lock_engine(struct cs_segs *s)
+{
+    atomic_fetch_add_explicit(&s->wanted, 1, memory_order_relaxed);
+    pthread_mutex_lock(&s->mu);
+    atomic_fetch_sub_explicit(&s->wanted, 1, memory_order_relaxed);
+}
+
 struct cs_swap_result cs_swap_out(struct cs_dev *d, uint64_t bytes)
 {
     struct cs_segs *s = &cs_segs[d->ordinal];
-    pthread_mutex_lock(&s->mu);
+    lock_engine(s);
     struct cs_swap_result res = swap_out_locked(d, bytes);
     pthread_mutex_unlock(&s->mu);
     return res;
@@ -276,7 +284,7 @@ struct cs_swap_result cs_swap_restore(struct cs_dev *d,
                                       void (*then)(struct cs_dev *, uint64_t, void *), void *arg)
 {
     struct cs_segs *s = &cs_segs[d->ordinal];
-    pthread_mutex_lock(&s->mu);
+    lock_engine(s);
     struct cs_swap_result res = swap_in_locked(d, CS_ALL_BYTES, false);
     if (res.status == CUDA_SUCCESS)
         then(d, res.bytes, arg);
@@ -287,7 +295,7 @@ struct cs_swap_result cs_swap_restore(struct cs_dev *d,
 struct cs_swap_result cs_swap_prefetch(struct cs_dev *d, uint64_t budget)
 {
     struct cs_segs *s = &cs_segs[d->ordinal];
-    pthread_mutex_lock(&s->mu);
+    lock_engine(s);
     struct cs_swap_result res = swap_in_locked(d, budget, true);
     pthread_mutex_unlock(&s->mu);
     return res;
@@ -359,7 +367,9 @@ void cs_swap_show(struct cs_dev *d)
     pthread_mutex_unlock(&s->mu);
     if (!ready || cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS)
         return; /* shown at the next attempt; placed segments never need it */
-    for (bool more = true; more;) {
+    /* Stops for the swap engine: what is left is either placed by it or
+     * shown by the SHOW queued after its job. */
+    for (bool more = true; more && !atomic_load_explicit(&s->wanted, memory_order_relaxed);) {
         yield_to_app(d);
         pthread_mutex_lock(&s->mu);
         more = cs_seg_show_next_locked(s);
