@@ -6,10 +6,13 @@
  * costs two uncontended atomic operations while the lease is held
  * (see gate.h); nothing here synchronizes, so stream capture is unaffected.
  * The `placed` entry points (graph nodes that record where their memory
- * is) pass the gate only to wait for the job's memory to be on the GPU.
+ * is) pass the gate only to wait for the job's memory to be on the GPU;
+ * the `retried` ones (a check that an address is mapped) are called
+ * again when they failed while a segment was between two mappings.
  */
 #include "hook/hook.h"
 #include "hook/gate.h"
+#include "hook/seg.h"
 
 CS_EXPORT CUresult CUDAAPI cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
 {
@@ -30,6 +33,17 @@ CS_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgrap
         r = cs_real.cuGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx);
         cs_gate_exit(&t);
     }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    if (cs_unlikely(!cs_real_ready()) && cs_hook_init_slow() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    uint32_t seq = cs_seg_remap_seq();
+    CUresult r = cs_real.cuGraphAddMemsetNode(phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx);
+    while (cs_unlikely(r != CUDA_SUCCESS) && cs_seg_remapped_since(&seq))
+        r = cs_real.cuGraphAddMemsetNode(phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx);
     return r;
 }
 
@@ -88,6 +102,17 @@ CS_EXPORT CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec
     return r;
 }
 
+CS_EXPORT CUresult CUDAAPI cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    if (cs_unlikely(!cs_real_ready()) && cs_hook_init_slow() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    uint32_t seq = cs_seg_remap_seq();
+    CUresult r = cs_real.cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, memsetParams, ctx);
+    while (cs_unlikely(r != CUDA_SUCCESS) && cs_seg_remapped_since(&seq))
+        r = cs_real.cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, memsetParams, ctx);
+    return r;
+}
+
 CS_EXPORT CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
 {
     struct cs_ticket t;
@@ -129,6 +154,17 @@ CS_EXPORT CUresult CUDAAPI cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const C
         r = cs_real.cuGraphMemcpyNodeSetParams(hNode, nodeParams);
         cs_gate_exit(&t);
     }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    if (cs_unlikely(!cs_real_ready()) && cs_hook_init_slow() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    uint32_t seq = cs_seg_remap_seq();
+    CUresult r = cs_real.cuGraphMemsetNodeSetParams(hNode, nodeParams);
+    while (cs_unlikely(r != CUDA_SUCCESS) && cs_seg_remapped_since(&seq))
+        r = cs_real.cuGraphMemsetNodeSetParams(hNode, nodeParams);
     return r;
 }
 
@@ -1526,6 +1562,17 @@ CS_EXPORT CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned 
         r = cs_real.cuMemsetD8Async_ptsz(dstDevice, uc, N, hStream);
         cs_gate_exit(&t);
     }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuPointerSetAttribute(const void *value, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    if (cs_unlikely(!cs_real_ready()) && cs_hook_init_slow() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    uint32_t seq = cs_seg_remap_seq();
+    CUresult r = cs_real.cuPointerSetAttribute(value, attribute, ptr);
+    while (cs_unlikely(r != CUDA_SUCCESS) && cs_seg_remapped_since(&seq))
+        r = cs_real.cuPointerSetAttribute(value, attribute, ptr);
     return r;
 }
 
