@@ -443,6 +443,17 @@ CS_EXPORT CUresult CUDAAPI cuMemDiscardBatchAsync_ptsz(CUdeviceptr *dptrs, size_
     return r;
 }
 
+CS_EXPORT CUresult CUDAAPI cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType handleType, unsigned long long flags)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuMemGetHandleForAddressRange(handle, dptr, size, handleType, flags);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
 CS_EXPORT CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
 {
     struct cs_ticket t;
