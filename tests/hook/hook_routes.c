@@ -412,12 +412,27 @@ static void queries_are_not_gated(void **state)
     CUgraph g;
     CUgraphNode n;
     CUDA_MEMCPY3D cp;
+    CUdeviceptr src, dst;
+    CK(cuMemAlloc(&src, 4096));
+    CK(cuMemAlloc(&dst, 4096));
+    unsigned long long after_alloc = ht_submissions();
     memset(&cp, 0, sizeof cp);
+    cp.srcMemoryType = cp.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    cp.srcDevice = src;
+    cp.dstDevice = dst;
+    cp.WidthInBytes = 4096;
+    cp.Height = cp.Depth = 1;
     CK(cuGraphCreate(&g, 0));
-    /* The simulated driver does not model memcpy nodes: its answer comes back. */
-    assert_int_equal(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, c), CUDA_ERROR_NOT_SUPPORTED);
+    /* A placed call: reaches the driver, counted as no work. A bad one
+     * gets the driver's own answer. */
+    CK(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, c));
+    cp.dstDevice = 4096; /* mapped nowhere */
+    assert_int_equal(cuGraphAddMemcpyNode(&n, g, NULL, 0, &cp, c), CUDA_ERROR_INVALID_VALUE);
     CK(cuGraphDestroy(g));
-    assert_int_equal(ht_submissions(), before);
+    assert_int_equal(ht_submissions(), after_alloc);
+    CK(cuMemFree(src));
+    CK(cuMemFree(dst));
+    assert_int_equal(after_alloc, before);
 }
 
 int main(int argc, char **argv)
