@@ -5,9 +5,99 @@
  * per-thread-stream symbol separately, wrapped in the lease gate. The gate
  * costs two uncontended atomic operations while the lease is held
  * (see gate.h); nothing here synchronizes, so stream capture is unaffected.
+ * The `placed` entry points (graph nodes that record where their memory
+ * is) pass the gate only to wait for the job's memory to be on the GPU.
  */
 #include "hook/hook.h"
 #include "hook/gate.h"
+
+CS_EXPORT CUresult CUDAAPI cuGraphAddBatchMemOpNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphAddBatchMemOpNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphAddNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, const CUgraphEdgeData *dependencyData, size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphBatchMemOpNodeSetParams(hNode, nodeParams);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphExecBatchMemOpNodeSetParams(hGraphExec, hNode, nodeParams);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphExecMemcpyNodeSetParams(hGraphExec, hNode, copyParams, ctx);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams *nodeParams)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphExecNodeSetParams(hGraphExec, hNode, nodeParams);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
 
 CS_EXPORT CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraph, CUstream hStream)
 {
@@ -26,6 +116,28 @@ CS_EXPORT CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream h
     CUresult r = cs_gate_enter(&t, hStream, 1);
     if (r == CUDA_SUCCESS) {
         r = cs_real.cuGraphLaunch_ptsz(hGraphExec, hStream);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D *nodeParams)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphMemcpyNodeSetParams(hNode, nodeParams);
+        cs_gate_exit(&t);
+    }
+    return r;
+}
+
+CS_EXPORT CUresult CUDAAPI cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams *nodeParams)
+{
+    struct cs_ticket t;
+    CUresult r = cs_gate_enter_placed(&t);
+    if (r == CUDA_SUCCESS) {
+        r = cs_real.cuGraphNodeSetParams(hNode, nodeParams);
         cs_gate_exit(&t);
     }
     return r;
