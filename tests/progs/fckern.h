@@ -32,4 +32,10 @@ CUresult fck_fill32(CUstream stream, CUdeviceptr p, uint64_t n, uint32_t v);
 CUresult fck_add32(CUstream stream, CUdeviceptr p, uint64_t n, uint32_t v);
 CUresult fck_sum32(CUstream stream, CUdeviceptr p, uint64_t n, CUdeviceptr out);
 
+/* The helpers' launch shape for kernel f over n elements, as the
+ * parameters of a graph kernel node (cuGraphAddKernelNode and the node
+ * SetParams calls): params as cuLaunchKernel takes them, read when the
+ * node is made or set. */
+CUDA_KERNEL_NODE_PARAMS fck_node_params(CUfunction f, uint64_t n, void **params);
+
 #endif
