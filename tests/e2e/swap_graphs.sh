@@ -44,28 +44,13 @@ gjob() {
     JOB_PIDS+=("$JOB_PID")
 }
 
-# gjob_ok NAME PID: waits for it (90 s at most) and requires a right result.
-gjob_ok() {
-    local name=$1 pid=$2 i
-    for i in $(seq 9000); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.01
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        dump_stuck >&2
-        fail "job $name (pid $pid) did not finish within 90 s"
-    fi
-    wait "$pid" || fail "job $name exited with $?: $(tail -n 3 "$T/$name.out" "$T/$name.err")"
-    grep -q '^{"ok": true' "$T/$name.out" || fail "job $name: $(cat "$T/$name.out")"
-}
-
 status_json >"$T/before.json"
 gjob g1 1
 p1=$JOB_PID
 gjob g2 2
 p2=$JOB_PID
-gjob_ok g1 "$p1"
-gjob_ok g2 "$p2"
+job_ok g1 "$p1" '^{"ok": true'
+job_ok g2 "$p2" '^{"ok": true'
 status_json >"$T/after.json"
 
 for j in g1 g2; do

@@ -63,22 +63,11 @@ static int setup(void **state)
 
 /* ---- graph nodes ------------------------------------------------------- */
 
-static CUDA_MEMSET_NODE_PARAMS memset_params(CUdeviceptr p, uint64_t n, unsigned v)
-{
-    CUDA_MEMSET_NODE_PARAMS m;
-    memset(&m, 0, sizeof m);
-    m.dst = p;
-    m.value = v;
-    m.elementSize = 4;
-    m.width = n;
-    m.height = 1;
-    return m;
-}
 
 static CUgraphNode memset_node(CUgraph g, const CUgraphNode *dep, CUdeviceptr p, uint64_t n,
                                unsigned v)
 {
-    CUDA_MEMSET_NODE_PARAMS m = memset_params(p, n, v);
+    CUDA_MEMSET_NODE_PARAMS m = fck_memset32_params(p, n, v);
     CUgraphNode node;
     CK(cuGraphAddMemsetNode(&node, g, dep, dep ? 1 : 0, &m, ctx));
     return node;
@@ -109,19 +98,6 @@ static CUgraphNode add32_node(CUgraph g, const CUgraphNode *dep, CUdeviceptr p, 
     return node;
 }
 
-static CUDA_MEMCPY3D copy_params(CUdeviceptr dst, CUdeviceptr src, size_t bytes)
-{
-    CUDA_MEMCPY3D c;
-    memset(&c, 0, sizeof c);
-    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.srcDevice = src;
-    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.dstDevice = dst;
-    c.WidthInBytes = bytes;
-    c.Height = 1;
-    c.Depth = 1;
-    return c;
-}
 
 /* A node made by another thread that records where memory is (class
  * `placed`: a memcpy node, or any node through cuGraphAddNode): it must
@@ -174,7 +150,7 @@ static CUgraph placed_waits_for_grant(struct placed_call *c, uint64_t lease)
 
 static CUgraph memcpy_node_waits(CUdeviceptr dst, CUdeviceptr src, size_t bytes, uint64_t lease)
 {
-    struct placed_call c = {.copy = copy_params(dst, src, bytes)};
+    struct placed_call c = {.copy = fck_copy_params(dst, src, bytes)};
     return placed_waits_for_grant(&c, lease);
 }
 
@@ -370,7 +346,7 @@ static void graphs_while_swapped_out(void **state)
     add32_node(g, &n, small2, SMALL_BYTES / 4, 3);
     CK(cuGraphInstantiate(&ge, g, 0));
     /* Updates of the instantiated graph: 9 and +2 instead of 8 and +1. */
-    CUDA_MEMSET_NODE_PARAMS m = memset_params(big + half, half / 4, 9);
+    CUDA_MEMSET_NODE_PARAMS m = fck_memset32_params(big + half, half / 4, 9);
     CK(cuGraphExecMemsetNodeSetParams(ge, set, &m, ctx));
     CUdeviceptr p = big + half;
     uint64_t cnt = half / 4;

@@ -48,10 +48,10 @@
  * below 2^10 and iterations below 2^20: no element ever wraps).
  */
 #include "fckern.h"
+#include "jobutil.h"
 #include "cushare.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -60,7 +60,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_ALLOCS 4096
@@ -105,34 +104,24 @@ static void check(CUresult r, const char *expr)
 
 /* ---- the pattern -------------------------------------------------------------- */
 
-static uint32_t mix32(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (uint32_t)x;
-}
-
 static uint32_t base(uint64_t a, uint64_t j)
 {
-    return mix32(o.seed * 0x9e3779b97f4a7c15ull + a * 0x100000001b3ull + j) & 0xffffff;
+    return ju_mix32(o.seed * 0x9e3779b97f4a7c15ull + a * 0x100000001b3ull + j) & 0xffffff;
 }
 
 static uint32_t block_const(uint64_t a, uint64_t b)
 {
-    return b ? mix32(o.seed ^ (a << 40) ^ (b * 0x2545f4914f6cdd1dull)) & 0xffffff : 0;
+    return b ? ju_mix32(o.seed ^ (a << 40) ^ (b * 0x2545f4914f6cdd1dull)) & 0xffffff : 0;
 }
 
 static uint32_t addend(uint64_t it)
 {
-    return (mix32(o.seed ^ (it << 20) ^ 0xadd) & 0x3ff) | 1;
+    return (ju_mix32(o.seed ^ (it << 20) ^ 0xadd) & 0x3ff) | 1;
 }
 
 static uint32_t set_value(uint64_t it)
 {
-    return mix32(o.seed ^ (it << 24) ^ 0x5e7) & 0xffffff;
+    return ju_mix32(o.seed ^ (it << 24) ^ 0x5e7) & 0xffffff;
 }
 
 /* Sum of base(a, j) for j < len (len <= BLOCK). */
@@ -191,47 +180,9 @@ static void count_build(struct job *j)
     j->graphs_off += s.mem_reserved != 0 || s.mem_swapped != 0;
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(uint64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 /* ---- graph nodes ---------------------------------------------------------------- */
 
-static CUDA_MEMSET_NODE_PARAMS memset_params(CUdeviceptr p, uint64_t n, uint32_t v)
-{
-    CUDA_MEMSET_NODE_PARAMS m;
-    memset(&m, 0, sizeof m);
-    m.dst = p;
-    m.value = v;
-    m.elementSize = 4;
-    m.width = n;
-    m.height = 1;
-    return m;
-}
 
-static CUDA_MEMCPY3D copy_params(CUdeviceptr dst, CUdeviceptr src, uint64_t bytes)
-{
-    CUDA_MEMCPY3D c;
-    memset(&c, 0, sizeof c);
-    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.srcDevice = src;
-    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.dstDevice = dst;
-    c.WidthInBytes = bytes;
-    c.Height = 1;
-    c.Depth = 1;
-    return c;
-}
 
 static CUgraphNode kernel_node(CUgraph g, CUgraphNode dep, CUfunction f, uint64_t n,
                                void **params)
@@ -278,9 +229,9 @@ static CUgraph build_graph(struct job *j, const struct check_graph *c, CUgraphNo
         CUDA_KERNEL_NODE_PARAMS kp = fck_node_params(j->k.sleep, 0, params);
         CK(cuGraphAddKernelNode(&prev, g, NULL, 0, &kp));
     }
-    CUDA_MEMSET_NODE_PARAMS m = memset_params(c->dst, 2 * CHECK_N, c->v);
+    CUDA_MEMSET_NODE_PARAMS m = fck_memset32_params(c->dst, 2 * CHECK_N, c->v);
     CK(cuGraphAddMemsetNode(set, g, prev ? &prev : NULL, prev ? 1 : 0, &m, j->ctx));
-    CUDA_MEMCPY3D cp = copy_params(c->dst + CHECK_N * 4, c->src, CHECK_N * 4);
+    CUDA_MEMCPY3D cp = fck_copy_params(c->dst + CHECK_N * 4, c->src, CHECK_N * 4);
     CK(cuGraphAddMemcpyNode(&n, g, set, 1, &cp, j->ctx));
     *add = add32_node(j, g, n, c->add_p, c->add_n, c->add_v);
     sum32_node(j, g, n, c->dst, 2 * CHECK_N, c->out);
@@ -408,7 +359,7 @@ static void iterate(struct job *j, uint64_t it)
     } else {
         build_iteration(j, it, &g, &x, &set, &add);
     }
-    CUDA_MEMSET_NODE_PARAMS m = memset_params(j->scratch, 2 * CHECK_N, set_value(it));
+    CUDA_MEMSET_NODE_PARAMS m = fck_memset32_params(j->scratch, 2 * CHECK_N, set_value(it));
     CK(cuGraphExecMemsetNodeSetParams(x, set, &m, j->ctx));
     CUdeviceptr p = j->ptr[a];
     uint64_t n = j->elems[a];
@@ -478,7 +429,7 @@ static void *watcher(void *arg)
         if (swapped_and_waiting())
             watch_build(w);
         else
-            sleep_ms(1);
+            ju_sleep_ms(1);
     }
     return NULL;
 }
@@ -502,13 +453,7 @@ static void watch_start(struct job *j, struct watch *w, pthread_t *t)
 
 static uint64_t parse_u64(const char *s, const char *opt)
 {
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || s[0] == '-') {
-        fprintf(stderr, "cs_graphjob: %s needs a non-negative integer, got '%s'\n", opt, s);
-        exit(2);
-    }
-    return v;
+    return ju_parse_u64("cs_graphjob", s, opt);
 }
 
 static void usage(void)
@@ -581,11 +526,11 @@ static uint64_t verify(struct job *j, const struct watch *w)
 /* Iterates I times, and on while the watcher owes builds. */
 static uint64_t run(struct job *j, struct watch *w)
 {
-    uint64_t it, deadline = now_ms() + o.wait_s * 1000;
+    uint64_t it, deadline = ju_now_ms() + o.wait_s * 1000;
     for (it = 0; it < o.iters || atomic_load(&w->done) < o.swapped; it++) {
         if (it >= MAX_ITERS)
             finish_fail("too-many-iterations");
-        if (it >= o.iters && now_ms() > deadline)
+        if (it >= o.iters && ju_now_ms() > deadline)
             finish_fail("no-build-while-swapped:timeout");
         iterate(j, it);
     }
@@ -611,9 +556,9 @@ int main(int argc, char **argv)
     pthread_t t;
     if (o.swapped)
         watch_start(&j, &w, &t);
-    uint64_t t0 = now_ms();
+    uint64_t t0 = ju_now_ms();
     uint64_t iters = run(&j, &w);
-    uint64_t elapsed = now_ms() - t0;
+    uint64_t elapsed = ju_now_ms() - t0;
     if (o.swapped) {
         atomic_store(&w.stop, true);
         pthread_join(t, NULL);

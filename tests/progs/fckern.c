@@ -64,6 +64,32 @@ CUDA_KERNEL_NODE_PARAMS fck_node_params(CUfunction f, uint64_t n, void **params)
     return kp;
 }
 
+CUDA_MEMSET_NODE_PARAMS fck_memset32_params(CUdeviceptr p, uint64_t n, uint32_t v)
+{
+    CUDA_MEMSET_NODE_PARAMS m;
+    memset(&m, 0, sizeof m);
+    m.dst = p;
+    m.value = v;
+    m.elementSize = 4;
+    m.width = n;
+    m.height = 1;
+    return m;
+}
+
+CUDA_MEMCPY3D fck_copy_params(CUdeviceptr dst, CUdeviceptr src, uint64_t bytes)
+{
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = src;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dst;
+    c.WidthInBytes = bytes;
+    c.Height = 1;
+    c.Depth = 1;
+    return c;
+}
+
 static CUresult launch(CUfunction f, CUstream s, uint64_t n, void **params)
 {
     CUDA_KERNEL_NODE_PARAMS kp = fck_node_params(f, n, params);
