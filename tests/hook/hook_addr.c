@@ -7,15 +7,15 @@
  * device's placeholder, a swapped-out one its host backing. Proves, for
  * large (own segment) and small (2 MiB chunk) allocations alike:
  *   a. allocated before the first grant: graph memset and kernel nodes,
- *      cuGraphAddNode(memset), instantiation, pointer queries, address
- *      ranges and texture objects all succeed without the GPU; a memcpy
- *      node (class `placed`: it records where memory is) made from another
- *      thread waits for the grant and succeeds after it; the graphs then
- *      run with the right data;
+ *      instantiation, pointer queries, address ranges and texture objects
+ *      all succeed without the GPU; a memcpy node, and a memset node made
+ *      through cuGraphAddNode (class `placed`: they record where memory
+ *      is), made from another thread wait for the grant and succeed after
+ *      it; the graphs then run with the right data;
  *   b. swapped out: the same, plus updates of an instantiated graph's
  *      memset and kernel nodes; reading the memory through the driver
  *      itself, bypassing the gate, gives the bytes written before the
- *      swap (the address shows the backing); after the next grant the
+ *      swap (the address shows the backing); after the next grants the
  *      graphs run, their data right and the pattern intact;
  *   c. freeing memory while swapped and while reserved leaves nothing
  *      mapped at its addresses, its backing goes, the device's free memory
