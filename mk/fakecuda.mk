@@ -77,7 +77,7 @@ ALL_TARGETS += $(FC_LIB) $(FC_LINK) $(CS_JOB) $(CS_GRAPHJOB)
 
 # ---- tests/fakecuda ----------------------------------------------------------
 FC_TDIR := $(BUILD)/tests/fakecuda
-FC_CMOCKA_TESTS := fc_basic_test fc_mem_test fc_vmm_test fc_exec_test fc_timing_test fc_mp_test \
+FC_CMOCKA_TESTS := fc_basic_test fc_mem_test fc_vmm_test fc_addr_test fc_exec_test fc_timing_test fc_mp_test \
                    fc_slice_test fc_fault_test
 FC_TUTIL := $(OBJ)/tests/fakecuda/fc_testutil.o
 

@@ -2,9 +2,11 @@
  *
  * Every copy becomes one strided 3-D fc_copy (1-D and 2-D are special
  * cases), validated against the address map when submitted (an unmapped
- * or inaccessible device range is CUDA_ERROR_INVALID_VALUE) and again when
- * it runs (a range unmapped in between is a device fault: sticky
- * CUDA_ERROR_ILLEGAL_ADDRESS). The synchronous forms run on the legacy
+ * or inaccessible device range is CUDA_ERROR_INVALID_VALUE; a memset that
+ * a capturing stream records is not, like on the real driver) and again
+ * when it runs (a range unmapped in between is a device fault: sticky
+ * CUDA_ERROR_ILLEGAL_ADDRESS). Graph nodes (fc_gparams.c) use the same
+ * conversions and checks. The synchronous forms run on the legacy
  * stream (_ptds: the per-thread stream) and wait.
  *
  * Timing: each device has one copy engine per direction, shared by every
@@ -72,19 +74,27 @@ CUresult fc_copy_run(struct fc_ctx *c, const struct fc_copy *cp)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
-static CUresult copy_submit(const struct fc_copy *cp, CUstream hs, bool pt, bool sync)
+bool fc_copy_dst_dev(int dir) { return dst_dev(dir); }
+bool fc_copy_src_dev(int dir) { return src_dev(dir); }
+
+CUresult fc_copy_check(const struct fc_copy *cp)
 {
-    struct fc_ctx *c;
-    CUresult r = fc_ctx_enter(&c);
-    if (r != CUDA_SUCCESS)
-        return r;
     if (copy_bytes(cp) && (!cp->dst || !cp->src))
         return CUDA_ERROR_INVALID_VALUE;
     fc_map_rdlock();
     bool ok = sides_ok_locked(cp);
     fc_map_unlock();
-    if (!ok)
-        return CUDA_ERROR_INVALID_VALUE;
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult copy_submit(const struct fc_copy *cp, CUstream hs, bool pt, bool sync)
+{
+    struct fc_ctx *c;
+    CUresult r = fc_ctx_enter(&c);
+    if (r == CUDA_SUCCESS)
+        r = fc_copy_check(cp);
+    if (r != CUDA_SUCCESS)
+        return r;
     struct fc_stream *s;
     r = fc_stream_resolve(hs, pt, &s);
     if (r != CUDA_SUCCESS || copy_bytes(cp) == 0)
@@ -245,16 +255,13 @@ CUresult CUDAAPI cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p) { return co
 CUresult CUDAAPI cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream s) { return copy2d(p, s, false, false); }
 CUresult CUDAAPI cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream s) { return copy2d(p, s, true, false); }
 
-static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream hs, bool pt, bool sync)
+CUresult fc_copy_from3d(const CUDA_MEMCPY3D *p, struct fc_copy *out)
 {
     if (!p || p->reserved0 || p->reserved1 || p->srcLOD || p->dstLOD)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = fc_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
     uintptr_t src, dst;
     bool sd, dd;
-    r = side(p->srcMemoryType, p->srcHost, p->srcDevice, &src, &sd);
+    CUresult r = side(p->srcMemoryType, p->srcHost, p->srcDevice, &src, &sd);
     if (r == CUDA_SUCCESS)
         r = side(p->dstMemoryType, p->dstHost, p->dstDevice, &dst, &dd);
     if (r != CUDA_SUCCESS)
@@ -267,14 +274,23 @@ static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream hs, bool pt, bool sync)
         return CUDA_ERROR_INVALID_VALUE;
     if (p->Depth > 1 && (sh < p->Height || dh < p->Height))
         return CUDA_ERROR_INVALID_VALUE;
-    struct fc_copy cp = {
+    *out = (struct fc_copy){
         .src = src + (p->srcZ * sh + p->srcY) * spitch + p->srcXInBytes,
         .dst = dst + (p->dstZ * dh + p->dstY) * dpitch + p->dstXInBytes,
         .spitch = spitch, .dpitch = dpitch, .sslice = spitch * sh, .dslice = dpitch * dh,
         .width = p->WidthInBytes, .height = p->Height, .depth = p->Depth,
         .dir = dir_of(dd, sd),
     };
-    return copy_submit(&cp, hs, pt, sync);
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy3d(const CUDA_MEMCPY3D *p, CUstream hs, bool pt, bool sync)
+{
+    CUresult r = fc_ready();
+    struct fc_copy cp;
+    if (r == CUDA_SUCCESS)
+        r = fc_copy_from3d(p, &cp);
+    return r == CUDA_SUCCESS ? copy_submit(&cp, hs, pt, sync) : r;
 }
 
 CUresult CUDAAPI cuMemcpy3D_v2(const CUDA_MEMCPY3D *p) { return copy3d(p, NULL, false, true); }
@@ -308,27 +324,42 @@ CUresult fc_memset_run(const struct fc_memset *ms)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
+CUresult fc_memset_make(uintptr_t dst, size_t pitch, uint32_t value, unsigned esize,
+                        size_t width, size_t height, struct fc_memset *out)
+{
+    if (height == 1)
+        pitch = width * esize;
+    if (dst % esize || pitch % esize || pitch < width * esize)
+        return CUDA_ERROR_INVALID_VALUE;
+    *out = (struct fc_memset){ .dst = dst, .pitch = pitch, .width = width, .height = height,
+                               .esize = esize, .value = value };
+    return CUDA_SUCCESS;
+}
+
+bool fc_memset_covered(const struct fc_memset *ms)
+{
+    return fc_map_covered(ms->dst, (ms->height - 1) * ms->pitch + ms->width * ms->esize, FC_PROT_W);
+}
+
+/* During capture the real driver records a memset without looking at its
+ * address (measured: an unmapped one is CUDA_SUCCESS, the launch faults),
+ * while a copy is checked at the call like outside capture. */
 static CUresult memset_submit(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned esize,
                               size_t width, size_t height, CUstream hs, bool pt, bool sync)
 {
     struct fc_ctx *c;
     CUresult r = fc_ctx_enter(&c);
-    if (r != CUDA_SUCCESS)
+    struct fc_memset ms;
+    if (r == CUDA_SUCCESS)
+        r = fc_memset_make(dst, pitch, value, esize, width, height, &ms);
+    if (r != CUDA_SUCCESS || width == 0 || height == 0)
         return r;
-    if (height == 1)
-        pitch = width * esize;
-    if (dst % esize || pitch % esize || pitch < width * esize)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (width == 0 || height == 0)
-        return CUDA_SUCCESS;
-    struct fc_memset ms = { .dst = dst, .pitch = pitch, .width = width, .height = height,
-                            .esize = esize, .value = value };
-    if (!fc_map_covered(dst, (height - 1) * pitch + width * esize, FC_PROT_W))
-        return CUDA_ERROR_INVALID_VALUE;
     struct fc_stream *s;
     r = fc_stream_resolve(hs, pt, &s);
     if (r != CUDA_SUCCESS)
         return r;
+    if (!fc_stream_capturing(s) && !fc_memset_covered(&ms))
+        return CUDA_ERROR_INVALID_VALUE;
     struct fc_op *op = fc_op_new(FC_OP_MEMSET);
     if (op)
         op->u.set = ms;

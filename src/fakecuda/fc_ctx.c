@@ -99,6 +99,7 @@ static void ctx_teardown(struct fc_ctx *c)
     fc_capture_forget_ctx(c);
     fc_mem_free_ctx(c);
     fc_module_free_ctx(c);
+    fc_texture_free_ctx(c);
     fc_shm_uncharge(c->dev, FC_CTX_COST);
 }
 

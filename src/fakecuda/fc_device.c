@@ -66,6 +66,7 @@ static void atfork_child(void)
     fc_mem_atfork_child();
     fc_vmm_atfork_child();
     fc_module_atfork_child();
+    fc_texture_atfork_child();
 }
 
 static bool shm_name_ok(const char *s)

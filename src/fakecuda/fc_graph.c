@@ -1,14 +1,15 @@
-/* fc_graph.c: stream capture and graphs.
+/* fc_graph.c: stream capture, graph objects and their nodes.
  *
- * While a stream captures, fc_submit hands its work here instead of to the
- * worker: the op is appended to the capture's graph and nothing runs. A
- * graph is a linear list of op templates (kernels with their copied
- * parameters, copies, memsets, host functions, stream memory ops); other
- * streams joining the capture (cuStreamWaitEvent on an event recorded in
- * it) append to the same list, so the replay order is the submission order
- * -- a valid, if stricter, schedule of the real graph's DAG.
- * cuGraphLaunch submits copies of the templates, in order, to the launch
- * stream.
+ * A graph is a list of nodes (struct fc_gnode) in creation order, each an
+ * op template (a kernel with its copied parameters, a copy, a memset, a
+ * host function, a stream memory op; none for an empty node) with its
+ * dependencies. Nodes come from the explicit API (fc_gnode.c) or from
+ * stream capture: while a stream captures, fc_submit hands its work here
+ * instead of to the worker and each op becomes a node depending on the
+ * previous one. Other streams joining the capture (cuStreamWaitEvent on an
+ * event recorded in it) append to the same chain, so a captured graph
+ * replays in submission order -- a valid, if stricter, schedule of the
+ * real graph's DAG. Instantiation and launch are fc_gexec.c's.
  *
  * Capture modes follow the real driver: a "potentially unsafe" call (an
  * allocation, a context synchronization) fails with
@@ -17,9 +18,9 @@
  * thread's mode is global, any global-mode capture of another thread.
  * cuThreadExchangeStreamCaptureMode sets the calling thread's mode.
  *
- * Not simulated: graph node APIs beyond counting nodes, memory
- * alloc/free nodes (cuMemAllocAsync during capture fails), event record
- * nodes (CU_EVENT_RECORD_EXTERNAL), conditional nodes, graph updates.
+ * Not simulated: memory alloc/free nodes (cuMemAllocAsync during capture
+ * fails), event record nodes (CU_EVENT_RECORD_EXTERNAL), conditional
+ * nodes, child graphs, removing nodes or edges.
  */
 #include "fakecuda/fc_internal.h"
 
@@ -37,11 +38,6 @@ static uint64_t next_cap_id = 1;           /* under cap_lock */
 /* The calling thread's capture mode (owned by the thread). */
 static __thread CUstreamCaptureMode tls_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
-struct fc_gexec {
-    struct fc_op *ops;               /* array of templates */
-    size_t n;
-};
-
 static struct fc_graph *graph_new(void)
 {
     struct fc_graph *g = calloc(1, sizeof *g);
@@ -49,18 +45,94 @@ static struct fc_graph *graph_new(void)
         free(g);
         g = NULL;
     }
+    if (g)
+        FC_LIST_INIT(&g->nodes);
     return g;
+}
+
+struct fc_gnode *fc_gnode_alloc(CUgraphNodeType type)
+{
+    struct fc_gnode *n = calloc(1, sizeof *n);
+    if (n && fc_handle_add(n, FC_H_GNODE) != 0) {
+        free(n);
+        n = NULL;
+    }
+    if (n) {
+        FC_LIST_INIT(&n->link);
+        n->type = type;
+    }
+    return n;
+}
+
+void fc_gnode_discard(struct fc_gnode *n)
+{
+    fc_handle_del(n);
+    free(n->deps);
+    free(n);
 }
 
 void fc_graph_free(struct fc_graph *g)
 {
     fc_handle_del(g);
-    for (struct fc_op *op = g->head; op;) {
-        struct fc_op *next = op->next;
-        free(op);
-        op = next;
+    while (!fc_list_empty(&g->nodes)) {
+        struct fc_gnode *n = FC_CONTAINER(g->nodes.next, struct fc_gnode, link);
+        fc_list_del(&n->link);
+        fc_gnode_discard(n);
     }
     free(g);
+}
+
+bool fc_gnode_has_dep(const struct fc_gnode *n, const struct fc_gnode *d)
+{
+    for (size_t i = 0; i < n->ndeps; i++)
+        if (n->deps[i] == d)
+            return true;
+    return false;
+}
+
+CUresult fc_gnode_add_dep(struct fc_gnode *n, struct fc_gnode *from)
+{
+    if (fc_gnode_has_dep(n, from))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fc_gnode **v = realloc(n->deps, (n->ndeps + 1) * sizeof *v);
+    if (!v)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    v[n->ndeps++] = from;
+    n->deps = v;
+    return CUDA_SUCCESS;
+}
+
+bool fc_edge_default(const CUgraphEdgeData *e)
+{
+    static const CUgraphEdgeData zero;
+    return !e || memcmp(e, &zero, sizeof zero) == 0;
+}
+
+CUresult fc_gnode_attach(struct fc_graph *g, struct fc_gnode *n, const CUgraphNode *deps,
+                         const CUgraphEdgeData *edges, size_t ndeps)
+{
+    if (ndeps && !deps)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < ndeps; i++) {
+        struct fc_gnode *d = (struct fc_gnode *)deps[i];
+        if (!fc_handle_is(d, FC_H_GNODE) || d->graph != g || !fc_edge_default(edges ? &edges[i] : NULL))
+            return CUDA_ERROR_INVALID_VALUE;
+        for (size_t j = 0; j < i; j++)
+            if (deps[j] == deps[i])
+                return CUDA_ERROR_INVALID_VALUE;
+    }
+    struct fc_gnode **v = ndeps ? malloc(ndeps * sizeof *v) : NULL;
+    if (ndeps && !v)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < ndeps; i++)
+        v[i] = (struct fc_gnode *)deps[i];
+    free(n->deps);
+    n->deps = v;
+    n->ndeps = ndeps;
+    n->graph = g;
+    fc_list_add(&g->nodes, &n->link);
+    g->n++;
+    return CUDA_SUCCESS;
 }
 
 void fc_capture_invalidate(struct fc_capture *cap)
@@ -122,14 +194,24 @@ CUresult fc_capture_record_locked(struct fc_stream *s, struct fc_op *op)
         free(op);
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    op->next = NULL;
-    op->seq = 0;
-    if (cap->graph->tail)
-        cap->graph->tail->next = op;
-    else
-        cap->graph->head = op;
-    cap->graph->tail = op;
-    cap->graph->n++;
+    struct fc_graph *g = cap->graph;
+    struct fc_gnode *n = fc_gnode_alloc(CU_GRAPH_NODE_TYPE_EMPTY);
+    if (!n) {
+        free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    n->op = *op;
+    n->op.next = NULL;
+    n->op.seq = 0;
+    free(op);
+    fc_gp_captured(n, (CUcontext)s->ctx);
+    CUgraphNode prev = (CUgraphNode)g->last;
+    CUresult r = fc_gnode_attach(g, n, g->last ? &prev : NULL, NULL, g->last ? 1 : 0);
+    if (r != CUDA_SUCCESS) {
+        fc_gnode_discard(n);
+        return r;
+    }
+    g->last = n;
     return CUDA_SUCCESS;
 }
 
@@ -390,7 +472,7 @@ CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 
 /* ---------------------------------------------------------------- graphs */
 
-static CUresult graph_get(CUgraph h, struct fc_graph **out)
+CUresult fc_graph_get(CUgraph h, struct fc_graph **out)
 {
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
@@ -418,166 +500,30 @@ CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
     struct fc_graph *g;
-    CUresult r = graph_get(hGraph, &g);
+    CUresult r = fc_graph_get(hGraph, &g);
     if (r == CUDA_SUCCESS)
         fc_graph_free(g);
     return r;
 }
 
-/* Nodes are the op templates; their handles are only good for counting. */
 CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
     if (!numNodes)
         return CUDA_ERROR_INVALID_VALUE;
     struct fc_graph *g;
-    CUresult r = graph_get(hGraph, &g);
+    CUresult r = fc_graph_get(hGraph, &g);
     if (r != CUDA_SUCCESS)
         return r;
     if (nodes) {
         size_t i = 0;
-        for (struct fc_op *op = g->head; op && i < *numNodes; op = op->next)
-            nodes[i++] = (CUgraphNode)op;
+        for (struct fc_list *l = g->nodes.next; l != &g->nodes && i < *numNodes; l = l->next)
+            nodes[i++] = (CUgraphNode)FC_CONTAINER(l, struct fc_gnode, link);
         for (; i < *numNodes; i++)
             nodes[i] = NULL;
     }
     *numNodes = g->n;
     return CUDA_SUCCESS;
 }
-
-static CUresult instantiate(CUgraphExec *pexec, CUgraph hGraph)
-{
-    if (!pexec)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fc_graph *g;
-    CUresult r = graph_get(hGraph, &g);
-    if (r != CUDA_SUCCESS)
-        return r;
-    struct fc_gexec *x = calloc(1, sizeof *x);
-    if (!x)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    x->ops = calloc(g->n ? g->n : 1, sizeof *x->ops);
-    if (!x->ops || fc_handle_add(x, FC_H_GEXEC) != 0) {
-        free(x->ops);
-        free(x);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    for (struct fc_op *op = g->head; op; op = op->next) {
-        x->ops[x->n] = *op;
-        x->ops[x->n++].next = NULL;
-    }
-    *pexec = (CUgraphExec)x;
-    return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
-{
-    return instantiate(phGraphExec, hGraph);
-}
-
-CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                       char *logBuffer, size_t bufferSize)
-{
-    if (phErrorNode)
-        *phErrorNode = NULL;
-    if (logBuffer && bufferSize)
-        logBuffer[0] = 0;
-    return instantiate(phGraphExec, hGraph);
-}
-
-CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
-                                    char *logBuffer, size_t bufferSize)
-{
-    return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
-}
-
-static CUresult instantiate_params(CUgraphExec *pexec, CUgraph hGraph,
-                                   CUDA_GRAPH_INSTANTIATE_PARAMS *p, bool pt)
-{
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) {
-        struct fc_stream *s;
-        CUresult r = fc_stream_resolve(p->hUploadStream, pt, &s);
-        if (r != CUDA_SUCCESS)
-            return r;
-    }
-    CUresult r = instantiate(pexec, hGraph);
-    p->hErrNode_out = NULL;
-    p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
-    return r;
-}
-
-CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                              CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    return instantiate_params(phGraphExec, hGraph, instantiateParams, false);
-}
-
-CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                                   CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-    return instantiate_params(phGraphExec, hGraph, instantiateParams, true);
-}
-
-static CUresult exec_get(CUgraphExec h, struct fc_gexec **out)
-{
-    CUresult r = fc_ready();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!fc_handle_is(h, FC_H_GEXEC))
-        return CUDA_ERROR_INVALID_VALUE;
-    *out = (struct fc_gexec *)h;
-    return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
-{
-    struct fc_gexec *x;
-    CUresult r = exec_get(hGraphExec, &x);
-    if (r != CUDA_SUCCESS)
-        return r;
-    fc_handle_del(x);
-    free(x->ops);
-    free(x);
-    return CUDA_SUCCESS;
-}
-
-static CUresult graph_launch(CUgraphExec h, CUstream hs, bool pt)
-{
-    struct fc_gexec *x;
-    CUresult r = exec_get(h, &x);
-    struct fc_stream *s;
-    if (r == CUDA_SUCCESS)
-        r = fc_stream_resolve(hs, pt, &s);
-    struct fc_ctx *c;
-    if (r == CUDA_SUCCESS)
-        r = fc_ctx_enter(&c);
-    for (size_t i = 0; r == CUDA_SUCCESS && i < x->n; i++) {
-        struct fc_op *op = fc_op_new(x->ops[i].kind);
-        if (op) {
-            *op = x->ops[i];
-            op->next = NULL;
-        }
-        r = fc_submit(s, op, NULL);
-    }
-    return r;
-}
-
-CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) { return graph_launch(hGraphExec, hStream, false); }
-CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) { return graph_launch(hGraphExec, hStream, true); }
-
-static CUresult graph_upload(CUgraphExec h, CUstream hs, bool pt)
-{
-    struct fc_gexec *x;
-    CUresult r = exec_get(h, &x);
-    struct fc_stream *s;
-    if (r == CUDA_SUCCESS)
-        r = fc_stream_resolve(hs, pt, &s);
-    return r;
-}
-
-CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) { return graph_upload(hGraphExec, hStream, false); }
-CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) { return graph_upload(hGraphExec, hStream, true); }
 
 /* Forked child: the parent's captures are not the child's (they stay
  * reachable through `forsaken` for leak checkers). */

@@ -26,12 +26,19 @@
  *   ctx      contexts, the current-context stack, primary contexts
  *   stream   streams, worker threads, legacy/per-thread default streams
  *   event    events
- *   graph    stream capture and graphs
- *   mem      allocations, host memory, pools, pointer attributes
+ *   graph    stream capture, graph objects and their node lists
+ *   gparams  graph node parameters: validation into op templates, the
+ *            memory kinds a memcpy node records
+ *   gnode    explicit graph construction (cuGraphAdd*Node, node params)
+ *   gexec    instantiated graphs: instantiation (topological order), launch
+ *   gupdate  changing instantiated graphs: exec node params, cuGraphExecUpdate
+ *   mem      allocations, host memory, pools
+ *   pointer  pointer attributes, legacy IPC handles, managed-memory hints
  *   vmm      virtual memory management (reserve/create/map)
  *   copy     memcpy/memset family
  *   module   modules, libraries, functions, the kernel catalogue
  *   launch   kernel launches and kernel execution, the trace
+ *   texture  texture and surface objects
  *   procaddr cuGetProcAddress
  */
 #ifndef FC_INTERNAL_H
@@ -179,7 +186,27 @@ bool fc_error_by_name(const char *name, size_t len, CUresult *out);
     X(cuMemCreate, 1) X(cuMemRelease, 0) X(cuMemAddressReserve, 1)             \
     X(cuMemAddressFree, 0) X(cuMemMap, 0) X(cuMemUnmap, 0) X(cuMemSetAccess, 0) \
     X(cuMemExportToShareableHandle, 0) X(cuMemImportFromShareableHandle, 0)    \
-    X(cuMemcpyAsync, 0) X(cuMemcpyHtoD_v2, 0) X(cuMemcpyDtoH_v2, 0)
+    X(cuMemcpyAsync, 0) X(cuMemcpyHtoD_v2, 0) X(cuMemcpyDtoH_v2, 0)          \
+    X(cuGraphAddMemcpyNode, 1) X(cuGraphAddMemsetNode, 1)                      \
+    X(cuGraphAddKernelNode, 1) X(cuGraphAddKernelNode_v2, 1)                   \
+    X(cuGraphAddEmptyNode, 1) X(cuGraphAddNode, 1) X(cuGraphAddNode_v2, 1)     \
+    X(cuGraphAddDependencies, 1) X(cuGraphAddDependencies_v2, 1)               \
+    X(cuGraphMemcpyNodeGetParams, 0) X(cuGraphMemcpyNodeSetParams, 0)          \
+    X(cuGraphMemsetNodeGetParams, 0) X(cuGraphMemsetNodeSetParams, 0)          \
+    X(cuGraphKernelNodeGetParams, 0) X(cuGraphKernelNodeGetParams_v2, 0)       \
+    X(cuGraphKernelNodeSetParams, 0) X(cuGraphKernelNodeSetParams_v2, 0)       \
+    X(cuGraphNodeSetParams, 0) X(cuGraphNodeGetType, 0)                        \
+    X(cuGraphExecMemcpyNodeSetParams, 0) X(cuGraphExecMemsetNodeSetParams, 0)  \
+    X(cuGraphExecKernelNodeSetParams, 0)                                       \
+    X(cuGraphExecKernelNodeSetParams_v2, 0) X(cuGraphExecNodeSetParams, 0)     \
+    X(cuGraphExecUpdate, 0) X(cuGraphExecUpdate_v2, 0)                         \
+    X(cuTexObjectCreate, 1) X(cuTexObjectDestroy, 0)                           \
+    X(cuTexObjectGetResourceDesc, 0) X(cuTexObjectGetTextureDesc, 0)           \
+    X(cuSurfObjectCreate, 1) X(cuSurfObjectDestroy, 0)                         \
+    X(cuIpcGetMemHandle, 0) X(cuMemAdvise, 0) X(cuMemAdvise_v2, 0)             \
+    X(cuMemRangeGetAttribute, 0) X(cuMemRangeGetAttributes, 0)                 \
+    X(cuMemPrefetchAsync, 0) X(cuMemPrefetchAsync_ptsz, 0)                     \
+    X(cuMemPrefetchAsync_v2, 0) X(cuMemPrefetchAsync_v2_ptsz, 0)
 
 enum fc_fault_sym {
 #define FC_FAULT_ENUM_(sym, alloc) FC_FAULT_##sym,
@@ -236,7 +263,7 @@ void fc_engine_release(const struct fc_hold *h, const atomic_uint *backlog);
 
 enum fc_htype {
     FC_H_NONE = 0, FC_H_CTX, FC_H_STREAM, FC_H_EVENT, FC_H_MODULE, FC_H_FUNC,
-    FC_H_LIBRARY, FC_H_KERNEL, FC_H_GRAPH, FC_H_GEXEC, FC_H_POOL,
+    FC_H_LIBRARY, FC_H_KERNEL, FC_H_GRAPH, FC_H_GEXEC, FC_H_POOL, FC_H_GNODE,
 };
 int fc_handle_add(const void *p, enum fc_htype type);
 void fc_handle_del(const void *p);
@@ -372,6 +399,8 @@ struct fc_op {
         struct {
             const struct fc_kdesc *k;
             unsigned char args[FC_MAX_KARGS];
+            CUfunction f;            /* as launched (a CUfunction or CUkernel) */
+            unsigned grid[3], block[3], shmem;   /* for graph node params */
         } kernel;
         struct fc_copy copy;
         struct fc_memset set;
@@ -437,6 +466,9 @@ CUresult fc_submit(struct fc_stream *s, struct fc_op *op, uint64_t *seq_out);
 CUresult fc_submit_sync(struct fc_stream *s, struct fc_op *op);
 CUresult fc_stream_wait(struct fc_stream *s, uint64_t seq);
 bool fc_stream_blocking(const struct fc_stream *s);
+/* Whether s is capturing now (a moment later it may not be: only for
+ * choices a racing capture cannot make wrong, see memset_submit). */
+bool fc_stream_capturing(struct fc_stream *s);
 void fc_stream_ref(struct fc_stream *s);
 void fc_stream_unref(struct fc_stream *s);
 struct fc_stream *fc_stream_create(struct fc_ctx *c, int kind, unsigned flags, int prio);
@@ -460,12 +492,115 @@ void fc_event_unref(struct fc_event *e);
 void fc_event_complete(struct fc_event *e, uint64_t gen);
 void fc_event_wait_gen(struct fc_event *e, uint64_t gen);
 
-/* -------------------------------------------------------------- capture */
+/* ------------------------------------------------------- capture, graphs */
+
+/* One operand of a memcpy node as it was when the node's parameters were
+ * set: the update rules compare these (the real driver fixes them then,
+ * not at instantiation), never what is mapped at the address now. */
+struct fc_opnd {
+    int decl;                        /* the CUmemorytype the caller named */
+    int loc;                         /* CU_MEMORYTYPE_HOST or _DEVICE: where it lives */
+    bool vmm;                        /* a VMM mapping: belongs to no context */
+    int dev;                         /* -1: a host pointer */
+    const struct fc_ctx *ctx;        /* the owning context (cuMemAlloc, pinned) */
+};
+
+/* A graph node: the op template it submits when its graph runs, its
+ * dependencies, and the parameters as given (what *GetParams return).
+ * Like the real driver's, graphs are not thread-safe objects: calls on one
+ * graph are serialized by the application (a capture appends under its
+ * context's lock, and the graph is handed out only when it ends). */
+struct fc_gnode {
+    struct fc_list link;             /* in its graph's `nodes`, creation order */
+    struct fc_graph *graph;
+    CUgraphNodeType type;
+    struct fc_op op;                 /* kind 0 for an empty node */
+    struct fc_gnode **deps;          /* each dependency once */
+    size_t ndeps;
+    size_t idx;                      /* scratch of fc_gexec.c: creation rank */
+    union {
+        struct {
+            CUDA_MEMCPY3D p;
+            CUcontext ctx;
+            struct fc_opnd opnd[2];  /* dst, src */
+        } copy;
+        struct {
+            CUDA_MEMSET_NODE_PARAMS p;
+            CUcontext ctx;
+        } set;
+        struct {
+            CUcontext ctx;
+            CUkernel kern;           /* given as a CUkernel (func NULL) */
+            void *argp[4];           /* kernelParams handed out: into op's args */
+        } kern;
+    } u;
+};
 
 struct fc_graph {
-    struct fc_op *head, *tail;       /* templates of the recorded work */
+    struct fc_list nodes;            /* struct fc_gnode, creation order */
+    size_t n;
+    struct fc_gnode *last;           /* capture: the node the next one follows */
+};
+
+/* The graph behind a handle (INVALID_VALUE for a stale or foreign one). */
+CUresult fc_graph_get(CUgraph h, struct fc_graph **out);
+/* A new node of `type`, in no graph yet (NULL when out of memory). */
+struct fc_gnode *fc_gnode_alloc(CUgraphNodeType type);
+/* Validates deps (live nodes of g, each once; edge data default or NULL)
+ * and appends n to g after them. On failure n is untouched. */
+CUresult fc_gnode_attach(struct fc_graph *g, struct fc_gnode *n, const CUgraphNode *deps,
+                         const CUgraphEdgeData *edges, size_t ndeps);
+/* Frees a node that is in no graph. */
+void fc_gnode_discard(struct fc_gnode *n);
+/* Adds dependency `from` to n (INVALID_VALUE if it is there already). */
+CUresult fc_gnode_add_dep(struct fc_gnode *n, struct fc_gnode *from);
+bool fc_gnode_has_dep(const struct fc_gnode *n, const struct fc_gnode *d);
+/* Only full-completion edges exist here: NULL or all-zero edge data. */
+bool fc_edge_default(const CUgraphEdgeData *e);
+
+/* An instantiated graph (fc_gexec.c): its nodes in the order a launch
+ * submits them, independent of the graph they came from. */
+struct fc_xnode {
+    const void *orig;                /* its graph node: compared, never followed */
+    CUgraphNodeType type;
+    struct fc_op op;
+    struct fc_opnd opnd[2];          /* memcpy: as its graph node had them */
+    size_t ndeps;
+    size_t *deps;                    /* positions of its dependencies, ascending */
+};
+
+struct fc_gexec {
+    struct fc_xnode *v;
     size_t n;
 };
+
+CUresult fc_gexec_get(CUgraphExec h, struct fc_gexec **out);
+/* g's nodes as exec nodes in launch order (*out has g->n): INVALID_VALUE
+ * when g has a cycle. */
+CUresult fc_xnodes_build(struct fc_graph *g, struct fc_xnode **out);
+void fc_xnodes_free(struct fc_xnode *v, size_t n);
+
+/* Node parameters (fc_gparams.c): each validates like the real driver,
+ * address checks included, and fills an op template. */
+CUresult fc_gp_ctx(CUcontext c);
+CUresult fc_gp_copy(const CUDA_MEMCPY3D *p, struct fc_op *op, struct fc_opnd opnd[2]);
+CUresult fc_gp_memset(const CUDA_MEMSET_NODE_PARAMS *p, struct fc_op *op);
+/* The kernel is f, else kern; arguments are copied, never looked into. */
+CUresult fc_gp_kernel(CUfunction f, CUkernel kern, const unsigned g[3], const unsigned b[3],
+                      unsigned shmem, void **params, void **extra, struct fc_op *op);
+bool fc_opnd_same(const struct fc_opnd a[2], const struct fc_opnd b[2]);
+/* The older and newer parameter structures as the ones nodes keep. */
+CUDA_KERNEL_NODE_PARAMS fc_kernel_from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *p);
+CUDA_KERNEL_NODE_PARAMS_v1 fc_kernel_to_v1(const CUDA_KERNEL_NODE_PARAMS *p);
+CUDA_KERNEL_NODE_PARAMS fc_kernel_from_v3(const CUDA_KERNEL_NODE_PARAMS_v3 *p);
+CUDA_MEMSET_NODE_PARAMS fc_memset_from_v2(const CUDA_MEMSET_NODE_PARAMS_v2 *p);
+/* A CUgraphNodeParams: reserved fields zero (INVALID_VALUE), a type the
+ * simulator builds (memcpy, memset, kernel, empty; else NOT_SUPPORTED). */
+CUresult fc_node_params_check(const CUgraphNodeParams *np);
+/* A captured op as a node: its type and the parameters GetParams return. */
+void fc_gp_captured(struct fc_gnode *n, CUcontext ctx);
+/* Points n's kernelParams at its copied arguments. */
+void fc_gp_kernel_argp(struct fc_gnode *n);
 
 struct fc_capture {
     struct fc_list node;             /* in the process's capture list */
@@ -510,6 +645,18 @@ void fc_vmm_atfork_child(void);
 /* Executes one copy or memset on the worker (validation + timing). */
 CUresult fc_copy_run(struct fc_ctx *c, const struct fc_copy *cp);
 CUresult fc_memset_run(const struct fc_memset *ms);
+/* A CUDA_MEMCPY3D as one fc_copy (INVALID_VALUE for a malformed one,
+ * NOT_SUPPORTED for arrays); addresses are not looked at. */
+CUresult fc_copy_from3d(const CUDA_MEMCPY3D *p, struct fc_copy *out);
+/* May the device touch both sides of cp now? INVALID_VALUE if not. */
+CUresult fc_copy_check(const struct fc_copy *cp);
+bool fc_copy_dst_dev(int dir);
+bool fc_copy_src_dev(int dir);
+/* A memset's shape, checked for alignment and pitch (INVALID_VALUE);
+ * fc_memset_covered: may the device write all of it now? */
+CUresult fc_memset_make(uintptr_t dst, size_t pitch, uint32_t value, unsigned esize,
+                        size_t width, size_t height, struct fc_memset *out);
+bool fc_memset_covered(const struct fc_memset *ms);
 
 /* ------------------------------------------------------- modules, kernels */
 
@@ -525,8 +672,16 @@ struct fc_kdesc {
 const struct fc_kdesc *fc_func_kdesc(CUfunction f);
 void fc_module_free_ctx(struct fc_ctx *c);
 void fc_module_atfork_child(void);
+/* Texture and surface objects of a context go with it. */
+void fc_texture_free_ctx(struct fc_ctx *c);
+void fc_texture_atfork_child(void);
 
 CUresult fc_kernel_run(struct fc_ctx *c, const struct fc_op *op);
+/* Validates a launch of f (dimensions, parameters) and fills op, a
+ * FC_OP_KERNEL, with the kernel, a copy of its parameters and the launch
+ * shape: cuLaunchKernel's checks, shared with graph kernel nodes. */
+CUresult fc_kernel_prepare(CUfunction f, const unsigned g[3], const unsigned b[3], unsigned shmem,
+                           void **params, void **extra, struct fc_op *op);
 void fc_trace_kernel(int dev, const struct fc_ctx *c, const char *name,
                      uint64_t start, uint64_t end);
 

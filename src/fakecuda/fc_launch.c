@@ -107,14 +107,31 @@ static CUresult check_dims(const unsigned g[3], const unsigned b[3], unsigned sh
     return CUDA_SUCCESS;
 }
 
+CUresult fc_kernel_prepare(CUfunction f, const unsigned g[3], const unsigned b[3], unsigned shmem,
+                           void **params, void **extra, struct fc_op *op)
+{
+    const struct fc_kdesc *k = fc_func_kdesc(f);
+    if (!k)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult r = check_dims(g, b, shmem);
+    if (r != CUDA_SUCCESS)
+        return r;
+    op->kind = FC_OP_KERNEL;
+    op->u.kernel.k = k;
+    op->u.kernel.f = f;
+    memcpy(op->u.kernel.grid, g, sizeof op->u.kernel.grid);
+    memcpy(op->u.kernel.block, b, sizeof op->u.kernel.block);
+    op->u.kernel.shmem = shmem;
+    return pack_args(k, params, extra, op->u.kernel.args);
+}
+
 static CUresult launch(CUfunction f, const unsigned g[3], const unsigned b[3], unsigned shmem,
                        CUstream hs, bool pt, void **params, void **extra)
 {
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;
-    const struct fc_kdesc *k = fc_func_kdesc(f);
-    if (!k)
+    if (!fc_func_kdesc(f))
         return CUDA_ERROR_INVALID_HANDLE;
     r = check_dims(g, b, shmem);
     struct fc_ctx *c;
@@ -128,8 +145,7 @@ static CUresult launch(CUfunction f, const unsigned g[3], const unsigned b[3], u
     struct fc_op *op = fc_op_new(FC_OP_KERNEL);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.kernel.k = k;
-    r = pack_args(k, params, extra, op->u.kernel.args);
+    r = fc_kernel_prepare(f, g, b, shmem, params, extra, op);
     if (r != CUDA_SUCCESS) {
         free(op);
         return r;

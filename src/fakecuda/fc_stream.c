@@ -50,6 +50,14 @@ static void op_free_list(struct fc_op *op)
     }
 }
 
+bool fc_stream_capturing(struct fc_stream *s)
+{
+    pthread_mutex_lock(&s->ctx->lock);
+    bool cap = s->cap != NULL;
+    pthread_mutex_unlock(&s->ctx->lock);
+    return cap;
+}
+
 bool fc_stream_blocking(const struct fc_stream *s)
 {
     return s->kind != FC_S_LEGACY && !(s->flags & CU_STREAM_NON_BLOCKING);

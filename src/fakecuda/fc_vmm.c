@@ -553,8 +553,10 @@ CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags, const CUmemLocation *
     r = fc_check_device(location->id);
     if (r != CUDA_SUCCESS)
         return r;
+    /* Measured: cuMemAlloc memory answers too (read-write), an address
+     * with nothing mapped does not. */
     struct fc_range rg;
-    if (!fc_map_find(ptr, &rg) || rg.kind != FC_R_VMM)
+    if (!fc_map_find(ptr, &rg) || (rg.kind != FC_R_VMM && rg.kind != FC_R_DEVICE))
         return CUDA_ERROR_INVALID_VALUE;
     *flags = (rg.prot & FC_PROT_W) ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
              : (rg.prot & FC_PROT_R) ? CU_MEM_ACCESS_FLAGS_PROT_READ

@@ -8,7 +8,8 @@
  * error, and nothing else happens in a failed call; each exported name
  * counts its own calls (cuCtxPushCurrent and _v2), including calls through
  * cuGetProcAddress; every firing is logged on stderr and in
- * FAKECUDA_FAIL_LOG; the counts at exit are exact with threads racing.
+ * FAKECUDA_FAIL_LOG; the counts at exit are exact with threads racing; the
+ * graph node and texture entry points are switched too.
  */
 #include "fc_testutil.h"
 
@@ -92,6 +93,37 @@ static int role_names(char **args)
     return 0;
 }
 
+/* Entry points added with the explicit graph API and texture objects:
+ * two memcpy nodes, one texture object. */
+static int role_graph(char **args)
+{
+    (void)args;
+    fct_child_init();
+    CUdeviceptr p;
+    CCK(cuMemAlloc(&p, 1 << 20));
+    CUgraph g;
+    CCK(cuGraphCreate(&g, 0));
+    CUDA_MEMCPY3D c = { .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = p,
+                        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = p + 512,
+                        .WidthInBytes = 512, .Height = 1, .Depth = 1 };
+    CUgraphNode n;
+    int a = (int)cuGraphAddMemcpyNode(&n, g, NULL, 0, &c, NULL);
+    int b = (int)cuGraphAddMemcpyNode(&n, g, NULL, 0, &c, NULL);
+    size_t count = 0;
+    CCK(cuGraphGetNodes(g, NULL, &count));
+    CUDA_RESOURCE_DESC rd = { .resType = CU_RESOURCE_TYPE_LINEAR };
+    rd.res.linear.devPtr = p;
+    rd.res.linear.format = CU_AD_FORMAT_FLOAT;
+    rd.res.linear.numChannels = 1;
+    rd.res.linear.sizeInBytes = 1 << 20;
+    CUDA_TEXTURE_DESC td = { .filterMode = CU_TR_FILTER_MODE_POINT };
+    CUtexObject t;
+    int x = (int)cuTexObjectCreate(&t, &rd, &td, NULL);
+    fct_say("add %d %d nodes %zu tex %d", a, b, count, x);
+    CCK(cuGraphDestroy(g));
+    return 0;
+}
+
 #define THREADS 4
 #define PER_THREAD 1000
 
@@ -127,6 +159,7 @@ static const struct fct_role roles[] = {
     {"calls", 0, role_calls},
     {"names", 0, role_names},
     {"threads", 0, role_threads},
+    {"graph", 0, role_graph},
 };
 
 /* ---- the parent's side ------------------------------------------------------- */
@@ -308,6 +341,24 @@ static void test_each_name_counts_its_own_calls(void **state)
     assert_string_equal(r.line, "push v2 999 v1 0 get 0 0");
 }
 
+/* The graph node and texture entry points have the switch too; creating
+ * a node allocates (OUT_OF_MEMORY by default); a failed one adds none. */
+static void test_graph_entry_points(void **state)
+{
+    (void)state;
+    struct run r;
+    run_child("graph",
+              (const char *[]){"FAKECUDA_FAIL=cuGraphAddMemcpyNode:1,cuTexObjectCreate:1:1:"
+                               "CUDA_ERROR_UNKNOWN",
+                               NULL},
+              &r);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.line, "add 2 0 nodes 1 tex 999");
+    run_child("graph", (const char *[]){"FAKECUDA_FAIL=cuGraphAddMemcpyNode:2", NULL}, &r);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.line, "add 0 2 nodes 1 tex 0");
+}
+
 static void test_threads_count_exactly(void **state)
 {
     (void)state;
@@ -341,6 +392,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_settings_abort),
         cmocka_unit_test(test_countdown_repeat_and_log),
         cmocka_unit_test(test_each_name_counts_its_own_calls),
+        cmocka_unit_test(test_graph_entry_points),
         cmocka_unit_test(test_threads_count_exactly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

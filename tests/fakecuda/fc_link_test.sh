@@ -35,10 +35,11 @@ missing=$(comm -23 <(echo "$want") <(echo "$have"))
 kind() { echo "$defined" | awk -v s="$1" '$2 == s { print $1 }'; }
 for s in cuInit cuMemAlloc_v2 cuMemcpyHtoD_v2_ptds cuLaunchKernel cuLaunchKernel_ptsz \
          cuGetProcAddress cuGetProcAddress_v2 cuMemMap cuStreamBeginCapture_v2_ptsz \
-         cuGraphLaunch cuCtxSynchronize_v2 cuGetExportTable; do
+         cuGraphLaunch cuGraphAddKernelNode_v2 cuTexObjectCreate cuCtxSynchronize_v2 \
+         cuGetExportTable; do
     [ "$(kind "$s")" = T ] || fail "$s is not a strong definition ($(kind "$s"))"
 done
-for s in cuArrayCreate_v2 cuTexRefSetAddress_v2 cuIpcOpenMemHandle_v2 cuGraphAddKernelNode_v2; do
+for s in cuArrayCreate_v2 cuTexRefSetAddress_v2 cuIpcOpenMemHandle_v2 cuGraphAddHostNode; do
     [ "$(kind "$s")" = W ] || fail "$s should be a weak stub ($(kind "$s"))"
 done
 strong=$(echo "$defined" | awk '$1 == "T"' | wc -l)
