@@ -26,6 +26,15 @@ $(CS_PINCONTEND): $(OBJ)/bench/swap/cs_pincontend.o | $(FC_LINK)
 
 ALL_TARGETS += $(CS_PINBENCH) $(CS_SWAPBENCH) $(CS_PINCONTEND)
 
+# bench/gpu/addr_probe: the real driver's answers for addresses (issue 19's
+# ground truth), rerun by bench/gpu/run.sh's graphs section.
+ADDR_PROBE := $(BUILD)/bin/addr_probe
+$(ADDR_PROBE): $(OBJ)/bench/gpu/addr_probe.o | $(FC_LINK)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS)
+
+ALL_TARGETS += $(ADDR_PROBE)
+
 # bench/lc: the LC/BE latency benchmark (bench/lc/run.sh on a GPU; smoked on
 # the simulated driver by bench/lc/smoke.sh) and nvtrace, the recorder of
 # the RM ioctls libcuda makes (what tests/hook/hook_tsg_580.trace came from).

@@ -1,6 +1,7 @@
 # mk/e2e_swap.mk: end-to-end acceptance of memory oversubscription by swap
 # (issue 5) on the simulated GPU: a real cushared, several cs_job processes
-# under the real libcushare.so, and swap_probe, a small driver-API helper
+# (and cs_graphjob processes: graphs, issue 19) under the real
+# libcushare.so, and swap_probe, a small driver-API helper
 # (free device memory without the hook; the poison checks). The scripts are
 # tests/e2e/swap_*.sh; tests/e2e/swap_lib.sh is their common part.
 
@@ -12,6 +13,6 @@ $(SWAP_PROBE): $(OBJ)/tests/e2e/swap_probe.o $(FCK_OBJS) | $(FC_LINK)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
 
 # The scripts run the daemon, the tools, the hook and cs_job of the tree.
-$(SWAP_PROBE): | $(CUSHARED) $(BUILD)/bin/cusharectl $(HOOK_LIB) $(CS_JOB)
+$(SWAP_PROBE): | $(CUSHARED) $(BUILD)/bin/cusharectl $(HOOK_LIB) $(CS_JOB) $(CS_GRAPHJOB)
 
 TEST_BINS += $(SWAP_PROBE)

@@ -58,12 +58,22 @@ $(OBJ)/tests/progs/fc_kernels_blob.o: tests/progs/fc_kernels_blob.S tests/kernel
 	@mkdir -p $(dir $@)
 	$(CC) -c -Wa,-I,tests/kernels -o $@ $<
 
+# What the jobs share besides the kernels (clocks, pattern mix, options).
+JOBUTIL_OBJ := $(OBJ)/tests/progs/jobutil.o
+
 CS_JOB := $(BUILD)/bin/cs_job
-$(CS_JOB): $(OBJ)/tests/progs/cs_job.o $(FCK_OBJS) | $(FC_LINK)
+$(CS_JOB): $(OBJ)/tests/progs/cs_job.o $(JOBUTIL_OBJ) $(FCK_OBJS) | $(FC_LINK)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS)
 
-ALL_TARGETS += $(FC_LIB) $(FC_LINK) $(CS_JOB)
+# cs_graphjob: graphs built explicitly (issue 19); threaded, finds the
+# client API with dlsym.
+CS_GRAPHJOB := $(BUILD)/bin/cs_graphjob
+$(CS_GRAPHJOB): $(OBJ)/tests/progs/cs_graphjob.o $(JOBUTIL_OBJ) $(FCK_OBJS) | $(FC_LINK)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
+
+ALL_TARGETS += $(FC_LIB) $(FC_LINK) $(CS_JOB) $(CS_GRAPHJOB)
 
 # ---- tests/fakecuda ----------------------------------------------------------
 FC_TDIR := $(BUILD)/tests/fakecuda

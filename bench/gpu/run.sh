@@ -31,6 +31,11 @@
 #             with mem_reserve_mb); each job's hook logs at
 #             OVERSUB_HOOK_LOG_LEVEL (default debug: idle reports, room
 #             waits, evictions, restores, with times) into its job log
+#   graphs    issue 19: graphs built while memory is off the GPU: the real
+#             driver's answers for addresses (addr_probe), cs_graphjob x2
+#             at 48 GB and graph_replay.py x3 with 25 GiB of ballast under
+#             cushared, each also solo natively: makespan vs the sum of
+#             solo runs, every result checked
 # --quick (about 13 minutes on an H100) runs every section once through:
 # one run per workload and side, one LC repetition, one oversubscribed case,
 # a short swap benchmark. Recorded results come from the full run (about 25
@@ -44,7 +49,7 @@ B=${CUSHARE_BUILD:-build}
 OUT=${OUT:-$PWD/gpu-out}
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
-SECTIONS=${*:-info tests overhead torch workloads sched lc lctorch k8s swap pin oversub}
+SECTIONS=${*:-info tests overhead torch workloads sched lc lctorch k8s swap pin oversub graphs}
 mkdir -p "$OUT"
 SUM=$OUT/summary.md
 : >"$SUM"
@@ -95,7 +100,7 @@ section_tests() {
     # driver's slow cuMemCreate and pinning (FAKECUDA_MEMCREATE_GBPS,
     # FAKECUDA_PIN_GBPS); on an H100 those calls take milliseconds and the
     # tests stop at their precondition.
-    for t in fakecuda/fc_api_test hook/hook_routes hook/hook_quota hook/hook_swap \
+    for t in fakecuda/fc_api_test hook/hook_routes hook/hook_quota hook/hook_swap hook/hook_addr \
         hook/hook_gate_stress hook/hook_rtld_next hook/hook_pinkeep \
         hook/hook_ctxroom hook/hook_tsg_preload hook/hook_ipc hook/hook_vmm hook/hook_terms \
         hook/hook_refused; do
@@ -504,6 +509,61 @@ mem_reserve_mb = 51200"
         esac
     done
     ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/oversub-status.txt" 2>&1
+    stop_daemon
+}
+
+# graphs_case LABEL N GB ENV CMD...: CMD alone natively, then N of it at
+# once under cushared (ENV in their environment); one row of the graphs
+# table, every result checked. The switches' summary goes to GRAPHS_NOTES.
+GRAPHS_NOTES=
+graphs_case() {
+    local label=$1 n=$2 gb=$3 envs=$4 t0 t1 solo r from off
+    shift 4
+    t0=$(now)
+    ours "$@" >"$OUT/graphs-solo-$label.log" 2>&1 || fail "$label solo"
+    t1=$(now)
+    grep -q '"ok": true' "$OUT/graphs-solo-$label.log" || fail "$label solo: wrong result"
+    solo=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    from=$(wc -l <"$OUT/cushared.log")
+    r=$(shared_makespan "graphs-$label" "$n" "$envs CUSHARE_LOG_LEVEL=${GRAPHS_HOOK_LOG_LEVEL:-info}" "$@")
+    set -- $r
+    [ "$2" -eq "$n" ] || fail "$label: $2 of $n jobs correct"
+    # Graph builds that began while some of the job's memory was off the
+    # GPU (cs_graphjob counts them; graph_replay.py does not: "-").
+    off=$(cat "$OUT"/graphs-$label-*.log | grep -o '"graphs_off_gpu": [0-9]*' |
+        awk '{s += $2; k++} END {print k ? s : "-"}')
+    say "$(awk -v m="$1" -v s="$solo" -v n="$n" -v g="$gb" -v l="$label" -v ok="$2" -v off="$off" \
+        'BEGIN {printf "| %s | %d x %s GB | %.1f s | %.1f s (%.1f s each) | %.3f | %d/%d ok | %s |", l, n, g, m, n*s, s, m/(n*s), ok, n, off}')"
+    GRAPHS_NOTES="$GRAPHS_NOTES
+  $label switches: $(switch_summary "$from")"
+}
+
+section_graphs() {
+    say "## graphs while memory is off the GPU (issue 19)"
+    if ours "$B/bin/addr_probe" >"$OUT/addr_probe.log" 2>&1; then say "PASS addr_probe (see addr_probe.log)"
+    else fail "addr_probe: $(grep -c FAILED "$OUT/addr_probe.log") checks failed (see addr_probe.log)"; fi
+    # The switch summaries read the daemon's debug lines; drains and
+    # restores of ~50 GB get a minute (see section_oversub).
+    local DAEMON_LOG_LEVEL=${DAEMON_LOG_LEVEL:-debug}
+    start_daemon "[cushared]
+quantum_floor_ms = 1000
+quantum_cap_ms = 30000
+client_reserve_mb = 768
+revoke_timeout_ms = 60000"
+    local it=4000 steps=300
+    [ $QUICK = 1 ] && it=1000 steps=60
+    GRAPHS_NOTES=
+    say "| case | jobs | makespan | sum of solo runs | ratio | results | graph builds off the GPU |"
+    say "|---|---|---|---|---|---|---|"
+    # Two driver-API jobs of 48 GB (24 allocations, 6 of them 512 KiB):
+    # a graph built explicitly per iteration, its first 4 before the
+    # memory is placed; 5 ms of kernel per iteration.
+    graphs_case gjob2x48 2 48 "" "$B/bin/cs_graphjob" --mb 49152 --n 24 --iters "$it" \
+        --early-graphs 4 --kernel-ns 5000000
+    # PyTorch CUDA-graph replay with 25 GiB of ballast each: 3 x ~26 GB.
+    graphs_case replay3x25 3 25 "" python3 $W/graph_replay.py --ballast-gb 25 --steps "$steps"
+    say "$GRAPHS_NOTES"
+    ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/graphs-status.txt" 2>&1
     stop_daemon
 }
 

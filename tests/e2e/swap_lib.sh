@@ -96,9 +96,11 @@ dump_stuck() {
     done
 }
 
-# job_ok NAME PID: waits for it (up to 90 s) and requires a right checksum.
+# job_ok NAME PID [REGEX]: waits for it (up to 90 s) and requires a right
+# checksum: its output has a line matching REGEX (by default cs_job's ok
+# line).
 job_ok() {
-    local name=$1 pid=$2 i
+    local name=$1 pid=$2 want=${3:-"^cs_job: ok name=$1 "} i
     for i in $(seq 9000); do
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.01
@@ -108,7 +110,7 @@ job_ok() {
         fail "job $name (pid $pid) did not finish within 90 s"
     fi
     wait "$pid" || fail "job $name exited with $?: $(cat "$T/$name.out" "$T/$name.err" | tail -n 3)"
-    grep -q "^cs_job: ok name=$name " "$T/$name.out" || fail "job $name: $(cat "$T/$name.out")"
+    grep -q "$want" "$T/$name.out" || fail "job $name: $(cat "$T/$name.out")"
 }
 
 # The simulated GPU's free memory as a process without the hook sees it

@@ -112,6 +112,37 @@ void ht_sleep_ms(unsigned ms)
         ;
 }
 
+#if defined(__x86_64__)
+#define HT_DLSYM_OLD "GLIBC_2.2.5"
+#else
+#define HT_DLSYM_OLD "GLIBC_2.17"
+#endif
+
+/* The hook exports dlsym and answers a driver name with its wrapper, even
+ * on the libcuda handle (hooks_dlsym.c); glibc's own dlsym, found by
+ * version on the libc (or, before glibc 2.34, libdl) handle, does not. */
+void *ht_unhooked(const char *name)
+{
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *libdl = dlopen("libdl.so.2", RTLD_NOW | RTLD_NOLOAD);
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(cuda);
+    void *(*glibc_dlsym)(void *, const char *) = NULL;
+    if (libc)
+        *(void **)&glibc_dlsym = dlvsym(libc, "dlsym", "GLIBC_2.34");
+    if (!glibc_dlsym && libdl)
+        *(void **)&glibc_dlsym = dlvsym(libdl, "dlsym", HT_DLSYM_OLD);
+    assert_non_null(glibc_dlsym);
+    void *p = glibc_dlsym(cuda, name);
+    assert_non_null(p);
+    assert_true(p != dlsym(RTLD_DEFAULT, name)); /* that one is the hook's */
+    void *handles[] = {libc, libdl, cuda}; /* each RTLD_NOLOAD counted a reference */
+    for (size_t i = 0; i < sizeof handles / sizeof handles[0]; i++)
+        if (handles[i])
+            dlclose(handles[i]);
+    return p;
+}
+
 const char *ht_path(const char *name)
 {
     static char buf[8][4096];

@@ -54,6 +54,11 @@ void ht_sleep_ms(unsigned ms);
  * what it logged (the first 8 KiB). */
 int ht_count_log_lines(void (*fn)(void), const char *needle);
 
+/* The driver's own entry point `name` (its exported symbol name, e.g.
+ * "cuMemcpyDtoH_v2"), bypassing the hook: for reading what an address
+ * shows without passing the gate. Asserts it is not the hook's wrapper. */
+void *ht_unhooked(const char *name);
+
 /* A scratch path under $TEST_TMP (or /tmp). */
 const char *ht_path(const char *name);
 

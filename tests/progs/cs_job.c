@@ -37,6 +37,7 @@
  *                      are checked for that count (not with --submit-ns)
  */
 #include "fckern.h"
+#include "jobutil.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -86,58 +87,21 @@ static void check(CUresult r, const char *what)
     finish_fail(reason);
 }
 
-static uint32_t mix32(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (uint32_t)x;
-}
-
 /* Initial value of element i of allocation a. */
 static uint32_t pattern(uint64_t a, uint64_t i)
 {
-    return mix32(o.seed * 0x9e3779b97f4a7c15ull + a * 0x100000001b3ull + i);
+    return ju_mix32(o.seed * 0x9e3779b97f4a7c15ull + a * 0x100000001b3ull + i);
 }
 
 /* Value added to allocation a in iteration it. */
 static uint32_t addend(uint64_t it, uint64_t a)
 {
-    return mix32(o.seed ^ (it << 20) ^ (a << 8) ^ 0xadd) | 1;
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_ms(uint64_t ms)
-{
-    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    return ju_mix32(o.seed ^ (it << 20) ^ (a << 8) ^ 0xadd) | 1;
 }
 
 static uint64_t parse_u64(const char *s, const char *opt)
 {
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || s[0] == '-') {
-        fprintf(stderr, "cs_job: %s needs a non-negative integer, got '%s'\n", opt, s);
-        exit(2);
-    }
-    return v;
+    return ju_parse_u64("cs_job", s, opt);
 }
 
 static void usage(void)
@@ -258,7 +222,7 @@ static void run_iterations(struct job *j)
     uint64_t it;
     for (it = 0; more_iterations(it); it++) {
         if (j->submit)
-            j->submit[it] = now_ns();
+            j->submit[it] = ju_now_ns();
         for (uint64_t a = 0; a < o.allocs; a++) {
             CUstream s = j->streams[a % o.streams];
             if (o.kernel_ns)
@@ -314,11 +278,11 @@ int main(int argc, char **argv)
     setup(&j);
     if (o.start_delay_ms) {
         check(cuCtxSynchronize(), "cuCtxSynchronize");
-        sleep_ms(o.start_delay_ms);
+        ju_sleep_ms(o.start_delay_ms);
     }
-    uint64_t t0 = now_ms();
+    uint64_t t0 = ju_now_ms();
     run_iterations(&j);
-    uint64_t elapsed = now_ms() - t0;
+    uint64_t elapsed = ju_now_ms() - t0;
     uint64_t sum = verify(&j);
     for (uint64_t it = 0; j.submit && it < o.iters; it++)
         printf("cs_job: submit iter=%" PRIu64 " ns=%" PRIu64 "\n", it, j.submit[it]);

@@ -2,6 +2,7 @@
 #include "fckern.h"
 
 #include <stddef.h>
+#include <string.h>
 
 /* The set the helpers launch; set by fck_load/fck_use (see fckern.h). */
 static const struct fck *cur;
@@ -45,14 +46,54 @@ void fck_use(const struct fck *k)
 
 /* 256 threads per block, at most 1024 blocks: grid-stride kernels cover
  * any n with that. */
-static CUresult launch(CUfunction f, CUstream s, uint64_t n, void **params)
+CUDA_KERNEL_NODE_PARAMS fck_node_params(CUfunction f, uint64_t n, void **params)
 {
     uint64_t blocks = (n + 255) / 256;
     if (blocks == 0)
         blocks = 1;
     if (blocks > 1024)
         blocks = 1024;
-    return cuLaunchKernel(f, (unsigned)blocks, 1, 1, n ? 256 : 1, 1, 1, 0, s, params, NULL);
+    CUDA_KERNEL_NODE_PARAMS kp;
+    memset(&kp, 0, sizeof kp);
+    kp.func = f;
+    kp.gridDimX = (unsigned)blocks;
+    kp.gridDimY = kp.gridDimZ = 1;
+    kp.blockDimX = n ? 256 : 1;
+    kp.blockDimY = kp.blockDimZ = 1;
+    kp.kernelParams = params;
+    return kp;
+}
+
+CUDA_MEMSET_NODE_PARAMS fck_memset32_params(CUdeviceptr p, uint64_t n, uint32_t v)
+{
+    CUDA_MEMSET_NODE_PARAMS m;
+    memset(&m, 0, sizeof m);
+    m.dst = p;
+    m.value = v;
+    m.elementSize = 4;
+    m.width = n;
+    m.height = 1;
+    return m;
+}
+
+CUDA_MEMCPY3D fck_copy_params(CUdeviceptr dst, CUdeviceptr src, uint64_t bytes)
+{
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = src;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dst;
+    c.WidthInBytes = bytes;
+    c.Height = 1;
+    c.Depth = 1;
+    return c;
+}
+
+static CUresult launch(CUfunction f, CUstream s, uint64_t n, void **params)
+{
+    CUDA_KERNEL_NODE_PARAMS kp = fck_node_params(f, n, params);
+    return cuLaunchKernel(f, kp.gridDimX, 1, 1, kp.blockDimX, 1, 1, 0, s, params, NULL);
 }
 
 CUresult fck_sleep(CUstream stream, uint64_t ns)

@@ -32,4 +32,15 @@ CUresult fck_fill32(CUstream stream, CUdeviceptr p, uint64_t n, uint32_t v);
 CUresult fck_add32(CUstream stream, CUdeviceptr p, uint64_t n, uint32_t v);
 CUresult fck_sum32(CUstream stream, CUdeviceptr p, uint64_t n, CUdeviceptr out);
 
+/* The helpers' launch shape for kernel f over n elements, as the
+ * parameters of a graph kernel node (cuGraphAddKernelNode and the node
+ * SetParams calls): params as cuLaunchKernel takes them, read when the
+ * node is made or set. */
+CUDA_KERNEL_NODE_PARAMS fck_node_params(CUfunction f, uint64_t n, void **params);
+
+/* The other nodes the graph tests build: n uint32 at p set to v (memset
+ * node), and bytes copied from device memory src to dst (memcpy node). */
+CUDA_MEMSET_NODE_PARAMS fck_memset32_params(CUdeviceptr p, uint64_t n, uint32_t v);
+CUDA_MEMCPY3D fck_copy_params(CUdeviceptr dst, CUdeviceptr src, uint64_t bytes);
+
 #endif

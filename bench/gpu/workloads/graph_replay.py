@@ -1,7 +1,13 @@
 """graph_replay.py: a CUDA-graph workload. An MLP forward+backward step is
 captured once with torch.cuda.graph and replayed; the replayed result must
 equal the eager result of the same step bit for bit (same kernels, same
-inputs). Prints the median time of --replays replays per measured step."""
+inputs). Prints the median time of --replays replays per measured step.
+
+--ballast-gb N adds N GiB of int32 tensors holding a pattern derived from
+--seed, allocated before the capture and compared with the pattern at the
+end: several instances then oversubscribe the GPU (bench/gpu/run.sh,
+section graphs), and a graph replayed after its job's memory came back
+from the host must find every byte where it was."""
 import argparse
 
 import torch
@@ -14,8 +20,43 @@ p.add_argument("--batch", type=int, default=512)
 p.add_argument("--replays", type=int, default=20)
 p.add_argument("--steps", type=int, default=30)
 p.add_argument("--warmup", type=int, default=5)
+p.add_argument("--ballast-gb", type=float, default=0.0)
+p.add_argument("--seed", type=int, default=1)
 a = p.parse_args()
 
+BALLAST_TENSOR = 1 << 28  # int32 elements per ballast tensor (1 GiB)
+SLICE = 1 << 26           # elements made or compared at once (int64 temporaries: 512 MiB)
+
+
+def pattern(tensor, start, n):
+    """Elements start..start+n of ballast tensor `tensor`, below 2^31."""
+    i = torch.arange(start, start + n, dtype=torch.int64, device="cuda")
+    return ((i * 2654435761 + (a.seed * 1000003 + tensor) * 97) % 2147483647).to(torch.int32)
+
+
+def make_ballast(gib):
+    tensors, left = [], int(gib * (1 << 30) / 4)
+    while left > 0:
+        t = torch.empty(min(BALLAST_TENSOR, left), dtype=torch.int32, device="cuda")
+        for s0 in range(0, t.numel(), SLICE):
+            m = min(SLICE, t.numel() - s0)
+            t[s0:s0 + m] = pattern(len(tensors), s0, m)
+        tensors.append(t)
+        left -= t.numel()
+    return tensors
+
+
+def ballast_intact(tensors):
+    for k, t in enumerate(tensors):
+        for s0 in range(0, t.numel(), SLICE):
+            m = min(SLICE, t.numel() - s0)
+            if not torch.equal(t[s0:s0 + m], pattern(k, s0, m)):
+                return False
+    return True
+
+
+ballast = make_ballast(a.ballast_gb)
+torch.cuda.synchronize()
 torch.manual_seed(0)
 model = torch.nn.Sequential(*[torch.nn.Linear(a.width, a.width) for _ in range(4)]).cuda()
 x = torch.randn(a.batch, a.width, device="cuda", requires_grad=False)
@@ -53,5 +94,8 @@ def step():
 
 times = timed_steps(step, a.steps, a.warmup)
 ok = ok and abs(static_out.item() - eager) <= 1e-5 * abs(eager)
-result(workload="graph_replay", ok=bool(ok), replays=a.replays, **summary(times))
+intact = ballast_intact(ballast)
+result(workload="graph_replay", ok=bool(ok and intact), replays=a.replays,
+       ballast_gb=a.ballast_gb, ballast_intact=intact, **summary(times))
+ok = ok and intact
 raise SystemExit(0 if ok else 1)
