@@ -195,17 +195,26 @@ bool fc_map_covered(uintptr_t p, size_t n, unsigned prot)
     return ok;
 }
 
-/* A VMM mapping lies in a reservation, device address space, wherever
- * its memory is: a copy naming host-located VMM memory is a device copy,
- * checked against the map when it runs like any (never a bare memmove
- * into a range that may be unmapped by then). */
+/* Which copy engine and link a copy uses follows where the memory is:
+ * host-located VMM memory is host memory (over PCIe), as on the real
+ * driver, even though it lies in device address space. */
 bool fc_map_is_device(uintptr_t p)
 {
     rd();
     const struct fc_range *r = containing(&ranges, p);
-    bool dev = r ? r->dev_loc || r->kind == FC_R_VMM : containing(&resv, p) != NULL;
+    bool dev = r ? r->dev_loc : containing(&resv, p) != NULL;
     fc_map_unlock();
     return dev;
+}
+
+/* A VMM mapping lies in a reservation, device address space, wherever its
+ * memory is: a copy naming it is checked against the map when it runs
+ * like a device side (never a bare memmove into a range that may be
+ * unmapped by then). */
+bool fc_map_in_vas_locked(uintptr_t p)
+{
+    const struct fc_range *r = containing(&ranges, p);
+    return r ? r->dev_loc || r->kind == FC_R_VMM : containing(&resv, p) != NULL;
 }
 
 CUresult fc_map_set_prot(uintptr_t p, size_t n, unsigned prot)

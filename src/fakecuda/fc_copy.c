@@ -38,9 +38,11 @@ static bool sides_ok_locked(const struct fc_copy *cp)
 {
     if (copy_bytes(cp) == 0)
         return true;
-    if (dst_dev(cp->dir) && !fc_map_covered_locked(cp->dst, span(cp->dpitch, cp->dslice, cp), FC_PROT_W))
+    bool dd = dst_dev(cp->dir) || fc_map_in_vas_locked(cp->dst);
+    bool sd = src_dev(cp->dir) || fc_map_in_vas_locked(cp->src);
+    if (dd && !fc_map_covered_locked(cp->dst, span(cp->dpitch, cp->dslice, cp), FC_PROT_W))
         return false;
-    if (src_dev(cp->dir) && !fc_map_covered_locked(cp->src, span(cp->spitch, cp->sslice, cp), FC_PROT_R))
+    if (sd && !fc_map_covered_locked(cp->src, span(cp->spitch, cp->sslice, cp), FC_PROT_R))
         return false;
     return true;
 }

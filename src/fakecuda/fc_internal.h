@@ -314,9 +314,13 @@ void fc_map_unlock(void);
  * with `prot`? Ranges may be adjacent (several VMM mappings). */
 bool fc_map_covered_locked(uintptr_t p, size_t n, unsigned prot);
 bool fc_map_covered(uintptr_t p, size_t n, unsigned prot);
-/* Is p inside device address space (an allocation, a mapping or a
- * reservation), i.e. a "device" pointer for unified addressing? */
+/* Is p device memory (a device allocation, a DEVICE-located mapping, or a
+ * reservation), i.e. a "device" pointer for unified addressing: which
+ * engine and link a copy uses? Host-located VMM memory is not. */
 bool fc_map_is_device(uintptr_t p);
+/* Under the read lock: is p in device address space (as fc_map_is_device,
+ * or any VMM mapping)? Such a side of a copy is checked when it runs. */
+bool fc_map_in_vas_locked(uintptr_t p);
 /* Sets the access of every VMM mapping inside [p, p+n), which must be
  * covered by VMM mappings exactly. */
 CUresult fc_map_set_prot(uintptr_t p, size_t n, unsigned prot);
