@@ -463,6 +463,13 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         pthread_mutex_unlock(&vmm_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    /* The real driver maps an allocation whole: part of one (a smaller
+     * size, or an offset) is CUDA_ERROR_NOT_SUPPORTED, device- or
+     * host-located alike (measured on an H100, driver 580). */
+    if (offset != 0 || size != p->size) {
+        pthread_mutex_unlock(&vmm_lock);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
     struct fc_range rg = {
         .start = ptr, .end = ptr + size, .kind = FC_R_VMM,
         .dev = p->dev >= 0 ? p->dev : 0, .prot = 0, .dev_loc = p->dev >= 0,

@@ -138,65 +138,76 @@ bool cs_backing_tiling(const struct cs_backing *b, struct cs_tiling *t)
 {
     if (!b->piece || !cs_backing_complete(b))
         return false;
-    *t = (struct cs_tiling){b->va, 0, b->piece};
+    *t = (struct cs_tiling){.src = b->va, .tile = b->piece};
     return true;
 }
 
-/* One tile's part of [off, off + size): the tile's start (in segment
- * bytes) and the overlap. */
+/* One whole allocation of a tiling placed at `at` bytes into a mapped range
+ * that starts `off` bytes into the segment. */
 struct tile_part {
-    uint64_t tile_off;   /* where the tile starts */
-    uint64_t from, len;  /* the overlap, in segment bytes */
+    CUmemGenericAllocationHandle h; /* placeholder's; 0: retain the piece at src + seg_off */
+    uint64_t seg_off;
+    uint64_t len;
 };
 
-static struct tile_part tile_at(const struct cs_tiling *t, uint64_t pos, uint64_t end)
+/* The tile at `at` of a range of `size` bytes starting `off` into the
+ * segment; len 0 when the range cannot be tiled there (part of a piece). */
+static struct tile_part tile_at(const struct cs_tiling *t, uint64_t off, uint64_t size,
+                                uint64_t at)
 {
-    uint64_t start = pos / t->tile * t->tile;
-    uint64_t stop = start + t->tile < end ? start + t->tile : end;
-    return (struct tile_part){start, pos, stop - pos};
+    uint64_t left = size - at;
+    if (t->one) /* the placeholder: big tiles while they fit, then granules */
+        return left >= t->tile ? (struct tile_part){t->one, 0, t->tile}
+                               : (struct tile_part){t->small, 0, t->small_size};
+    /* A piece is mapped whole or not at all: the range must start at one;
+     * the backing's last piece may be shorter (what the range has left;
+     * a range ending inside a piece gets the driver's refusal). */
+    uint64_t pos = off + at, start = pos / t->tile * t->tile;
+    uint64_t len = start != pos ? 0 : left < t->tile ? left : t->tile;
+    return (struct tile_part){0, start, len};
 }
 
 static CUresult map_tile(const struct cs_tiling *t, CUdeviceptr va, struct tile_part p)
 {
-    if (t->one)
-        return cs_real.cuMemMap(va, p.len, p.from - p.tile_off, t->one, 0);
+    if (!p.len || (t->one && !p.h))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (p.h)
+        return cs_real.cuMemMap(va, p.len, 0, p.h, 0);
     CUmemGenericAllocationHandle h;
-    CUresult r = cs_real.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)(t->src + p.tile_off));
+    CUresult r = cs_real.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)(t->src + p.seg_off));
     if (r != CUDA_SUCCESS)
         return r;
-    r = cs_real.cuMemMap(va, p.len, p.from - p.tile_off, h, 0);
+    r = cs_real.cuMemMap(va, p.len, 0, h, 0);
     cs_real.cuMemRelease(h); /* the mapping holds it */
     return r;
 }
 
 CUresult cs_tiling_map(const struct cs_tiling *t, CUdeviceptr va, uint64_t size, uint64_t off)
 {
-    uint64_t end = off + size;
-    for (uint64_t pos = off; pos < end;) {
-        struct tile_part p = tile_at(t, pos, end);
-        CUresult r = map_tile(t, va + (pos - off), p);
+    for (uint64_t at = 0; at < size;) {
+        struct tile_part p = tile_at(t, off, size, at);
+        CUresult r = map_tile(t, va + at, p);
         if (r != CUDA_SUCCESS) {
-            if (pos > off)
-                cs_tiling_unmap(t, va, pos - off, off);
+            if (at > 0)
+                cs_tiling_unmap(t, va, at, off);
             return r;
         }
-        pos += p.len;
+        at += p.len;
     }
     return CUDA_SUCCESS;
 }
 
 CUresult cs_tiling_unmap(const struct cs_tiling *t, CUdeviceptr va, uint64_t size, uint64_t off)
 {
-    uint64_t end = off + size;
-    for (uint64_t pos = off; pos < end;) {
-        struct tile_part p = tile_at(t, pos, end);
-        CUresult r = cs_real.cuMemUnmap(va + (pos - off), p.len);
+    for (uint64_t at = 0; at < size;) {
+        struct tile_part p = tile_at(t, off, size, at);
+        CUresult r = p.len ? cs_real.cuMemUnmap(va + at, p.len) : CUDA_ERROR_NOT_SUPPORTED;
         if (r != CUDA_SUCCESS) { /* what went comes back: all or nothing */
-            if (pos > off)
-                cs_tiling_map(t, va, pos - off, off);
+            if (at > 0)
+                cs_tiling_map(t, va, at, off);
             return r;
         }
-        pos += p.len;
+        at += p.len;
     }
     return CUDA_SUCCESS;
 }

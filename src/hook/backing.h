@@ -51,17 +51,22 @@ bool cs_backing_ensure(struct cs_backing *b, uint64_t size, int dev, _Atomic uin
 
 /* ---- showing host memory at a segment's addresses ----------------------
  * Host memory that is not on the GPU stays visible to the driver at the
- * segment's own addresses (seg.h): the same physical pieces are mapped a
- * second time there. A tiling is one allocation per `tile` bytes of the
- * segment: a VMM backing's pieces (each its own allocation, found again
- * with cuMemRetainAllocationHandle), or one allocation mapped at every
- * tile (the placeholder of memory that has no contents yet). Offsets are
- * in the segment's bytes: [off, off + size) of it is mapped at va, one
- * mapping per tile it touches. */
+ * segment's own addresses (seg.h): the same physical allocations are
+ * mapped a second time there. The driver maps an allocation only whole
+ * (part of one is CUDA_ERROR_NOT_SUPPORTED, measured on an H100), so a
+ * tiling is a list of whole allocations laid end to end:
+ *   - a VMM backing: its pieces, at their offsets in the segment (each
+ *     found again with cuMemRetainAllocationHandle); a range that would
+ *     need part of a piece is refused;
+ *   - a placeholder (memory without contents): one allocation of `tile`
+ *     bytes mapped again and again, the rest of the range with one of
+ *     `small` bytes (the granularity), wherever the range starts. */
 struct cs_tiling {
-    CUdeviceptr src;                  /* backing: its pieces' addresses; 0 with one */
-    CUmemGenericAllocationHandle one; /* the allocation at every tile, or 0 */
-    uint64_t tile;
+    CUdeviceptr src;                    /* backing: its pieces' addresses; 0 with one */
+    CUmemGenericAllocationHandle one;   /* placeholder: the big allocation, or 0 */
+    CUmemGenericAllocationHandle small; /* placeholder: the granule-sized one */
+    uint64_t tile;                      /* piece or big allocation size */
+    uint64_t small_size;
 };
 
 /* A complete VMM backing's tiling; false for one that cannot be mapped

@@ -273,9 +273,25 @@ static const struct cs_seg_kind plain_kind = {plain_create_locked, plain_map_loc
 
 /* ---- what a segment's addresses show ------------------------------------ */
 
-/* One pinned allocation per device, mapped at every tile of every RESERVED
- * segment: 64 MiB, as a backing piece, keeps the mappings as few. */
+/* One pinned allocation per device mapped at every 64 MiB tile of every
+ * RESERVED segment (as many mappings as a backing has pieces), and one of
+ * 2 MiB for the rest: the driver maps an allocation only whole. */
 #define PLACEHOLDER_SIZE (64ull << 20)
+
+/* Both placeholder allocations, or neither (*ph, *small stay 0). */
+static CUresult create_placeholder(CUmemGenericAllocationHandle *ph,
+                                   CUmemGenericAllocationHandle *small)
+{
+    CUresult r = cs_backing_create_host(PLACEHOLDER_SIZE, ph);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = cs_backing_create_host(CS_CHUNK_SIZE, small);
+    if (r != CUDA_SUCCESS) {
+        cs_real.cuMemRelease(*ph);
+        *ph = 0;
+    }
+    return r;
+}
 
 static bool placeholder_locked(struct cs_segs *s)
 {
@@ -283,11 +299,11 @@ static bool placeholder_locked(struct cs_segs *s)
         return true;
     if (s->ph_refused || !cs_cfg.host_backing_vmm)
         return false;
-    CUresult r = cs_backing_create_host(PLACEHOLDER_SIZE, &s->ph);
-    if (r == CUDA_SUCCESS) /* not in s->backing: it holds no one's bytes, and the pin budget
-                              (CUSHARE_PIN_KEEP) is for backing that may be dropped */
+    /* Not in s->backing: it holds no one's bytes, and the pin budget
+     * (CUSHARE_PIN_KEEP) is for backing that may be dropped. */
+    CUresult r = create_placeholder(&s->ph, &s->ph_small);
+    if (r == CUDA_SUCCESS)
         return true;
-    s->ph = 0;
     /* The driver's no is for good; the host's (out of memory) is asked
      * again at the next allocation. Said once either way. */
     s->ph_refused = r != CUDA_ERROR_OUT_OF_MEMORY;
@@ -302,7 +318,9 @@ static bool tiling_of(const struct cs_seg *g, struct cs_tiling *t)
 {
     if (g->at == CS_AT_BACKING)
         return cs_backing_tiling(&g->backing, t);
-    *t = (struct cs_tiling){0, cs_segs[g->dev].ph, PLACEHOLDER_SIZE};
+    const struct cs_segs *s = &cs_segs[g->dev];
+    *t = (struct cs_tiling){.one = s->ph, .small = s->ph_small, .tile = PLACEHOLDER_SIZE,
+                            .small_size = CS_CHUNK_SIZE};
     return t->one != 0;
 }
 

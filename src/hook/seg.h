@@ -49,8 +49,8 @@ struct cs_seg;
  * an address without running work check it: graph nodes, pointer
  * queries; bench/gpu/addr_probe.c): a SWAPPED segment shows its backing
  * (the same pinned pieces, mapped twice), a RESERVED one the device's
- * placeholder (one pinned allocation mapped at every tile: memory that has
- * no contents yet needs no bytes of its own). NONE only where the driver
+ * placeholder (two pinned allocations, 64 MiB and 2 MiB, mapped again and
+ * again: memory that has no contents yet needs no bytes of its own). NONE only where the driver
  * gives no host-located VMM memory (cuMemHostAlloc backing) or the host
  * has none to spare. */
 enum cs_seg_at {
@@ -124,7 +124,7 @@ struct cs_segs {
     pthread_cond_t pin_cv;
     /* The placeholder RESERVED segments show (cs_seg_at), made on first
      * need; ph_refused once the driver or the host said no. */
-    CUmemGenericAllocationHandle ph;
+    CUmemGenericAllocationHandle ph, ph_small;
     bool ph_refused;
     /* Evicted segments whose backing is still to be shown (written under
      * mu, read without it as a hint); while non-zero the device counts as

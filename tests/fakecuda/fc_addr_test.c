@@ -769,9 +769,9 @@ static void test_host_memory_mappings(void **state)
     CUmemGenericAllocationHandle h = create(true, 2 * G);
     CUdeviceptr a, b, out;
     CK(cuMemAddressReserve(&a, 2 * G, 0, 0, 0));
-    CK(cuMemAddressReserve(&b, G, 0, 0, 0));
+    CK(cuMemAddressReserve(&b, 2 * G, 0, 0, 0));
     map_rw(a, 2 * G, 0, h);
-    map_rw(b, G, G, h);                                 /* the second half */
+    map_rw(b, 2 * G, 0, h);                             /* a second mapping (whole) */
     CK(cuMemGetInfo(&f1, &t));
     assert_int_equal(f1, f0);
     uint32_t *pat = malloc(G);
@@ -780,27 +780,27 @@ static void test_host_memory_mappings(void **state)
         pat[i] = (uint32_t)(i * 7 + 1);
     CK(cuMemcpyHtoD(a + G, pat, G));
     uint32_t w;
-    CK(cuMemcpyDtoH(&w, b + 4 * 1000, 4));
+    CK(cuMemcpyDtoH(&w, b + G + 4 * 1000, 4));
     assert_int_equal(w, 7 * 1000 + 1);
     CK(cuMemAlloc(&out, 8));
     CK(cuMemsetD32(out, 0, 2));
-    CK(fck_sum32(NULL, b, 4, out));                     /* 1 + 8 + 15 + 22 */
+    CK(fck_sum32(NULL, b + G, 4, out));                     /* 1 + 8 + 15 + 22 */
     CK(cuCtxSynchronize());
     assert_int_equal(fct_get64(out), 46);
-    CK(fck_add32(NULL, b, G / 4, 1));
+    CK(fck_add32(NULL, b + G, G / 4, 1));
     CK(cuMemsetD32(a, 9, G / 4));
     CK(cuCtxSynchronize());
     assert_int_equal(fct_get32(a + G + 8), 7 * 2 + 2);
     assert_int_equal(fct_get32(a + 8), 9);
     CK(cuMemcpyDtoD(out, a + G + 4, 4));               /* device copy from host memory */
     assert_int_equal(fct_get32(out), 7 + 2);
-    CK(cuMemcpy(out, b + 12, 4));                       /* unified: found as device memory */
+    CK(cuMemcpy(out, b + G + 12, 4));                       /* unified: found as device memory */
     assert_int_equal(fct_get32(out), 7 * 3 + 2);
     CK(cuMemUnmap(a, 2 * G));
-    CK(cuMemUnmap(b, G));
+    CK(cuMemUnmap(b, 2 * G));
     CK(cuMemRelease(h));
     CK(cuMemAddressFree(a, 2 * G));
-    CK(cuMemAddressFree(b, G));
+    CK(cuMemAddressFree(b, 2 * G));
     CK(cuMemFree(out));
     free(pat);
 }
