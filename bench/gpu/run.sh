@@ -33,7 +33,7 @@
 #             waits, evictions, restores, with times) into its job log
 #   graphs    issue 19: graphs built while memory is off the GPU: the real
 #             driver's answers for addresses (addr_probe), cs_graphjob x2
-#             at 48 GB and graph_replay.py x3 with 25 GiB of ballast under
+#             at 48 GB and graph_replay.py x3 with 30 GiB of ballast under
 #             cushared, each also solo natively: makespan vs the sum of
 #             solo runs, every result checked
 # --quick (about 13 minutes on an H100) runs every section once through:
@@ -560,8 +560,8 @@ revoke_timeout_ms = 60000"
     # memory is placed; 5 ms of kernel per iteration.
     graphs_case gjob2x48 2 48 "" "$B/bin/cs_graphjob" --mb 49152 --n 24 --iters "$it" \
         --early-graphs 4 --kernel-ns 5000000
-    # PyTorch CUDA-graph replay with 25 GiB of ballast each: 3 x ~26 GB.
-    graphs_case replay3x25 3 25 "" python3 $W/graph_replay.py --ballast-gb 25 --steps "$steps"
+    # PyTorch CUDA-graph replay with 30 GiB of ballast each: 3 x ~31 GB on 80 GB.
+    graphs_case replay3x30 3 30 "" python3 $W/graph_replay.py --ballast-gb 30 --steps "$steps"
     say "$GRAPHS_NOTES"
     ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/graphs-status.txt" 2>&1
     stop_daemon
