@@ -78,16 +78,7 @@ static CUresult mapped(int kind)
 
 static CUDA_MEMCPY3D copy_params(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
-    CUDA_MEMCPY3D c;
-    memset(&c, 0, sizeof c);
-    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.srcDevice = src;
-    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.dstDevice = dst;
-    c.WidthInBytes = n;
-    c.Height = 1;
-    c.Depth = 1;
-    return c;
+    return fck_copy_params(dst, src, n);
 }
 
 static CUDA_MEMSET_NODE_PARAMS set_params(CUdeviceptr dst, size_t words, unsigned v)
