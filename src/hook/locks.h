@@ -6,7 +6,8 @@
  * one above it. Two devices' locks of one kind are never held together.
  *
  *   segs.mu   (struct cs_segs, seg.c; one per device)
- *             a device's segments, the swap engine's state, the pinner's
+ *             a device's segments (what each one's addresses show), the
+ *             placeholder, the swap engine's state, the pinner's
  *             hold-off. Held across placing memory on the GPU, which may
  *             wait for the scheduler's answer to ROOM: so the client I/O
  *             thread, which delivers that answer, never takes it.
@@ -37,7 +38,10 @@
  *
  * Atomics and once-written pointers need no lock: the gate word and counter
  * (struct cs_dev_gate), the host and memory counters (struct cs_dev_host,
- * cs_dev_mem), the segment byte counters, and the ops tables each layer
+ * cs_dev_mem), the segment byte counters, the remap word (cs_seg_remaps:
+ * written under the moving device's segs.mu, read by any thread after a
+ * failed call), cs_segs.unshown and .wanted (the shower's hints), and the
+ * ops tables each layer
  * registers from the constructor before any thread of ours exists
  * (cs_dev_set_ops, cs_seg_set_ops, cs_client_set_ops, cs_worker_set_ops,
  * cs_pmap_set_table).
