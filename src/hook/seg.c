@@ -974,6 +974,7 @@ void cs_seg_reset_after_fork(void)
     pthread_mutex_init(&idx_mu, NULL);
     idx = NULL;
     idx_len = idx_cap = 0;
+    atomic_store(&cs_seg_remaps, 0); /* no move of the parent's goes on here */
     for (int i = 0; i < CS_MAX_DEVICES; i++) {
         memset(&cs_segs[i], 0, sizeof cs_segs[i]);
         pthread_mutex_init(&cs_segs[i].mu, NULL);
