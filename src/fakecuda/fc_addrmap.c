@@ -217,6 +217,16 @@ bool fc_map_in_vas_locked(uintptr_t p)
     return r ? r->dev_loc || r->kind == FC_R_VMM : containing(&resv, p) != NULL;
 }
 
+void fc_map_host_bytes(uintptr_t p, size_t n, uint64_t *host)
+{
+    *host = 0;
+    rd();
+    for (size_t i = lower(&ranges, p); i < ranges.n && ranges.v[i].start < p + n; i++)
+        if (ranges.v[i].kind == FC_R_VMM && !ranges.v[i].dev_loc)
+            *host += ranges.v[i].end - ranges.v[i].start;
+    fc_map_unlock();
+}
+
 CUresult fc_map_set_prot(uintptr_t p, size_t n, unsigned prot)
 {
     CUresult rc = CUDA_SUCCESS;

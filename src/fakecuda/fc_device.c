@@ -16,6 +16,10 @@
  *                      host memory; the H100's host pins at ~2-3 GB/s,
  *                      a twentieth of its copy rate); default 0: instant,
  *                      per process
+ *   FAKECUDA_HOSTMAP_GBPS the rate at which cuMemSetAccess gives the device
+ *                      access to HOST-located VMM memory (the H100 sets up
+ *                      its small pages at ~0.1 GB/s: 9.5 ms/GiB,
+ *                      bench/results/addresses.md); default 0: instant
  *   FAKECUDA_FD_HANDLES 0 models a driver without POSIX file descriptor
  *                      handles for VMM memory (default 1), per process
  *
@@ -89,6 +93,7 @@ static void read_config(struct fc_config *c)
     c->timeslice_ns = fc_env_u64("FAKECUDA_TIMESLICE_US", 0, 0, 1000000) * 1000;
     c->create_bytes_per_ns = fc_env_double("FAKECUDA_MEMCREATE_GBPS", 0.0, 0.0, 100000.0);
     c->pin_bytes_per_ns = fc_env_double("FAKECUDA_PIN_GBPS", 0.0, 0.0, 100000.0);
+    c->hostmap_bytes_per_ns = fc_env_double("FAKECUDA_HOSTMAP_GBPS", 0.0, 0.0, 100000.0);
     const char *name = getenv("FAKECUDA_SHM");
     if (name && !shm_name_ok(name)) {
         fc_log("FAKECUDA_SHM=\"%s\" is not a name of 1-100 letters, digits, "
@@ -116,6 +121,11 @@ void fc_create_delay(uint64_t size)
 void fc_pin_delay(uint64_t size)
 {
     rate_delay(size, fc_proc.cfg.pin_bytes_per_ns);
+}
+
+void fc_hostmap_delay(uint64_t size)
+{
+    rate_delay(size, fc_proc.cfg.hostmap_bytes_per_ns);
 }
 
 static void open_trace(void)

@@ -74,6 +74,9 @@ void fc_sleep_ns(uint64_t ns);
  * and pinning SIZE bytes of host memory (FAKECUDA_PIN_GBPS): sleeps. */
 void fc_create_delay(uint64_t size);
 void fc_pin_delay(uint64_t size);
+/* What giving the device access to SIZE bytes of HOST-located VMM memory
+ * costs (FAKECUDA_HOSTMAP_GBPS): sleeps. */
+void fc_hostmap_delay(uint64_t size);
 /* Reads an environment variable as a number within [lo, hi]; a malformed
  * or out-of-range value is reported on stderr and def is used. */
 uint64_t fc_env_u64(const char *name, uint64_t def, uint64_t lo, uint64_t hi);
@@ -116,6 +119,7 @@ struct fc_config {
     uint64_t timeslice_ns;           /* FAKECUDA_TIMESLICE_US; per device (shm) */
     double create_bytes_per_ns;      /* FAKECUDA_MEMCREATE_GBPS; 0 = instant */
     double pin_bytes_per_ns;         /* FAKECUDA_PIN_GBPS; 0 = instant */
+    double hostmap_bytes_per_ns;     /* FAKECUDA_HOSTMAP_GBPS; 0 = instant */
     char shm_name[160];              /* "/fakecuda-<FAKECUDA_SHM>" */
 };
 
@@ -324,6 +328,8 @@ bool fc_map_in_vas_locked(uintptr_t p);
 /* Sets the access of every VMM mapping inside [p, p+n), which must be
  * covered by VMM mappings exactly. */
 CUresult fc_map_set_prot(uintptr_t p, size_t n, unsigned prot);
+/* The bytes of HOST-located VMM mappings inside [p, p+n). */
+void fc_map_host_bytes(uintptr_t p, size_t n, uint64_t *host);
 
 /* Reservations (cuMemAddressReserve). */
 CUresult fc_resv_insert(uintptr_t start, size_t size);

@@ -545,6 +545,12 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
             return CUDA_ERROR_INVALID_VALUE;
         prot |= prot_of(desc[i].flags);
     }
+    /* The real driver's cost for host memory (small pages), paid before
+     * the access takes effect: until the call returns the device cannot
+     * touch the range. */
+    uint64_t host = 0;
+    fc_map_host_bytes(ptr, size, &host);
+    fc_hostmap_delay(host);
     return fc_map_set_prot(ptr, size, prot);
 }
 

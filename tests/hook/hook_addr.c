@@ -468,14 +468,62 @@ static void freeing_off_the_gpu_leaves_nothing_mapped(void **state)
     free_memory_back(free0);
 }
 
+/* ---- d. a call made while a segment moves ---------------------------------- */
+
+#define D_BYTES (64 * MiB)
+
+/* Giving the device access to host memory takes time (9.5 ms/GiB on an
+ * H100; FAKECUDA_HOSTMAP_GBPS=0.1 here: 0.67 s for D_BYTES), and until it
+ * is done the address is not valid for the driver. A swap-out leaves
+ * that to the pinner, after its RELEASE: a call that checks the address
+ * meanwhile fails in the driver, and the hook's wrapper (class retried)
+ * makes it again once the move is over. Simulated GPU only: on a real
+ * one the moment is too short to be sure of reaching it. */
+static void call_during_a_move_waits_for_it(void **state)
+{
+    (void)state;
+    if (!simulated())
+        skip();
+    CUdeviceptr z;
+    CK(cuMemAlloc(&z, D_BYTES));
+    CK(fck_fill32(0, z, D_BYTES / 4, 4));
+    CK(cuCtxSynchronize());
+    assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_HELD);
+    /* Only the RELEASE is waited for: asking the hook for its statistics
+     * would wait for the move (they are read under the segment lock). */
+    struct cs_msg_release rel;
+    assert_true(mock_revoke_wait(mock, 0, CS_ALL_BYTES, &rel));
+    assert_true(rel.swapped_bytes >= D_BYTES);
+    CUgraph g;
+    CK(cuGraphCreate(&g, 0));
+    CUDA_MEMSET_NODE_PARAMS m = {.dst = z, .value = 1, .elementSize = 4, .width = D_BYTES / 4,
+                                 .height = 1};
+    CUresult (*add)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                    const CUDA_MEMSET_NODE_PARAMS *, CUcontext);
+    *(void **)&add = ht_unhooked("cuGraphAddMemsetNode");
+    CUgraphNode n;
+    /* The driver itself: the backing is not shown yet. */
+    assert_int_equal(add(&n, g, NULL, 0, &m, ctx), CUDA_ERROR_INVALID_VALUE);
+    /* Through the hook: waits for the move, then passes. */
+    CK(cuGraphAddMemsetNode(&n, g, NULL, 0, &m, ctx));
+    /* It returned after the move: the driver itself now agrees. */
+    CK(add(&n, g, NULL, 0, &m, ctx));
+    CK(cuGraphDestroy(g));
+    assert_true(ht_stats(0).mem_swapped >= D_BYTES);
+    CK(cuMemFree(z));
+}
+
 int main(int argc, char **argv)
 {
+    /* Read by the simulated driver at cuInit, in the re-executed test. */
+    setenv("FAKECUDA_HOSTMAP_GBPS", "0.1", 0);
     mock = ht_mock_preload(argc, argv);
     mock_set_auto_grant(mock, false); /* the test grants, when it says so */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(graphs_before_the_first_grant),
         cmocka_unit_test(graphs_while_swapped_out),
         cmocka_unit_test(freeing_off_the_gpu_leaves_nothing_mapped),
+        cmocka_unit_test(call_during_a_move_waits_for_it),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     mock_stop(mock);
