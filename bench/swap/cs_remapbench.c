@@ -10,7 +10,8 @@
  * cuMemMap per piece), cuMemSetAccess for the device over that range,
  * unmapping it; and for comparison device memory of the same size: create,
  * map, set access, unmap, release. Prints a markdown table of medians.
- * GPU only; no cushare involved.
+ * GPU only; no cushare involved. Built by hand:
+ *   gcc -O2 -I$CUDA/include bench/swap/cs_remapbench.c -o cs_remapbench -lcuda
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
