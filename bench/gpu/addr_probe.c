@@ -16,20 +16,12 @@
  *   gcc -O2 -I$CUDA/include bench/gpu/addr_probe.c -o addr_probe -lcuda
  * Prints one line per call and kind: `call kind result`.
  */
-#include <cuda.h>
+#include "cuprobe.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SZ (4ull << 20)
-#define N_CK(x)                                                                  \
-    do {                                                                         \
-        CUresult r_ = (x);                                                       \
-        if (r_ != CUDA_SUCCESS) {                                                \
-            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)r_); \
-            exit(2);                                                             \
-        }                                                                        \
-    } while (0)
 
 static CUdevice dev;
 static CUcontext ctx;
@@ -62,19 +54,19 @@ static CUmemGenericAllocationHandle create(int host, size_t sz)
     p.location.type = host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = host ? 0 : (int)dev;
     CUmemGenericAllocationHandle h;
-    N_CK(cuMemCreate(&h, sz, &p, 0));
+    CK(cuMemCreate(&h, sz, &p, 0));
     return h;
 }
 
 static void map_to(CUdeviceptr va, size_t sz, CUmemGenericAllocationHandle h)
 {
-    N_CK(cuMemMap(va, sz, 0, h, 0));
+    CK(cuMemMap(va, sz, 0, h, 0));
     CUmemAccessDesc a;
     memset(&a, 0, sizeof a);
     a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     a.location.id = (int)dev;
     a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    N_CK(cuMemSetAccess(va, sz, &a, 1));
+    CK(cuMemSetAccess(va, sz, &a, 1));
 }
 
 static CUDA_MEMCPY3D copy_params(CUdeviceptr dst, CUdeviceptr src, size_t n)
@@ -109,7 +101,7 @@ static void probe(const char *kind, CUdeviceptr x, CUdeviceptr good)
 {
     CUgraph g;
     CUgraphNode n;
-    N_CK(cuGraphCreate(&g, 0));
+    CK(cuGraphCreate(&g, 0));
     CUDA_MEMCPY3D c = copy_params(x, good, SZ);
     say("cuGraphAddMemcpyNode(dst)", kind, cuGraphAddMemcpyNode(&n, g, NULL, 0, &c, ctx));
     c = copy_params(good, x, SZ);
@@ -134,11 +126,11 @@ static void probe(const char *kind, CUdeviceptr x, CUdeviceptr good)
     /* node-parameter updates: on the graph, then on an instantiated one */
     CUgraphNode cn, sn;
     c = copy_params(good + SZ / 2, good, SZ / 2);
-    N_CK(cuGraphAddMemcpyNode(&cn, g, NULL, 0, &c, ctx));
+    CK(cuGraphAddMemcpyNode(&cn, g, NULL, 0, &c, ctx));
     m = set_params(good, SZ, 1);
-    N_CK(cuGraphAddMemsetNode(&sn, g, NULL, 0, &m, ctx));
+    CK(cuGraphAddMemsetNode(&sn, g, NULL, 0, &m, ctx));
     CUgraphExec ex;
-    N_CK(cuGraphInstantiate(&ex, g, 0));
+    CK(cuGraphInstantiate(&ex, g, 0));
     c = copy_params(x, good, SZ);
     say("cuGraphMemcpyNodeSetParams", kind, cuGraphMemcpyNodeSetParams(cn, &c));
     say("cuGraphExecMemcpyNodeSetParams", kind, cuGraphExecMemcpyNodeSetParams(ex, cn, &c, ctx));
@@ -156,7 +148,7 @@ static void probe(const char *kind, CUdeviceptr x, CUdeviceptr good)
     cuGraphExecDestroy(ex);
     cuGraphDestroy(g);
     /* a graph whose memcpy node was made on x, instantiated */
-    N_CK(cuGraphCreate(&g, 0));
+    CK(cuGraphCreate(&g, 0));
     c = copy_params(x, good, SZ / 2);
     say("cuGraphAddMemcpyNode(dst,again)", kind, cuGraphAddMemcpyNode(&cn, g, NULL, 0, &c, ctx));
     CUresult ri = cuGraphInstantiate(&ex, g, 0);
@@ -171,7 +163,7 @@ static void probe(const char *kind, CUdeviceptr x, CUdeviceptr good)
     cuGraphDestroy(g);
 
     /* stream capture records copies and memsets */
-    N_CK(cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CK(cuStreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_RELAXED));
     CUresult rc = cuMemcpyDtoDAsync(x, good, SZ, st);
     CUresult rm = cuMemsetD8Async(x, 5, SZ, st);
     CUgraph cg = NULL;
@@ -245,44 +237,44 @@ static void probe(const char *kind, CUdeviceptr x, CUdeviceptr good)
 static void remap_check(CUdeviceptr good)
 {
     CUdeviceptr va;
-    N_CK(cuMemAddressReserve(&va, SZ, 2ull << 20, 0, 0));
+    CK(cuMemAddressReserve(&va, SZ, 2ull << 20, 0, 0));
     CUmemGenericAllocationHandle hh = create(1, SZ), dh = create(0, SZ);
     map_to(va, SZ, hh);
     unsigned char *buf = malloc(SZ), *back = malloc(SZ);
     for (size_t i = 0; i < SZ; i++)
         buf[i] = (unsigned char)(i * 7 + 1);
-    N_CK(cuMemcpyHtoD(va, buf, SZ));
-    N_CK(cuMemcpyDtoD(good, va, SZ)); /* device reads host-mapped memory */
-    N_CK(cuMemcpyDtoH(back, good, SZ));
+    CK(cuMemcpyHtoD(va, buf, SZ));
+    CK(cuMemcpyDtoD(good, va, SZ)); /* device reads host-mapped memory */
+    CK(cuMemcpyDtoH(back, good, SZ));
     expect("device copy from host-mapped range", memcmp(buf, back, SZ) == 0);
 
     CUgraph g;
     CUgraphNode n;
-    N_CK(cuGraphCreate(&g, 0));
+    CK(cuGraphCreate(&g, 0));
     CUDA_MEMSET_NODE_PARAMS m = set_params(va, SZ, 0x5a);
-    N_CK(cuGraphAddMemsetNode(&n, g, NULL, 0, &m, ctx));
+    CK(cuGraphAddMemsetNode(&n, g, NULL, 0, &m, ctx));
     CUgraphExec ex;
-    N_CK(cuGraphInstantiate(&ex, g, 0));
+    CK(cuGraphInstantiate(&ex, g, 0));
     /* remap: host copy out, unmap, device in, copy back */
-    N_CK(cuMemcpyDtoH(back, va, SZ));
-    N_CK(cuMemUnmap(va, SZ));
+    CK(cuMemcpyDtoH(back, va, SZ));
+    CK(cuMemUnmap(va, SZ));
     map_to(va, SZ, dh);
-    N_CK(cuMemcpyHtoD(va, back, SZ));
-    N_CK(cuGraphLaunch(ex, st));
-    N_CK(cuStreamSynchronize(st));
-    N_CK(cuMemcpyDtoH(back, va, SZ));
+    CK(cuMemcpyHtoD(va, back, SZ));
+    CK(cuGraphLaunch(ex, st));
+    CK(cuStreamSynchronize(st));
+    CK(cuMemcpyDtoH(back, va, SZ));
     int all = 1;
     for (size_t i = 0; i < SZ; i++)
         all &= back[i] == 0x5a;
     expect("graph made on host, run on device", all);
     /* and the other way: made on device, run on host */
-    N_CK(cuMemUnmap(va, SZ));
+    CK(cuMemUnmap(va, SZ));
     map_to(va, SZ, hh);
     m = set_params(va, SZ, 0x33);
-    N_CK(cuGraphExecMemsetNodeSetParams(ex, n, &m, ctx));
-    N_CK(cuGraphLaunch(ex, st));
-    N_CK(cuStreamSynchronize(st));
-    N_CK(cuMemcpyDtoH(back, va, SZ));
+    CK(cuGraphExecMemsetNodeSetParams(ex, n, &m, ctx));
+    CK(cuGraphLaunch(ex, st));
+    CK(cuStreamSynchronize(st));
+    CK(cuMemcpyDtoH(back, va, SZ));
     all = 1;
     for (size_t i = 0; i < SZ; i++)
         all &= back[i] == 0x33;
@@ -291,56 +283,56 @@ static void remap_check(CUdeviceptr good)
      * after it holds device memory */
     CUgraph g2;
     CUgraphNode n2;
-    N_CK(cuGraphCreate(&g2, 0));
+    CK(cuGraphCreate(&g2, 0));
     CUDA_MEMCPY3D c = copy_params(va, good, SZ);
-    N_CK(cuGraphAddMemcpyNode(&n2, g2, NULL, 0, &c, ctx));
+    CK(cuGraphAddMemcpyNode(&n2, g2, NULL, 0, &c, ctx));
     CUgraphExec ex2;
-    N_CK(cuGraphInstantiate(&ex2, g2, 0));
+    CK(cuGraphInstantiate(&ex2, g2, 0));
     for (size_t i = 0; i < SZ; i++)
         buf[i] = (unsigned char)(i * 13 + 5);
-    N_CK(cuMemcpyHtoD(good, buf, SZ));
-    N_CK(cuMemUnmap(va, SZ));
+    CK(cuMemcpyHtoD(good, buf, SZ));
+    CK(cuMemUnmap(va, SZ));
     map_to(va, SZ, dh);
     CUgraphExec ex3; /* instantiated on device memory */
-    N_CK(cuGraphInstantiate(&ex3, g2, 0));
-    N_CK(cuGraphLaunch(ex2, st));
-    N_CK(cuStreamSynchronize(st));
-    N_CK(cuMemcpyDtoH(back, va, SZ));
+    CK(cuGraphInstantiate(&ex3, g2, 0));
+    CK(cuGraphLaunch(ex2, st));
+    CK(cuStreamSynchronize(st));
+    CK(cuMemcpyDtoH(back, va, SZ));
     expect("memcpy graph made on host, run on device", memcmp(buf, back, SZ) == 0);
     /* and one instantiated on device memory, run on host memory */
-    N_CK(cuMemUnmap(va, SZ));
+    CK(cuMemUnmap(va, SZ));
     map_to(va, SZ, hh);
-    N_CK(cuMemsetD8(va, 0, SZ));
-    N_CK(cuGraphLaunch(ex3, st));
-    N_CK(cuStreamSynchronize(st));
-    N_CK(cuMemcpyDtoH(back, va, SZ));
+    CK(cuMemsetD8(va, 0, SZ));
+    CK(cuGraphLaunch(ex3, st));
+    CK(cuStreamSynchronize(st));
+    CK(cuMemcpyDtoH(back, va, SZ));
     expect("memcpy graph made on device, run on host", memcmp(buf, back, SZ) == 0);
     /* when is a node's memory type fixed: node made on host memory,
      * instantiated after the remap to device memory, then updated */
     CUgraph g3;
     CUgraphNode n3;
     CUgraphExec ex4;
-    N_CK(cuGraphCreate(&g3, 0));
+    CK(cuGraphCreate(&g3, 0));
     c = copy_params(va, good, SZ / 2);
-    N_CK(cuGraphAddMemcpyNode(&n3, g3, NULL, 0, &c, ctx)); /* va on host now */
-    N_CK(cuMemUnmap(va, SZ));
+    CK(cuGraphAddMemcpyNode(&n3, g3, NULL, 0, &c, ctx)); /* va on host now */
+    CK(cuMemUnmap(va, SZ));
     map_to(va, SZ, dh);
-    N_CK(cuGraphInstantiate(&ex4, g3, 0));
+    CK(cuGraphInstantiate(&ex4, g3, 0));
     c = copy_params(va + SZ / 2, good, SZ / 2);
     say("update: node@host inst@dev upd@dev", "", cuGraphExecMemcpyNodeSetParams(ex4, n3, &c, ctx));
     CUgraphExecUpdateResultInfo ui;
     say("execupdate: graph@host exec@dev", "", cuGraphExecUpdate(ex4, g3, &ui));
     cuGraphExecDestroy(ex4);
-    N_CK(cuGraphMemcpyNodeSetParams(n3, &c)); /* re-set on device memory */
-    N_CK(cuGraphInstantiate(&ex4, g3, 0));
-    N_CK(cuMemUnmap(va, SZ));
+    CK(cuGraphMemcpyNodeSetParams(n3, &c)); /* re-set on device memory */
+    CK(cuGraphInstantiate(&ex4, g3, 0));
+    CK(cuMemUnmap(va, SZ));
     map_to(va, SZ, hh);
     c = copy_params(va, good, SZ / 2);
     say("update: node@dev inst@dev upd@host", "", cuGraphExecMemcpyNodeSetParams(ex4, n3, &c, ctx));
     say("execupdate: graph@dev exec@dev now@host", "", cuGraphExecUpdate(ex4, g3, &ui));
     cuGraphExecDestroy(ex4);
-    N_CK(cuGraphInstantiate(&ex4, g3, 0));
-    N_CK(cuMemUnmap(va, SZ));
+    CK(cuGraphInstantiate(&ex4, g3, 0));
+    CK(cuMemUnmap(va, SZ));
     map_to(va, SZ, dh);
     c = copy_params(va + SZ / 2, good, SZ / 2);
     say("update: node@dev inst@host upd@dev", "", cuGraphExecMemcpyNodeSetParams(ex4, n3, &c, ctx));
@@ -351,7 +343,7 @@ static void remap_check(CUdeviceptr good)
     cuGraphDestroy(g2);
     cuGraphExecDestroy(ex);
     cuGraphDestroy(g);
-    N_CK(cuMemUnmap(va, SZ));
+    CK(cuMemUnmap(va, SZ));
     cuMemRelease(hh);
     cuMemRelease(dh);
     cuMemAddressFree(va, SZ);
@@ -361,29 +353,29 @@ static void remap_check(CUdeviceptr good)
 
 int main(void)
 {
-    N_CK(cuInit(0));
-    N_CK(cuDeviceGet(&dev, 0));
-    N_CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    N_CK(cuCtxSetCurrent(ctx));
-    N_CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     size_t gran = 0;
     CUmemAllocationProp p;
     memset(&p, 0, sizeof p);
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.location.type = CU_MEM_LOCATION_TYPE_HOST;
-    N_CK(cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CK(cuMemGetAllocationGranularity(&gran, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     printf("host-located granularity: %zu\n", gran);
     CUdeviceptr good, dv, none, host;
-    N_CK(cuMemAlloc(&good, SZ));
-    N_CK(cuMemAlloc(&dv, SZ));
-    N_CK(cuMemAddressReserve(&none, SZ, 2ull << 20, 0, 0));
-    N_CK(cuMemAddressReserve(&host, SZ, 2ull << 20, 0, 0));
+    CK(cuMemAlloc(&good, SZ));
+    CK(cuMemAlloc(&dv, SZ));
+    CK(cuMemAddressReserve(&none, SZ, 2ull << 20, 0, 0));
+    CK(cuMemAddressReserve(&host, SZ, 2ull << 20, 0, 0));
     map_to(host, SZ, create(1, SZ));
     probe("dev", dv, good);
     probe("none", none, good);
     probe("host", host, good);
     CUdeviceptr vdev;
-    N_CK(cuMemAddressReserve(&vdev, SZ, 2ull << 20, 0, 0));
+    CK(cuMemAddressReserve(&vdev, SZ, 2ull << 20, 0, 0));
     map_to(vdev, SZ, create(0, SZ));
     probe("vdev", vdev, good);
     remap_check(good);

@@ -22,7 +22,7 @@
  *   gcc -O2 -I$CUDA/include bench/swap/cs_poolbench.c -o cs_poolbench -lcuda
  */
 #define _GNU_SOURCE
-#include <cuda.h>
+#include "../gpu/cuprobe.h"
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -33,14 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CK(x)                                                                    \
-    do {                                                                         \
-        CUresult r_ = (x);                                                       \
-        if (r_ != CUDA_SUCCESS) {                                                \
-            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)r_); \
-            exit(2);                                                             \
-        }                                                                        \
-    } while (0)
 
 #define MAXP 4096
 
@@ -49,25 +41,6 @@ static int reps = 3;
 static CUdevice dev;
 static CUcontext ctx;
 static CUstream st;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double med(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
 
 static void init_cuda(void)
 {
@@ -107,17 +80,17 @@ static void copy_rates(CUdeviceptr host, double *d2h, double *h2d)
     CK(cuMemAlloc(&d, size));
     double a[16], b[16];
     for (int r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = probe_now();
         CK(cuMemcpyAsync(host, d, size, st));
         CK(cuStreamSynchronize(st));
-        a[r] = size / (now() - t0) / 1e9;
-        t0 = now();
+        a[r] = size / (probe_now() - t0) / 1e9;
+        t0 = probe_now();
         CK(cuMemcpyAsync(d, host, size, st));
         CK(cuStreamSynchronize(st));
-        b[r] = size / (now() - t0) / 1e9;
+        b[r] = size / (probe_now() - t0) / 1e9;
     }
-    *d2h = med(a, reps);
-    *h2d = med(b, reps);
+    *d2h = probe_median(a, reps);
+    *h2d = probe_median(b, reps);
     CK(cuMemFree(d));
 }
 
@@ -134,7 +107,7 @@ static void client(int first_fd, int memfd)
     double d2h, h2d;
     /* vmmfd: import, reserve, map, access */
     CUdeviceptr va;
-    double t0 = now();
+    double t0 = probe_now();
     CK(cuMemAddressReserve(&va, size, 2ull << 20, 0, 0));
     for (size_t i = 0; i < np; i++) {
         CUmemGenericAllocationHandle h;
@@ -144,7 +117,7 @@ static void client(int first_fd, int memfd)
         CK(cuMemRelease(h));
     }
     grant(va, size);
-    double s = now() - t0;
+    double s = probe_now() - t0;
     copy_rates(va, &d2h, &h2d);
     row("vmmfd: import the daemon's cuMemCreate(HOST) pieces, map, grant access", s, d2h, h2d);
     for (size_t i = 0; i < np; i++)
@@ -153,14 +126,14 @@ static void client(int first_fd, int memfd)
 
     /* memfd: mmap, register (twice: the second after unregistering) */
     for (int pass = 0; pass < 2; pass++) {
-        t0 = now();
+        t0 = probe_now();
         void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
         if (p == MAP_FAILED) {
             perror("mmap");
             exit(2);
         }
         CK(cuMemHostRegister(p, size, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
-        s = now() - t0;
+        s = probe_now() - t0;
         CUdeviceptr dp;
         CK(cuMemHostGetDevicePointer(&dp, p, 0));
         copy_rates(dp, &d2h, &h2d);
@@ -172,7 +145,7 @@ static void client(int first_fd, int memfd)
     }
 
     /* the client pins its own, as today */
-    t0 = now();
+    t0 = probe_now();
     CUmemAllocationProp hp = host_prop(0);
     CK(cuMemAddressReserve(&va, size, 2ull << 20, 0, 0));
     for (size_t i = 0; i < np; i++) {
@@ -182,7 +155,7 @@ static void client(int first_fd, int memfd)
         CK(cuMemRelease(h));
     }
     grant(va, size);
-    s = now() - t0;
+    s = probe_now() - t0;
     copy_rates(va, &d2h, &h2d);
     row("own: cuMemCreate(HOST) in the client (today)", s, d2h, h2d);
 }
@@ -223,7 +196,7 @@ int main(int argc, char **argv)
     }
     /* The memfd first (no CUDA needed): populated and locked, as a daemon
      * holding a pool would keep it. */
-    double t0 = now();
+    double t0 = probe_now();
     int memfd = memfd_create("cs_pool", 0);
     if (memfd < 0 || ftruncate(memfd, (off_t)size) != 0) {
         perror("memfd");
@@ -232,7 +205,7 @@ int main(int argc, char **argv)
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, memfd, 0);
     if (m == MAP_FAILED || mlock(m, size) != 0)
         fprintf(stderr, "cs_poolbench: mlock of the memfd failed: populated only\n");
-    double memfd_s = now() - t0;
+    double memfd_s = probe_now() - t0;
     init_cuda();
     CUmemAllocationProp hp = host_prop(1);
     /* Exportable host memory: HOST location if the driver takes it, else
@@ -248,7 +221,7 @@ int main(int argc, char **argv)
     }
     /* Pieces exported as descriptors at consecutive numbers, for the child. */
     int base = 100;
-    t0 = now();
+    t0 = probe_now();
     for (size_t i = 0; i < np; i++) {
         CUmemGenericAllocationHandle h;
         CK(cuMemCreate(&h, piece, &hp, 0));
@@ -261,7 +234,7 @@ int main(int argc, char **argv)
         close(fd);
         /* h stays referenced: the daemon keeps the pool */
     }
-    double vmm_s = now() - t0;
+    double vmm_s = probe_now() - t0;
     printf("%zu GiB in %zu MiB pieces, copies median of %d\n\n", gib, piece_mib, reps);
     printf("| mechanism | s/GiB to make usable | D2H GB/s | H2D GB/s |\n|---|---:|---:|---:|\n");
     row("daemon: cuMemCreate(HOST, POSIX fd) + export, per piece (paid once per node)", vmm_s, 0, 0);

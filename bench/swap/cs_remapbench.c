@@ -14,40 +14,13 @@
  *   gcc -O2 -I$CUDA/include bench/swap/cs_remapbench.c -o cs_remapbench -lcuda
  */
 #define _POSIX_C_SOURCE 200809L
-#include <cuda.h>
+#include "../gpu/cuprobe.h"
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define CK(x)                                                                    \
-    do {                                                                         \
-        CUresult r_ = (x);                                                       \
-        if (r_ != CUDA_SUCCESS) {                                                \
-            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, (int)r_); \
-            exit(2);                                                             \
-        }                                                                        \
-    } while (0)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double med(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return v[n / 2];
-}
 
 static CUmemAccessDesc acc(int dev)
 {
@@ -93,7 +66,7 @@ int main(int argc, char **argv)
     CUdeviceptr back, view;
     CK(cuMemAddressReserve(&back, size, 2ull << 20, 0, 0));
     CK(cuMemAddressReserve(&view, size, 2ull << 20, 0, 0));
-    double t0 = now();
+    double t0 = probe_now();
     for (size_t i = 0; i < n; i++) {
         CUmemGenericAllocationHandle h;
         CK(cuMemCreate(&h, piece, &hp, 0));
@@ -101,26 +74,26 @@ int main(int argc, char **argv)
         CK(cuMemRelease(h));
         CK(cuMemSetAccess(back + i * piece, piece, &a, 1));
     }
-    double pin = now() - t0;
+    double pin = probe_now() - t0;
     double *tmap = calloc((size_t)reps, sizeof(double)), *tacc = calloc((size_t)reps, sizeof(double)),
            *tacc1 = calloc((size_t)reps, sizeof(double)), *tun = calloc((size_t)reps, sizeof(double)),
            *dmap = calloc((size_t)reps, sizeof(double)), *dun = calloc((size_t)reps, sizeof(double));
     for (int r = 0; r < reps; r++) {
-        t0 = now();
+        t0 = probe_now();
         for (size_t i = 0; i < n; i++) {
             CUmemGenericAllocationHandle h;
             CK(cuMemRetainAllocationHandle(&h, (void *)(back + i * piece)));
             CK(cuMemMap(view + i * piece, piece, 0, h, 0));
             CK(cuMemRelease(h));
         }
-        tmap[r] = now() - t0;
-        t0 = now();
+        tmap[r] = probe_now() - t0;
+        t0 = probe_now();
         CK(cuMemSetAccess(view, size, &a, 1)); /* one call over every piece */
-        tacc[r] = now() - t0;
-        t0 = now();
+        tacc[r] = probe_now() - t0;
+        t0 = probe_now();
         for (size_t i = 0; i < n; i++)
             CK(cuMemUnmap(view + i * piece, piece));
-        tun[r] = now() - t0;
+        tun[r] = probe_now() - t0;
         /* again, access per piece */
         for (size_t i = 0; i < n; i++) {
             CUmemGenericAllocationHandle h;
@@ -128,28 +101,28 @@ int main(int argc, char **argv)
             CK(cuMemMap(view + i * piece, piece, 0, h, 0));
             CK(cuMemRelease(h));
         }
-        t0 = now();
+        t0 = probe_now();
         for (size_t i = 0; i < n; i++)
             CK(cuMemSetAccess(view + i * piece, piece, &a, 1));
-        tacc1[r] = now() - t0;
+        tacc1[r] = probe_now() - t0;
         for (size_t i = 0; i < n; i++)
             CK(cuMemUnmap(view + i * piece, piece));
         /* device memory of the same size, as a placement does */
-        t0 = now();
+        t0 = probe_now();
         CUmemGenericAllocationHandle dh;
         CK(cuMemCreate(&dh, size, &dp, 0));
         CK(cuMemMap(view, size, 0, dh, 0));
         CK(cuMemSetAccess(view, size, &a, 1));
-        dmap[r] = now() - t0;
-        t0 = now();
+        dmap[r] = probe_now() - t0;
+        t0 = probe_now();
         CK(cuMemUnmap(view, size));
         CK(cuMemRelease(dh));
-        dun[r] = now() - t0;
+        dun[r] = probe_now() - t0;
     }
     printf("| GiB | piece MiB | pin s | host view: map ms | access (one call) ms | access (per piece) ms | unmap ms | device: create+map+access ms | unmap+release ms |\n");
     printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     printf("| %zu | %zu | %.2f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", gib, piece_mib, pin,
-           med(tmap, reps) * 1e3, med(tacc, reps) * 1e3, med(tacc1, reps) * 1e3,
-           med(tun, reps) * 1e3, med(dmap, reps) * 1e3, med(dun, reps) * 1e3);
+           probe_median(tmap, reps) * 1e3, probe_median(tacc, reps) * 1e3, probe_median(tacc1, reps) * 1e3,
+           probe_median(tun, reps) * 1e3, probe_median(dmap, reps) * 1e3, probe_median(dun, reps) * 1e3);
     return 0;
 }

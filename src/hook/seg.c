@@ -384,13 +384,12 @@ bool cs_seg_remapped_since(uint32_t *seq)
     if (!overlapped)
         return false;
     /* A move takes milliseconds; showing a whole swapped-out job's backing
-     * up to ~0.4 s per 30 GiB. Never longer than 2 s: a move that never
-     * ends (its job could not be queued) must not hang the caller, which
-     * then gets the driver's answer. */
-    for (int waits = 0; (now = atomic_load_explicit(&cs_seg_remaps, memory_order_acquire)) &
-                        REMAP_ACTIVE;
-         waits++) {
-        if (waits == 100000)
+     * up to ~0.4 s per 30 GiB. Never more than 2 s: a move that never ends
+     * (its job could not be queued) must not hang the caller, which then
+     * gets the driver's answer. */
+    uint64_t deadline = cs_now_ns() + 2000000000ull;
+    while ((now = atomic_load_explicit(&cs_seg_remaps, memory_order_acquire)) & REMAP_ACTIVE) {
+        if (cs_now_ns() > deadline)
             return false;
         nanosleep(&us, NULL);
     }
@@ -417,14 +416,20 @@ static CUresult show_locked(struct cs_seg *g, enum cs_seg_at to)
     enum cs_seg_at from = (enum cs_seg_at)g->at;
     if (from == to)
         return CUDA_SUCCESS;
-    remap_begin();
-    CUresult r = from == CS_AT_NONE ? CUDA_SUCCESS : g->kind->unmap_locked(g);
+    /* Only a move from a mapping opens a moment in which a valid address
+     * is not: from NONE (a new segment, or one already counted as unshown)
+     * nothing that passed can fail, so the allocation path pays nothing. */
+    bool moving = from != CS_AT_NONE;
+    if (moving)
+        remap_begin();
+    CUresult r = moving ? g->kind->unmap_locked(g) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS) {
         g->at = (uint8_t)to;
         if (to != CS_AT_NONE && (r = g->kind->map_locked(g)) != CUDA_SUCCESS)
             map_back_locked(g, from);
     }
-    remap_end();
+    if (moving)
+        remap_end();
     return r;
 }
 

@@ -260,10 +260,6 @@ CUresult cs_seg_map_range_locked(const struct cs_seg *g, CUdeviceptr va, uint64_
 /* Unmaps what cs_seg_map_range_locked mapped with the same arguments. */
 CUresult cs_seg_unmap_range_locked(const struct cs_seg *g, CUdeviceptr va, uint64_t size,
                                    uint64_t off);
-static inline bool cs_seg_placed(const struct cs_seg *g)
-{
-    return g->at == CS_AT_DEVICE;
-}
 /* Moves g to state st, keeping the byte counters. */
 void cs_seg_set_state_locked(struct cs_segs *s, struct cs_seg *g, enum cs_seg_state st);
 
