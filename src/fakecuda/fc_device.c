@@ -13,7 +13,8 @@
  *                      0: instant), per process
  *   FAKECUDA_PIN_GBPS  the rate at which host memory is pinned
  *                      (cuMemHostAlloc, cuMemHostRegister, cuMemCreate of
- *                      host memory; the H100's host pins at ~2-3 GB/s,
+ *                      host memory: HOST, HOST_NUMA and HOST_NUMA_CURRENT
+ *                      locations alike; the H100's host pins at ~2-3 GB/s,
  *                      a twentieth of its copy rate); default 0: instant,
  *                      per process
  *   FAKECUDA_HOSTMAP_GBPS the rate at which cuMemSetAccess gives the device
@@ -306,8 +307,9 @@ CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 
 /* H100 SXM values (checked against a real one, driver 580), except where
  * the simulation differs: two async engines (one per copy direction, as
- * simulated), no shareable handles (POSIX fd, mempool handle types, RDMA,
- * dma-buf). Anything not listed is 0. */
+ * simulated), no shareable handles but POSIX descriptors (those as
+ * FAKECUDA_FD_HANDLES says; no mempool handle types, RDMA, dma-buf).
+ * Anything not listed is 0. */
 static int attribute(CUdevice_attribute a, CUdevice dev)
 {
     switch (a) {
@@ -377,7 +379,10 @@ static int attribute(CUdevice_attribute a, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED: return 1;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS: return 1;
     case CU_DEVICE_ATTRIBUTE_NUMA_ID: return -1;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: return 0;   /* the H100 box's node */
     case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+    /* cuMemCreate takes HOST_NUMA locations (as the H100's driver does). */
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
     default: return 0;
     }
 }

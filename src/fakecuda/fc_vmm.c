@@ -18,8 +18,12 @@
  * Shareable handles: an allocation created with the POSIX file descriptor
  * handle type exports a duplicate of its memfd, and any process of the
  * simulator imports it (cuMemImportFromShareableHandle), mapping the same
- * pages. The memfd's name carries the location ("fakecuda-dev<N>" or
- * "fakecuda-host"), as the real driver's descriptor carries its properties.
+ * pages. The memfd's name carries the location ("fakecuda-dev<N>",
+ * "fakecuda-numa<N>" for a host NUMA node, "fakecuda-host"), as the real
+ * driver's descriptor carries its properties. Like the H100's driver (580),
+ * cuMemCreate refuses a HOST location with the POSIX descriptor handle type
+ * (CUDA_ERROR_INVALID_VALUE) and takes HOST_NUMA with it: exportable host
+ * memory is NUMA-placed. None of this needs a context, only cuInit.
  * Imported memory is charged to nobody: the exporter paid for it (its charge
  * goes when the exporter releases it, even if an importer still maps it,
  * which the real driver would keep counted until the last mapping).
@@ -159,13 +163,22 @@ CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *granularity, const CUmemA
 
 #define FC_MEMFD_PREFIX "fakecuda-"
 
-static int make_memfd(size_t size, int dev)
+/* The memfd's name for an allocation at prop's location (dev: its device,
+ * -1 for host memory). */
+static void memfd_name(const CUmemAllocationProp *prop, int dev, char *name, size_t cap)
+{
+    if (dev >= 0)
+        snprintf(name, cap, FC_MEMFD_PREFIX "dev%d", dev);
+    else if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
+        snprintf(name, cap, FC_MEMFD_PREFIX "numa%d", prop->location.id);
+    else
+        snprintf(name, cap, FC_MEMFD_PREFIX "host");
+}
+
+static int make_memfd(size_t size, const CUmemAllocationProp *prop, int dev)
 {
     char name[32];
-    if (dev >= 0)
-        snprintf(name, sizeof name, FC_MEMFD_PREFIX "dev%d", dev);
-    else
-        snprintf(name, sizeof name, FC_MEMFD_PREFIX "host");
+    memfd_name(prop, dev, name, sizeof name);
     bool poison = dev >= 0;
     int fd = memfd_create(name, MFD_CLOEXEC);
     if (fd < 0)
@@ -200,6 +213,10 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return r;
     if (size == 0 || !granular(size))
         return CUDA_ERROR_INVALID_VALUE;
+    /* Measured on the H100: HOST memory is not exportable, HOST_NUMA is. */
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST &&
+        (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        return CUDA_ERROR_INVALID_VALUE;
     if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
         (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ||
          !fc_proc.fd_handles))
@@ -207,7 +224,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (dev >= 0 && fc_shm_charge(dev, size) != CUDA_SUCCESS)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct fc_phys *p = calloc(1, sizeof *p);
-    int fd = p ? make_memfd(size, dev) : -1;
+    int fd = p ? make_memfd(size, prop, dev) : -1;
     if (fd < 0) {
         free(p);
         if (dev >= 0)
@@ -315,9 +332,11 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void *shareableHandle, CUmemGeneri
 }
 
 /* The location a simulator memfd was created for, from its name: device
- * ordinal, -1 for host; false if fd is not one of ours. */
-static bool memfd_location(int fd, int *dev)
+ * ordinal, -1 for host (*numa: its node, -1 for a plain HOST location);
+ * false if fd is not one of ours. */
+static bool memfd_location(int fd, int *dev, int *numa)
 {
+    *numa = -1;
     char link[64], target[128];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = readlink(link, target, sizeof target - 1);
@@ -329,6 +348,10 @@ static bool memfd_location(int fd, int *dev)
         return false;
     const char *rest = target + strlen(want);
     if (strncmp(rest, "host", 4) == 0) {
+        *dev = -1;
+        return true;
+    }
+    if (sscanf(rest, "numa%d", numa) == 1 && *numa >= 0) {
         *dev = -1;
         return true;
     }
@@ -346,9 +369,9 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
         return r;
     if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return CUDA_ERROR_NOT_SUPPORTED;
-    int in = (int)(intptr_t)osHandle, dev;
+    int in = (int)(intptr_t)osHandle, dev, numa;
     struct stat st;
-    if (in < 0 || !memfd_location(in, &dev) || fstat(in, &st) != 0 || st.st_size <= 0 ||
+    if (in < 0 || !memfd_location(in, &dev, &numa) || fstat(in, &st) != 0 || st.st_size <= 0 ||
         !granular((uint64_t)st.st_size))
         return CUDA_ERROR_INVALID_VALUE;
     struct fc_phys *p = calloc(1, sizeof *p);
@@ -363,8 +386,10 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *ha
     p->dev = dev;
     p->charged = false;
     p->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p->prop.location.type = dev >= 0 ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST;
-    p->prop.location.id = dev >= 0 ? dev : 0;
+    p->prop.location.type = dev >= 0    ? CU_MEM_LOCATION_TYPE_DEVICE
+                            : numa >= 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA
+                                        : CU_MEM_LOCATION_TYPE_HOST;
+    p->prop.location.id = dev >= 0 ? dev : numa >= 0 ? numa : 0;
     p->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     p->hrefs = 1;
     r = phys_publish(p, handle);

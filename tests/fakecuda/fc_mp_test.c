@@ -8,7 +8,9 @@
  * overlap in the trace and all make progress (2 and 3 processes); a
  * SIGKILLed engine holder or waiter does not wedge the others; one copy
  * engine per direction is shared FIFO by all processes; a forked child can
- * cuInit afresh; bad configuration values are reported and defaulted.
+ * cuInit afresh; bad configuration values are reported and defaulted; a
+ * process without a context pins exportable HOST_NUMA memory that another
+ * imports.
  * Runs with FAKECUDA_MEM_MB=256. */
 #include "fc_testutil.h"
 
@@ -103,6 +105,45 @@ static int role_copy(char **a)
     return 0;
 }
 
+/* numa-pin MB: as cushared's pool pins, with cuInit only and no context:
+ * refused at a HOST location with a descriptor handle type, made at
+ * HOST_NUMA on the device's node, exported, the handle released (the
+ * descriptor keeps the memory). Says "pinned NODE FD", keeps FD open until
+ * stdin closes. */
+static int role_numa_pin(char **a)
+{
+    size_t bytes = strtoull(a[0], NULL, 10) * MiB;
+    CCK(cuInit(0));
+    CUdevice d;
+    int node = -1, fd = -1;
+    CUcontext c = NULL;
+    CCK(cuDeviceGet(&d, 0));
+    CCK(cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, d));
+    CUmemAllocationProp p = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                              .location = { CU_MEM_LOCATION_TYPE_HOST, 0 },
+                              .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR };
+    CUmemGenericAllocationHandle h;
+    CUresult r = cuMemCreate(&h, bytes, &p, 0);
+    if (r != CUDA_ERROR_INVALID_VALUE) {
+        fct_say("error HOST with a descriptor handle type = %d", (int)r);
+        return 11;
+    }
+    p.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    p.location.id = node;
+    CCK(cuMemCreate(&h, bytes, &p, 0));
+    CCK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CCK(cuMemRelease(h));
+    CCK(cuCtxGetCurrent(&c));
+    if (c != NULL) {
+        fct_say("error a context was made");
+        return 12;
+    }
+    fct_say("pinned %d %d", node, fd);
+    while (fct_order() != 0)
+        ;
+    return 0;
+}
+
 /* env-probe: cuInit's result, device count and memory. */
 static int role_env_probe(char **a)
 {
@@ -121,6 +162,7 @@ static const struct fct_role roles[] = {
     { "hold-mem", 1, role_hold_mem },       { "alloc-exit", 1, role_alloc_exit },
     { "kernels", 2, role_kernels },         { "hold-engine", 1, role_hold_engine },
     { "copy", 2, role_copy },               { "env-probe", 0, role_env_probe },
+    { "numa-pin", 1, role_numa_pin },
 };
 
 /* --------------------------------------------------------------- tests */
@@ -397,6 +439,46 @@ static void test_fork_after_init(void **state)
     CK(cuMemFree(mine));
 }
 
+/* A process with no context (numa-pin) pins exportable host memory on the
+ * device's host NUMA node (0); this process imports the descriptor (through
+ * /proc, as if passed over a socket) and uses the same pages, HOST_NUMA
+ * located, uncharged; they outlive the exporter's handle. */
+static void test_pin_without_context(void **state)
+{
+    size_t before = free_now();
+    struct fct_child c = fct_spawn((const char *[]){ "numa-pin", "4", NULL }, NULL, -1);
+    char line[128], path[64];
+    fct_child_line(&c, line, sizeof line);
+    int node = -1, fd = -1;
+    if (sscanf(line, "pinned %d %d", &node, &fd) != 2)
+        fail_msg("numa-pin: %s", line);
+    assert_int_equal(node, 0);
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)c.pid, fd);
+    int mine = open(path, O_RDWR | O_CLOEXEC);
+    assert_true(mine >= 0);
+    CUmemGenericAllocationHandle imp;
+    CK(cuMemImportFromShareableHandle(&imp, (void *)(intptr_t)mine,
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    close(mine);
+    assert_int_equal(fct_child_reap(&c), 0);              /* the exporter is gone */
+    CUmemAllocationProp got;
+    CK(cuMemGetAllocationPropertiesFromHandle(&got, imp));
+    assert_int_equal(got.location.type, CU_MEM_LOCATION_TYPE_HOST_NUMA);
+    assert_int_equal(got.location.id, 0);
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0));
+    CK(cuMemMap(va, 4 * MiB, 0, imp, 0));
+    CUmemAccessDesc acc = { .location = { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+                            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CK(cuMemSetAccess(va, 4 * MiB, &acc, 1));
+    CK(cuMemsetD32(va, 77, MiB));
+    assert_int_equal(fct_get32(va + 4 * MiB - 4), 77);
+    assert_int_equal(free_now(), before);
+    CK(cuMemUnmap(va, 4 * MiB));
+    CK(cuMemRelease(imp));
+    CK(cuMemAddressFree(va, 4 * MiB));
+}
+
 /* Runs env-probe with the given environment; returns its report and what
  * it wrote on stderr. */
 static void probe(const char *const *env, char *line, size_t cap, char *err, size_t errcap)
@@ -460,7 +542,7 @@ int main(int argc, char **argv)
         T(test_capacity_sigkill),    T(test_capacity_exit),        T(test_meminfo_consistent),
         T(test_engine_two),          T(test_engine_three),         T(test_engine_holder_killed),
         T(test_engine_waiter_killed), T(test_copy_engines_shared), T(test_fork_after_init),
-        T(test_env_config),
+        T(test_env_config),          T(test_pin_without_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
  * reservations, physical allocations and their accounting, mapping, access,
  * a stable VA across unmap/remap with contents restored only by an
  * explicit copy, poison after release, and device faults (never crashes)
- * on unmapped memory, shareable (POSIX descriptor) handles. Runs with
+ * on unmapped memory, shareable (POSIX descriptor) handles, exportable
+ * host memory at HOST_NUMA only. Runs with
  * FAKECUDA_MEM_MB=256. */
 #include "fc_testutil.h"
 
@@ -98,6 +99,31 @@ static void test_create_accounting(void **state)
     assert_int_equal(free_now(), before);
 }
 
+/* The location an (imported) handle reports. */
+static void check_location(CUmemGenericAllocationHandle h, CUmemLocationType type, int id)
+{
+    CUmemAllocationProp got;
+    CK(cuMemGetAllocationPropertiesFromHandle(&got, h));
+    assert_int_equal(got.location.type, type);
+    assert_int_equal(got.location.id, id);
+}
+
+/* Maps h at *a and imp at *b (fresh, 2 G each, read-write) and checks that
+ * a memset through a shows through b: the same memory. */
+static void map_same_memory(CUmemGenericAllocationHandle h, CUmemGenericAllocationHandle imp,
+                            CUdeviceptr *a, CUdeviceptr *b, uint32_t v)
+{
+    CK(cuMemAddressReserve(a, 2 * G, 0, 0, 0));
+    CK(cuMemAddressReserve(b, 2 * G, 0, 0, 0));
+    CK(cuMemMap(*a, 2 * G, 0, h, 0));
+    CK(cuMemMap(*b, 2 * G, 0, imp, 0));
+    set_rw(*a, 2 * G);
+    set_rw(*b, 2 * G);
+    CK(cuMemsetD32(*a, v, 2 * G / 4));
+    CK(cuCtxSynchronize());
+    assert_int_equal(fct_get32(*b + 2 * G - 4), v);
+}
+
 /* An allocation created with the POSIX descriptor type exports a
  * descriptor; importing it maps the same memory (charged once, to the
  * creator) and keeps it alive after the creator releases it. Plain
@@ -121,20 +147,9 @@ static void test_shareable_fd(void **state)
                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
     close(fd);                                          /* the caller's to close */
     assert_int_equal(free_now(), before - 3 * G);      /* not charged twice */
-    CUmemAllocationProp got;
-    CK(cuMemGetAllocationPropertiesFromHandle(&got, imp));
-    assert_int_equal(got.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
-    assert_int_equal(got.location.id, 0);
+    check_location(imp, CU_MEM_LOCATION_TYPE_DEVICE, 0);
     CUdeviceptr a, b;
-    CK(cuMemAddressReserve(&a, 2 * G, 0, 0, 0));
-    CK(cuMemAddressReserve(&b, 2 * G, 0, 0, 0));
-    CK(cuMemMap(a, 2 * G, 0, h, 0));
-    CK(cuMemMap(b, 2 * G, 0, imp, 0));
-    set_rw(a, 2 * G);
-    set_rw(b, 2 * G);
-    CK(cuMemsetD32(a, 1234, 2 * G / 4));
-    CK(cuCtxSynchronize());
-    assert_int_equal(fct_get32(b + 2 * G - 4), 1234);  /* the same memory */
+    map_same_memory(h, imp, &a, &b, 1234);
     CK(cuMemUnmap(a, 2 * G));
     CK(cuMemRelease(h));
     CK(cuMemRelease(plain));
@@ -153,6 +168,39 @@ static void test_shareable_fd(void **state)
         CUDA_ERROR_INVALID_VALUE);
     CK(cuMemAddressFree(a, 2 * G));
     CK(cuMemAddressFree(b, 2 * G));
+}
+
+/* Exportable host memory is NUMA-placed, as on the H100 (driver 580): a
+ * HOST location with the descriptor handle type is refused, HOST_NUMA (any
+ * node) is made, uncharged, exported and imported as HOST_NUMA on that
+ * node, the same bytes through both handles. */
+static void test_host_numa_shareable(void **state)
+{
+    size_t before = free_now();
+    CUmemAllocationProp hp = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                               .location = { CU_MEM_LOCATION_TYPE_HOST, 0 },
+                               .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR };
+    CUmemGenericAllocationHandle h, imp;
+    CKR(cuMemCreate(&h, G, &hp, 0), CUDA_ERROR_INVALID_VALUE);
+    hp.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    hp.location.id = 1;
+    CK(cuMemCreate(&h, 2 * G, &hp, 0));
+    assert_int_equal(free_now(), before);
+    int fd = -1;
+    CK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CK(cuMemImportFromShareableHandle(&imp, (void *)(intptr_t)fd,
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    close(fd);
+    check_location(imp, CU_MEM_LOCATION_TYPE_HOST_NUMA, 1);
+    CUdeviceptr a, b;
+    map_same_memory(h, imp, &a, &b, 4321);
+    CK(cuMemUnmap(a, 2 * G));
+    CK(cuMemUnmap(b, 2 * G));
+    CK(cuMemRelease(h));
+    CK(cuMemRelease(imp));
+    CK(cuMemAddressFree(a, 2 * G));
+    CK(cuMemAddressFree(b, 2 * G));
+    assert_int_equal(free_now(), before);
 }
 
 /* Mapped memory needs cuMemSetAccess before the device may touch it; a
@@ -406,6 +454,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserve, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_create_accounting, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_shareable_fd, fct_setup, fct_teardown),
+        cmocka_unit_test_setup_teardown(test_host_numa_shareable, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_map_and_access, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_va_stable_remap, fct_setup, fct_teardown),
         cmocka_unit_test_setup_teardown(test_release_while_mapped, fct_setup, fct_teardown),
