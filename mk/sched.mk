@@ -27,15 +27,17 @@ SD_TDIR := $(BUILD)/tests/sched
 
 # Unit tests (cmocka): pure modules, simulated time; test_endpoint and
 # test_access run the server in their own process on sockets (socketpairs, or
-# a scratch directory).
+# a scratch directory); test_pinner runs the pool's pinning thread.
 SD_UNIT := test_policy test_proto test_config test_lc test_mguard test_access test_endpoint \
-           test_node test_server
+           test_node test_server test_pinner
 $(SD_UNIT:%=$(SD_TDIR)/%): $(SD_TDIR)/%: $(OBJ)/tests/sched/%.o $(SCHED_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka $(SCHED_LIBS) -lm
 # GPU discovery: NVML through the device plugin's fake, the driver through
 # the simulated one.
 $(SD_TDIR)/test_node: | $(BUILD)/tests/k8s/nvml/libnvidia-ml.so.1 $(BUILD)/fakecuda/libcuda.so.1
+# The pool's pinning thread pins through the simulated driver.
+$(SD_TDIR)/test_pinner: | $(BUILD)/fakecuda/libcuda.so.1
 
 # Integration test: real cushared, cusharectl and cushare-run processes
 # driven by a scripted protocol client (tclient.c) over the real socket.
