@@ -28,7 +28,7 @@ SD_TDIR := $(BUILD)/tests/sched
 # Unit tests (cmocka): pure modules, simulated time; test_endpoint and
 # test_access run the server in their own process on sockets (socketpairs, or
 # a scratch directory); test_pinner runs the pool's pinning thread.
-SD_UNIT := test_policy test_proto test_config test_lc test_mguard test_access test_endpoint \
+SD_UNIT := test_policy test_pool test_proto test_config test_lc test_mguard test_access test_endpoint \
            test_node test_server test_pinner
 $(SD_UNIT:%=$(SD_TDIR)/%): $(SD_TDIR)/%: $(OBJ)/tests/sched/%.o $(SCHED_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
