@@ -19,7 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-enum field_kind { F_U32, F_I32, F_U64, F_BYTES, F_STR, F_PAD32 };
+enum field_kind { F_U32, F_I32, F_U64, F_BYTES, F_STR, F_PAD32, F_U32A };
 
 struct field {
     uint8_t kind;
@@ -34,6 +34,9 @@ struct msgdesc {
     const char *name;
     const struct field *fields;
     size_t nfields;
+    /* A rule across fields (the ranges are the table's), or NULL: the
+     * reason the decoded body breaks it, NULL when it does not. */
+    const char *(*check)(const struct cs_msg *m);
 };
 
 #define ANY32 0, UINT32_MAX
@@ -48,13 +51,16 @@ struct msgdesc {
 #define I32(s, f) {F_I32, offsetof(struct s, f), 4, ANY32}
 #define PAD(s, f) {F_PAD32, offsetof(struct s, f), 4, 0, 0}
 #define BYTES(s, f) {F_BYTES, offsetof(struct s, f), sizeof(((struct s *)0)->f), 0, 0}
+/* An array of u32, every element in [lo, hi] */
+#define U32A(s, f, ...) U32A_(s, f, __VA_ARGS__)
+#define U32A_(s, f, lo, hi) {F_U32A, offsetof(struct s, f), sizeof(((struct s *)0)->f), lo, hi}
 #define STR(s, f) {F_STR, offsetof(struct s, f), sizeof(((struct s *)0)->f), 0, 0}
 #define SLOT(s) U32(s, slot, 0, CS_MAX_DEVICES - 1)
 
 static const struct field f_hello[] = {
     U32(cs_msg_hello, flags, 0,
         CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN |
-            CS_HELLO_TERMS | CS_HELLO_LIMITS),
+            CS_HELLO_TERMS | CS_HELLO_LIMITS | CS_HELLO_POOL),
     U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
@@ -327,6 +333,47 @@ static const struct field f_pinned[] = {
     U32(cs_msg_pinned, flags, 0, 0),
     U64(cs_msg_pinned, bytes, BYTES62),
 };
+static const struct field f_borrow[] = {
+    SLOT(cs_msg_borrow),
+    U32(cs_msg_borrow, kind, 0, CS_PIECE_KIND_MAX),
+    U64(cs_msg_borrow, request_id, ANY64),
+    U32(cs_msg_borrow, count, 1, CS_LEND_MAX),
+    U32(cs_msg_borrow, flags, 0, 0),
+};
+static const struct field f_lend[] = {
+    U64(cs_msg_lend, request_id, ANY64),
+    U64(cs_msg_lend, piece_size, 0, CS_PIECE_SIZE_MAX),
+    U32(cs_msg_lend, count, 0, CS_LEND_MAX),
+    U32(cs_msg_lend, flags, 0, 0),
+    U32A(cs_msg_lend, ids, ANY32),
+};
+static const struct field f_return[] = {
+    U32(cs_msg_return, count, 1, CS_LEND_MAX),
+    U32(cs_msg_return, flags, 0, 0),
+    U32A(cs_msg_return, ids, ANY32),
+};
+
+/* ids[0..count) nonzero, the rest zero: a piece list has no holes and no
+ * hidden entries. */
+static const char *ids_check(const uint32_t *ids, uint32_t count)
+{
+    for (uint32_t i = 0; i < CS_LEND_MAX; i++)
+        if ((i < count) != (ids[i] != 0))
+            return i < count ? "piece id 0 in the list" : "piece id after the list's end";
+    return NULL;
+}
+static const char *lend_check(const struct cs_msg *m)
+{
+    if ((m->u.lend.count == 0) != (m->u.lend.piece_size == 0))
+        return "piece size without pieces, or pieces without a size";
+    if (m->u.lend.piece_size % (2ull << 20))
+        return "piece size not a multiple of 2 MiB";
+    return ids_check(m->u.lend.ids, m->u.lend.count);
+}
+static const char *return_check(const struct cs_msg *m)
+{
+    return ids_check(m->u.ret.ids, m->u.ret.count);
+}
 static const struct field f_terms[] = {
     U32(cs_msg_terms, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_terms, weight, 1, CS_WEIGHT_MAX),
@@ -373,7 +420,8 @@ static const struct field f_ctl_done[] = {
     STR(cs_msg_ctl_done, text),
 };
 
-#define DESC(t, n, f) {t, n, f, sizeof(f) / sizeof(f[0])}
+#define DESC(t, n, f) {t, n, f, sizeof(f) / sizeof(f[0]), NULL}
+#define DESCC(t, n, f, c) {t, n, f, sizeof(f) / sizeof(f[0]), c}
 static const struct msgdesc descs[] = {
     DESC(CS_MSG_HELLO, "HELLO", f_hello),
     DESC(CS_MSG_ATTACH, "ATTACH", f_attach),
@@ -395,6 +443,9 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_LC_MODE, "LC_MODE", f_lc_mode),
     DESC(CS_MSG_LC_BURST, "LC_BURST", f_lc_burst),
     DESC(CS_MSG_PINNED, "PINNED", f_pinned),
+    DESC(CS_MSG_BORROW, "BORROW", f_borrow),
+    DESCC(CS_MSG_LEND, "LEND", f_lend, lend_check),
+    DESCC(CS_MSG_RETURN, "RETURN", f_return, return_check),
     DESC(CS_MSG_TERMS, "TERMS", f_terms),
     DESC(CS_MSG_ERROR, "ERROR", f_error),
     DESC(CS_MSG_CTL_STATUS, "CTL_STATUS", f_ctl_status),
@@ -487,6 +538,12 @@ int cs_msg_encode(const struct cs_msg *m, uint8_t *buf, size_t cap)
         case F_BYTES:
             memcpy(p, src, f->len);
             break;
+        case F_U32A:
+            for (uint16_t k = 0; k < f->len; k += 4) {
+                memcpy(&v32, src + k, 4);
+                put_le(p + k, v32, 4);
+            }
+            break;
         case F_STR:
             /* NUL-pad; always leave a terminator inside the field. */
             memset(p, 0, f->len);
@@ -546,6 +603,17 @@ static int decode_field(const struct field *f, const uint8_t *p, uint8_t *dst, c
     case F_BYTES:
         memcpy(dst, p, f->len);
         return 0;
+    case F_U32A:
+        for (uint16_t k = 0; k < f->len; k += 4) {
+            v = get_le(p + k, 4);
+            if (v < f->lo || v > f->hi) {
+                *why = "field out of range";
+                return -1;
+            }
+            uint32_t e = (uint32_t)v;
+            memcpy(dst + k, &e, 4);
+        }
+        return 0;
     case F_STR:
         if (!str_ok(p, f->len)) {
             *why = "malformed string field";
@@ -594,6 +662,11 @@ int cs_msg_decode(const uint8_t *buf, size_t len, struct cs_msg *m, const char *
             return -1;
         p += d->fields[i].len;
     }
+    const char *broke = d->check ? d->check(m) : NULL;
+    if (broke) {
+        *why = broke;
+        return -1;
+    }
     return 0;
 }
 
@@ -613,6 +686,106 @@ int cs_send(int fd, const struct cs_msg *m)
             return -EMSGSIZE; /* SEQPACKET sends whole records or fails */
         if (errno != EINTR)
             return -errno;
+    }
+}
+
+ssize_t cs_send_record_fds(int fd, const uint8_t *buf, size_t len, const int *fds, int n)
+{
+    union {
+        char b[CMSG_SPACE(sizeof(int) * CS_LEND_MAX)];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {(void *)buf, len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                        .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+    return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+int cs_send_fds(int fd, const struct cs_msg *m, const int *fds, int n)
+{
+    if (n <= 0)
+        return cs_send(fd, m);
+    if (n > CS_LEND_MAX)
+        return -EINVAL;
+    uint8_t buf[CS_MSG_MAX];
+    int len = cs_msg_encode(m, buf, sizeof buf);
+    if (len < 0)
+        return -EINVAL;
+    for (;;) {
+        ssize_t w = cs_send_record_fds(fd, buf, (size_t)len, fds, n);
+        if (w == len)
+            return 0;
+        if (w >= 0)
+            return -EMSGSIZE;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+/* Descriptors of a received control block into fds (up to cap); every one
+ * beyond cap is closed. Returns how many there were in all. */
+static int take_fds(struct msghdr *mh, int *fds, int cap, int *kept)
+{
+    int all = 0;
+    *kept = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < n; i++, all++) {
+            int d;
+            memcpy(&d, CMSG_DATA(c) + sizeof(int) * (size_t)i, sizeof d);
+            if (*kept < cap)
+                fds[(*kept)++] = d;
+            else
+                close(d);
+        }
+    }
+    return all;
+}
+
+int cs_recv_fds(int fd, struct cs_msg *m, const char **why, int *fds, int cap, int *nfds)
+{
+    uint8_t buf[CS_MSG_MAX + 1];
+    union {
+        char b[CMSG_SPACE(sizeof(int) * CS_LEND_MAX)];
+        struct cmsghdr align;
+    } ctl;
+    *nfds = 0;
+    for (;;) {
+        struct iovec iov = {buf, sizeof buf};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                            .msg_controllen = sizeof ctl.b};
+        ssize_t r = recvmsg(fd, &mh, MSG_TRUNC | MSG_CMSG_CLOEXEC);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        int kept, all = take_fds(&mh, fds, cap, &kept);
+        const char *bad = NULL;
+        if ((mh.msg_flags & MSG_CTRUNC) || all > kept)
+            bad = "more descriptors than the record may carry";
+        else if (r == 0 && kept == 0)
+            return 0;
+        else if ((size_t)r > CS_MSG_MAX)
+            bad = "record longer than any message";
+        else if (cs_msg_decode(buf, (size_t)r, m, &bad) == 0)
+            bad = NULL;
+        if (bad) {
+            for (int i = 0; i < kept; i++)
+                close(fds[i]);
+            if (why)
+                *why = bad;
+            return -EPROTO;
+        }
+        *nfds = kept;
+        return 1;
     }
 }
 

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/util.h"
 
@@ -55,6 +56,8 @@ enum cs_msg_type {
     CS_MSG_TSG_STATE = 10, /* channel-group timeslice mechanism report (CS_HELLO_TSG) */
     CS_MSG_LC_BURST = 11,  /* a latency-critical burst ended: its timings (CS_HELLO_LC) */
     CS_MSG_PINNED = 12,    /* host memory pinned as swap backing (CS_HELLO_PIN) */
+    CS_MSG_BORROW = 13,    /* lend me pieces of the node's pinned pool (CS_HELLO_POOL) */
+    CS_MSG_RETURN = 14,    /* I no longer use these pieces (CS_HELLO_POOL) */
     /* daemon -> client */
     CS_MSG_WELCOME = 32, /* reply to HELLO */
     CS_MSG_GRANT = 33,   /* you hold the lease: open the gate */
@@ -66,6 +69,7 @@ enum cs_msg_type {
     CS_MSG_TIMESLICE = 39, /* set your compute channel groups' timeslice (CS_HELLO_TSG) */
     CS_MSG_LC_MODE = 40,   /* how to behave beside a latency-critical job (CS_HELLO_LC) */
     CS_MSG_TERMS = 41,     /* after WELCOME: what the node granted (CS_HELLO_TERMS) */
+    CS_MSG_LEND = 42,      /* reply to BORROW: pieces, their descriptors attached (CS_HELLO_POOL) */
     /* cusharectl -> daemon */
     CS_MSG_CTL_STATUS = 64,
     CS_MSG_CTL_SET = 65,
@@ -106,6 +110,24 @@ enum cs_msg_type {
  * right after WELCOME. Same rules; the fallback order is TSG|LC|PIN|TERMS,
  * TSG|LC|PIN, TSG|LC, TSG, none. */
 #define CS_HELLO_TERMS 0x20u
+
+/* Capability of a GPU client: it borrows swap backing from the node's
+ * pinned pool (BORROW, RETURN) and takes LEND with descriptors attached.
+ * Same rules; the fallback order is TSG|LC|PIN|TERMS|POOL, then as for
+ * CS_HELLO_TERMS. */
+#define CS_HELLO_POOL 0x80u
+
+/* BORROW.kind: which of the pool's two piece sizes (LEND says the size) */
+enum cs_piece_kind {
+    CS_PIECE_BIG = 0,   /* the pool's piece (pool_piece_mb) */
+    CS_PIECE_SMALL = 1, /* 2 MiB: the tail of a backing that is no whole number of pieces */
+    CS_PIECE_KIND_MAX = 1,
+};
+/* Pieces per BORROW, LEND and RETURN (descriptors per record: SCM_RIGHTS
+ * takes at most 253) */
+#define CS_LEND_MAX 32
+/* Largest piece size a LEND may name */
+#define CS_PIECE_SIZE_MAX (1ull << 40)
 
 /* TERMS.flags: what the node's grant reduced of what HELLO asked */
 #define CS_TERMS_CUT_PRIORITY 0x1u
@@ -345,6 +367,39 @@ struct cs_msg_pinned {
     uint32_t slot;
     uint32_t flags;         /* reserved, 0 */
     uint64_t bytes;
+};
+
+/* Client -> daemon (CS_HELLO_POOL only): lend me up to `count` pieces of
+ * this kind for swap backing of GPU `slot`. Answered by one LEND with the
+ * same request_id, carrying between 0 and count pieces. */
+struct cs_msg_borrow {
+    uint32_t slot;
+    uint32_t kind;          /* enum cs_piece_kind */
+    uint64_t request_id;
+    uint32_t count;         /* 1 .. CS_LEND_MAX */
+    uint32_t flags;         /* reserved, 0 */
+};
+
+/* Daemon -> client (CS_HELLO_POOL only): the answer to a BORROW. `count`
+ * pieces of piece_size bytes, ids[0..count) nonzero and ids[count..] zero;
+ * the record carries exactly `count` descriptors (SCM_RIGHTS), in the same
+ * order: each a cuMemExportToShareableHandle POSIX descriptor of pinned
+ * host memory. Pieces stay the client's until it RETURNs them or its
+ * process exits. */
+struct cs_msg_lend {
+    uint64_t request_id;
+    uint64_t piece_size;    /* 0 with count 0 */
+    uint32_t count;         /* 0 .. CS_LEND_MAX */
+    uint32_t flags;         /* reserved, 0 */
+    uint32_t ids[CS_LEND_MAX];
+};
+
+/* Client -> daemon (CS_HELLO_POOL only): these lent pieces are unmapped and
+ * released here; ids[0..count) nonzero, the rest zero. */
+struct cs_msg_return {
+    uint32_t count;         /* 1 .. CS_LEND_MAX */
+    uint32_t flags;         /* reserved, 0 */
+    uint32_t ids[CS_LEND_MAX];
 };
 
 /* Daemon -> client (CS_HELLO_TERMS only), right after WELCOME: what this
@@ -632,6 +687,9 @@ struct cs_msg {
         struct cs_msg_lc_mode lc_mode;
         struct cs_msg_lc_burst lc_burst;
         struct cs_msg_pinned pinned;
+        struct cs_msg_borrow borrow;
+        struct cs_msg_lend lend;
+        struct cs_msg_return ret;
         struct cs_msg_terms terms;
         struct cs_msg_grant grant;
         struct cs_msg_revoke revoke;
@@ -672,6 +730,17 @@ const char *cs_msg_name(uint16_t type);
  * rejected, *why set). */
 int cs_send(int fd, const struct cs_msg *m);
 int cs_recv(int fd, struct cs_msg *m, const char **why);
+/* The same carrying descriptors (SCM_RIGHTS). cs_send_fds sends n (0 ..
+ * CS_LEND_MAX) with the record. cs_recv_fds takes up to cap into fds
+ * (close-on-exec) and says how many in *nfds; a record that came with more
+ * than cap, or whose descriptors were cut off, is -EPROTO with every
+ * descriptor that came closed. The caller owns what it got, and must close
+ * what the message does not account for. */
+int cs_send_fds(int fd, const struct cs_msg *m, const int *fds, int n);
+/* One encoded record with 1 .. CS_LEND_MAX descriptors, without blocking:
+ * sendmsg(2)'s answer. */
+ssize_t cs_send_record_fds(int fd, const uint8_t *buf, size_t len, const int *fds, int n);
+int cs_recv_fds(int fd, struct cs_msg *m, const char **why, int *fds, int cap, int *nfds);
 
 /* The default socket path: /run/cushare/cushared.sock for root, else
  * $XDG_RUNTIME_DIR/cushare/cushared.sock, else /tmp/cushare-<uid>/cushared.sock.

@@ -4,8 +4,10 @@
 #include "common/log.h"
 #include "common/util.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- host backing --------------------------------------------------------
  * Measured on an H100 (bench/results/oversubscription.md): cuMemCreate with a
@@ -43,11 +45,40 @@ static bool host_has_room(uint64_t bytes)
     return false;
 }
 
-/* The length of the next piece a reserved VMM backing needs. */
-static uint64_t next_piece_len(const struct cs_backing *b)
+/* Bytes of a VMM backing held in whole `piece`-sized pieces. */
+static uint64_t whole_end(const struct cs_backing *b)
 {
+    return b->size / b->piece * b->piece;
+}
+
+/* cs_backing_get_stats's counters: relaxed atomics (summaries only). */
+static _Atomic uint64_t st_pinned_bytes, st_pinned_ns, st_lent_bytes, st_lent_ns;
+
+void cs_backing_get_stats(struct cs_backing_stats *out)
+{
+    out->pinned_bytes = atomic_load_explicit(&st_pinned_bytes, memory_order_relaxed);
+    out->pinned_ns = atomic_load_explicit(&st_pinned_ns, memory_order_relaxed);
+    out->lent_bytes = atomic_load_explicit(&st_lent_bytes, memory_order_relaxed);
+    out->lent_ns = atomic_load_explicit(&st_lent_ns, memory_order_relaxed);
+}
+
+static void count(_Atomic uint64_t *bytes, _Atomic uint64_t *ns, uint64_t n, uint64_t t0)
+{
+    atomic_fetch_add_explicit(bytes, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(ns, cs_now_ns() - t0, memory_order_relaxed);
+}
+
+/* The length of the next piece a reserved VMM backing needs: a whole
+ * piece, else the tail's unit (decided here, as one piece of the rest,
+ * unless lent 2 MiB pieces decided it first). */
+static uint64_t next_piece_len(struct cs_backing *b)
+{
+    if (b->pinned < whole_end(b))
+        return b->piece;
+    if (!b->tail)
+        b->tail = b->size - b->pinned;
     uint64_t left = b->size - b->pinned;
-    return left < b->piece ? left : b->piece;
+    return left < b->tail ? left : b->tail;
 }
 
 CUresult cs_backing_create_host(uint64_t size, CUmemGenericAllocationHandle *h)
@@ -64,6 +95,16 @@ CUresult cs_backing_create_host(uint64_t size, CUmemGenericAllocationHandle *h)
 /* Pins one piece at va: create, map, let the mapping own it, give the GPU
  * access. Returns the driver's answer to the cuMemCreate; the other steps
  * failing count as CUDA_ERROR_UNKNOWN. Touches nothing but [va, va + n). */
+static CUresult grant_device(CUdeviceptr va, uint64_t n, int dev)
+{
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = dev;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return cs_real.cuMemSetAccess(va, n, &acc, 1);
+}
+
 static CUresult pin_vmm_piece(CUdeviceptr va, uint64_t n, int dev)
 {
     CUmemGenericAllocationHandle h;
@@ -75,16 +116,140 @@ static CUresult pin_vmm_piece(CUdeviceptr va, uint64_t n, int dev)
         return CUDA_ERROR_UNKNOWN;
     }
     cs_real.cuMemRelease(h); /* freed by the unmap */
-    CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof acc);
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = dev;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (cs_real.cuMemSetAccess(va, n, &acc, 1) != CUDA_SUCCESS) {
+    if (grant_device(va, n, dev) != CUDA_SUCCESS) {
         cs_real.cuMemUnmap(va, n);
         return CUDA_ERROR_UNKNOWN;
     }
     return CUDA_SUCCESS;
+}
+
+/* ---- pieces lent by the node's pool --------------------------------------
+ * The scheduler pins pieces once per node and lends them (issue 20): taking
+ * one in costs an import, a map and the device's access (~12 ms/GiB on an
+ * H100, against ~300 ms/GiB to pin), so a backing takes what the pool lends
+ * before it pins anything itself. */
+
+/* Registered once by init before any device work; read-only after. */
+static const struct cs_backing_pool *pool;
+
+/* The pool's big piece size once a LEND said it (0 before): new backings
+ * are laid out in it, so its pieces fit them whole. */
+static _Atomic uint64_t pool_piece;
+
+void cs_backing_set_pool(const struct cs_backing_pool *p)
+{
+    pool = p;
+}
+
+/* Maps n lent pieces of `unit` bytes one after another at va and gives the
+ * device access. On failure nothing of it stays mapped. */
+static CUresult map_lent(CUdeviceptr va, uint64_t unit, const int *fds, uint32_t n, int dev)
+{
+    CUresult r = CUDA_SUCCESS;
+    uint32_t i = 0;
+    for (; i < n; i++) {
+        CUmemGenericAllocationHandle h;
+        r = cs_real.cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fds[i],
+                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        if (r != CUDA_SUCCESS)
+            break;
+        r = cs_real.cuMemMap(va + i * unit, unit, 0, h, 0);
+        cs_real.cuMemRelease(h); /* the mapping holds it */
+        if (r != CUDA_SUCCESS)
+            break;
+    }
+    if (r == CUDA_SUCCESS)
+        r = grant_device(va, n * unit, dev);
+    if (r != CUDA_SUCCESS)
+        for (uint32_t k = 0; k < i; k++)
+            cs_real.cuMemUnmap(va + k * unit, unit);
+    return r;
+}
+
+/* Records lent ids in b. Ids from an earlier connection are forgotten: a
+ * restarted daemon does not know them, and they are this process's now. */
+static bool lent_add(struct cs_backing *b, const uint32_t *ids, uint32_t n, uint64_t gen)
+{
+    struct cs_lent *l = b->lent;
+    if (l && l->gen != gen)
+        l->n = 0;
+    if (!l || l->n + n > l->cap) {
+        uint32_t cap = l ? l->cap * 2 : CS_LEND_MAX;
+        while (cap < (l ? l->n : 0) + n)
+            cap *= 2;
+        struct cs_lent *g = realloc(l, sizeof *g + cap * sizeof g->ids[0]);
+        if (!g)
+            return false;
+        if (!l)
+            g->n = 0;
+        g->cap = cap;
+        b->lent = l = g;
+    }
+    l->gen = gen;
+    memcpy(l->ids + l->n, ids, n * sizeof ids[0]);
+    l->n += n;
+    return true;
+}
+
+/* A lent big piece of another size than b's pieces: a backing with nothing
+ * in it yet takes the pool's size (and the next ones start with it). */
+static bool adopt_piece(struct cs_backing *b, uint64_t size)
+{
+    atomic_store_explicit(&pool_piece, size, memory_order_relaxed);
+    if (size == b->piece)
+        return true;
+    if (b->pinned || size > b->size || size % CS_BACKING_ALIGN)
+        return false;
+    b->piece = size;
+    return true;
+}
+
+/* Takes up to CS_LEND_MAX pieces of the pool in at b's end: the next whole
+ * pieces, else 2 MiB ones for the tail. True when some came. */
+static bool borrow_step(struct cs_backing *b, int dev)
+{
+    uint64_t end = whole_end(b);
+    /* Until a LEND said the pool's piece size, an empty backing asks for
+     * one big piece: it fits when the backing is at least that large, and
+     * from then on new backings are laid out in it. */
+    bool learn = !atomic_load_explicit(&pool_piece, memory_order_relaxed) && !b->pinned;
+    bool big = b->pinned < end || learn;
+    if (!pool || (!big && b->tail && b->tail != CS_BACKING_ALIGN))
+        return false; /* a tail pinned here as one piece */
+    uint64_t want = b->pinned < end ? (end - b->pinned) / b->piece
+                    : big           ? 1
+                                    : (b->size - b->pinned) / CS_BACKING_ALIGN;
+    int fds[CS_LEND_MAX];
+    uint32_t ids[CS_LEND_MAX];
+    uint64_t size = 0, gen = 0, t0 = cs_now_ns();
+    uint32_t n = pool->borrow(dev, big ? CS_PIECE_BIG : CS_PIECE_SMALL,
+                              want < CS_LEND_MAX ? (uint32_t)want : CS_LEND_MAX, fds, ids, &size,
+                              &gen);
+    if (!n)
+        return false;
+    uint32_t use = 0;
+    if (big ? adopt_piece(b, size) : size == CS_BACKING_ALIGN) {
+        uint64_t unit = big ? b->piece : CS_BACKING_ALIGN;
+        uint64_t room = big ? (whole_end(b) - b->pinned) / unit : (b->size - b->pinned) / unit;
+        use = n < room ? n : (uint32_t)room;
+        if (use && map_lent(b->va + b->pinned, unit, fds, use, dev) != CUDA_SUCCESS) {
+            use = 0;
+        } else if (use && !lent_add(b, ids, use, gen)) { /* no memory to keep their ids */
+            for (uint32_t k = 0; k < use; k++)
+                cs_real.cuMemUnmap(b->va + b->pinned + k * unit, unit);
+            use = 0;
+        } else {
+            b->pinned += use * unit;
+            if (!big && use)
+                b->tail = CS_BACKING_ALIGN;
+            count(&st_lent_bytes, &st_lent_ns, use * unit, t0);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        close(fds[i]);
+    if (use < n)
+        pool->give_back(ids + use, n - use, gen);
+    return use > 0;
 }
 
 /* The driver refused host-located VMM for good: say so once. */
@@ -104,20 +269,29 @@ bool cs_backing_step(struct cs_backing *b, uint64_t size, int dev)
         if (!host_has_room(size) ||
             cs_real.cuMemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
             return false;
-        *b = (struct cs_backing){(CUdeviceptr)p, size, size, 0};
+        *b = (struct cs_backing){(CUdeviceptr)p, size, size, 0, 0, NULL};
         return true;
     }
     if (!b->size) {
         CUdeviceptr va;
         if (cs_real.cuMemAddressReserve(&va, size, CS_BACKING_ALIGN, 0, 0) != CUDA_SUCCESS)
             return false;
-        uint64_t piece = cs_cfg.pin_piece ? cs_cfg.pin_piece : size;
-        *b = (struct cs_backing){va, size, 0, piece};
+        uint64_t piece = atomic_load_explicit(&pool_piece, memory_order_relaxed);
+        if (!piece || piece > size)
+            piece = cs_cfg.pin_piece ? cs_cfg.pin_piece : size;
+        *b = (struct cs_backing){va, size, 0, piece, 0, NULL};
     }
-    uint64_t n = next_piece_len(b);
+    bool knew = atomic_load_explicit(&pool_piece, memory_order_relaxed) != 0;
+    if (borrow_step(b, dev))
+        return true;
+    /* The first LEND said a piece size too large for b: its tail pieces. */
+    if (!knew && atomic_load_explicit(&pool_piece, memory_order_relaxed) && borrow_step(b, dev))
+        return true;
+    uint64_t n = next_piece_len(b), t0 = cs_now_ns();
     CUresult r = pin_vmm_piece(b->va + b->pinned, n, dev);
     if (r == CUDA_SUCCESS) {
         b->pinned += n;
+        count(&st_pinned_bytes, &st_pinned_ns, n, t0);
         return true;
     }
     /* Only a driver that does not do host-located VMM turns it off for
@@ -138,7 +312,8 @@ bool cs_backing_tiling(const struct cs_backing *b, struct cs_tiling *t)
 {
     if (!b->piece || !cs_backing_complete(b))
         return false;
-    *t = (struct cs_tiling){.src = b->va, .tile = b->piece};
+    *t = (struct cs_tiling){.src = b->va, .whole = whole_end(b), .tail = b->tail,
+                            .tile = b->piece};
     return true;
 }
 
@@ -159,11 +334,17 @@ static struct tile_part tile_at(const struct cs_tiling *t, uint64_t off, uint64_
     if (t->one) /* the placeholder: big tiles while they fit, then granules */
         return left >= t->tile ? (struct tile_part){t->one, 0, t->tile}
                                : (struct tile_part){t->small, 0, t->small_size};
-    /* A piece is mapped whole or not at all: the range must start at one;
-     * the backing's last piece may be shorter (what the range has left;
-     * a range ending inside a piece gets the driver's refusal). */
-    uint64_t pos = off + at, start = pos / t->tile * t->tile;
-    uint64_t len = start != pos ? 0 : left < t->tile ? left : t->tile;
+    /* A piece is mapped whole or not at all: the range must start at one
+     * (a range ending inside a piece gets the driver's refusal). */
+    uint64_t pos = off + at, start, unit;
+    if (pos < t->whole || !t->tail) {
+        unit = t->tile;
+        start = pos / unit * unit;
+    } else {
+        unit = t->tail;
+        start = t->whole + (pos - t->whole) / unit * unit;
+    }
+    uint64_t len = start != pos ? 0 : left < unit ? left : unit;
     return (struct tile_part){0, start, len};
 }
 
@@ -218,13 +399,21 @@ void cs_backing_free(struct cs_backing *b)
         return;
     if (b->piece) {
         /* A mapping is unmapped whole: one piece at a time. */
-        for (uint64_t off = 0; off < b->pinned; off += b->piece)
-            cs_real.cuMemUnmap(b->va + off,
-                               b->pinned - off < b->piece ? b->pinned - off : b->piece);
+        uint64_t end = whole_end(b);
+        for (uint64_t off = 0, len; off < b->pinned; off += len) {
+            len = off < end ? b->piece : b->tail;
+            if (len > b->pinned - off)
+                len = b->pinned - off;
+            cs_real.cuMemUnmap(b->va + off, len);
+        }
         cs_real.cuMemAddressFree(b->va, b->size);
     } else {
         cs_real.cuMemFreeHost((void *)b->va);
     }
+    /* Unmapped and released here: the pool may lend them again. */
+    if (b->lent && b->lent->n && pool)
+        pool->give_back(b->lent->ids, b->lent->n, b->lent->gen);
+    free(b->lent);
     memset(b, 0, sizeof *b);
 }
 

@@ -19,10 +19,23 @@
 
 #include "hook/hook.h"
 
+/* Pieces of the node's pinned pool (cushared) in a backing: their ids, to
+ * give back when the backing is freed, and the connection they came on
+ * (pieces lent on an earlier connection are this process's own: a
+ * restarted daemon does not know them). */
+struct cs_lent {
+    uint64_t gen;                    /* cs_backing_pool.borrow's connection */
+    uint32_t n, cap;
+    uint32_t ids[];
+};
+
 /* Pinned host memory addressed by `va` in either form:
- *   - cuMemCreate(HOST) memory in pieces of `piece` bytes, mapped one after
- *     another into a range reserved for the whole backing (the cheapest to
- *     pin);
+ *   - VMM pieces mapped one after another into a range reserved for the
+ *     whole backing: `piece` bytes each up to the last whole piece, then
+ *     the rest in pieces of `tail` bytes (one piece of the rest when pinned
+ *     here, 2 MiB ones when lent). A piece is pinned here (cuMemCreate(HOST),
+ *     the cheapest to pin) or lent by the node's pool (an imported
+ *     descriptor: pinned once per node, 12-14 ms/GiB to take in);
  *   - one cuMemHostAlloc block (piece == 0), the fallback.
  * Usable once complete (pinned == size). */
 struct cs_backing {
@@ -30,7 +43,39 @@ struct cs_backing {
     uint64_t size;                   /* bytes at va, 0 = none */
     uint64_t pinned;                 /* the prefix pinned so far */
     uint64_t piece;                  /* VMM piece size; 0 = cuMemHostAlloc */
+    uint64_t tail;                   /* piece size past the whole pieces; 0 = not yet known */
+    struct cs_lent *lent;            /* pool pieces in it, NULL = none */
 };
+
+/* Where a backing's lent pieces come from: the node's pool, through the
+ * scheduler connection (registered by init; none = every piece pinned
+ * here). */
+struct cs_backing_pool {
+    /* Up to n pieces of kind (enum cs_piece_kind) for GPU dev: their
+     * descriptors (the caller closes them), ids and size, and the
+     * connection generation; returns how many (0: pin here). May wait for
+     * the scheduler's answer (bounded). */
+    uint32_t (*borrow)(int dev, uint32_t kind, uint32_t n, int *fds, uint32_t *ids,
+                       uint64_t *size, uint64_t *gen);
+    /* The pieces are unmapped and released here: give them back (when gen
+     * is still the connection's). */
+    void (*give_back)(const uint32_t *ids, uint32_t n, uint64_t gen);
+};
+void cs_backing_set_pool(const struct cs_backing_pool *pool);
+
+/* What this process's backings took, over its life: pinned here, and lent
+ * by the pool (taken in: import, map, access). */
+struct cs_backing_stats {
+    uint64_t pinned_bytes, pinned_ns;
+    uint64_t lent_bytes, lent_ns;
+};
+void cs_backing_get_stats(struct cs_backing_stats *out);
+
+/* True when b holds pieces of the node's pool. */
+static inline bool cs_backing_lent(const struct cs_backing *b)
+{
+    return b->lent && b->lent->n;
+}
 
 /* Alignment of a VMM backing's reserved range (the granularity). */
 #define CS_BACKING_ALIGN (2ull << 20)
@@ -63,6 +108,8 @@ bool cs_backing_ensure(struct cs_backing *b, uint64_t size, int dev, _Atomic uin
  *     `small` bytes (the granularity), wherever the range starts. */
 struct cs_tiling {
     CUdeviceptr src;                    /* backing: its pieces' addresses; 0 with one */
+    uint64_t whole;                     /* backing: bytes in whole `tile` pieces */
+    uint64_t tail;                      /* backing: piece size past them */
     CUmemGenericAllocationHandle one;   /* placeholder: the big allocation, or 0 */
     CUmemGenericAllocationHandle small; /* placeholder: the granule-sized one */
     uint64_t tile;                      /* piece or big allocation size */

@@ -151,21 +151,30 @@ static void note_refusal(const char *text)
     cs_debug("next connection attempt in %u ms", cl.refuse_ms);
 }
 
-/* Waits up to timeout_ms for one record on fd. 1, 0 (timeout) or -1. */
-static int recv_timeout(int fd, struct cs_msg *m, int timeout_ms)
+/* Waits up to timeout_ms for one record on fd, taking the descriptors it
+ * carries into fds (up to CS_LEND_MAX; *nfds of them, NULL: none may come).
+ * 1, 0 (timeout) or -1. */
+static int recv_fds_timeout(int fd, struct cs_msg *m, int timeout_ms, int *fds, int *nfds)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    int r;
+    int r, none;
     do
         r = poll(&p, 1, timeout_ms);
     while (r < 0 && errno == EINTR);
     if (r <= 0)
         return r;
     const char *why = "";
-    r = cs_recv(fd, m, &why);
+    int spare[1];
+    r = fds ? cs_recv_fds(fd, m, &why, fds, CS_LEND_MAX, nfds)
+            : cs_recv_fds(fd, m, &why, spare, 0, &none);
     if (r == -EPROTO)
         cs_warn("malformed message from the scheduler: %s", why);
     return r == 1 ? 1 : -1;
+}
+
+static int recv_timeout(int fd, struct cs_msg *m, int timeout_ms)
+{
+    return recv_fds_timeout(fd, m, timeout_ms, NULL, NULL);
 }
 
 /* ---- TERMS: what the node granted (docs/protocol.md, TERMS) ---------------- */
@@ -298,11 +307,13 @@ static bool try_connect(void)
      * CS_HELLO_TERMS, CS_HELLO_PIN, CS_HELLO_LC and CS_HELLO_TSG bits too
      * (docs/protocol.md, Versioning): on a refusal, say HELLO again with
      * fewer, as the client it then is. */
-    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS,
+    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS |
+                                        CS_HELLO_POOL,
+                                    CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS,
                                     CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN,
                                     CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
     int fd = HELLO_REFUSED;
-    size_t k = 0;
+    size_t k = cs_cfg.pool ? 0 : 1;
     for (; k < sizeof caps / sizeof caps[0] && fd == HELLO_REFUSED; k++)
         fd = connect_hello(caps[k]);
     if (fd < 0)
@@ -392,6 +403,109 @@ int cs_client_request_room_flags(int slot, uint64_t bytes, uint32_t flags)
     return rc == 0 && status == 0 ? 0 : -1;
 }
 
+/* ---- pieces of the node's pool (BORROW, LEND, RETURN) ----------------------
+ * One borrower at a time (lend.one, held across the round trip; taken by
+ * the pinner under no lock and by the worker under a device's segs.mu:
+ * locks.h); the I/O thread hands the LEND over under lend.mu. A LEND
+ * nobody waits for any more (timed out, or the connection changed) is
+ * given straight back. */
+#define LEND_WAIT_MS 2000
+static struct {
+    pthread_mutex_t one;     /* one borrower at a time */
+    pthread_mutex_t mu;      /* guards the rest */
+    pthread_cond_t cv;
+    uint64_t next_id;        /* request ids, mu */
+    uint64_t want;           /* the request waited for, 0 = none */
+    bool done;
+    struct cs_msg_lend got;
+    int fds[CS_LEND_MAX];
+} lend = {
+    .one = PTHREAD_MUTEX_INITIALIZER,
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .cv = PTHREAD_COND_INITIALIZER,
+    .next_id = 1,
+};
+
+static void give_back_ids(const uint32_t *ids, uint32_t n)
+{
+    for (uint32_t at = 0; at < n; at += CS_LEND_MAX) {
+        struct cs_msg m = {.type = CS_MSG_RETURN};
+        uint32_t k = n - at < CS_LEND_MAX ? n - at : CS_LEND_MAX;
+        m.u.ret.count = k;
+        memcpy(m.u.ret.ids, ids + at, k * sizeof ids[0]);
+        if (cs_client_send_cap(CS_HELLO_POOL, &m) < 0)
+            return; /* gone: the daemon takes them back when this process exits */
+    }
+}
+
+void cs_client_give_back(const uint32_t *ids, uint32_t n, uint64_t gen)
+{
+    if (n && gen == cs_client_generation())
+        give_back_ids(ids, n);
+}
+
+/* I/O thread: a LEND arrived with fds (count checked by the caller). */
+static void lend_arrived(const struct cs_msg_lend *l, const int *fds)
+{
+    pthread_mutex_lock(&lend.mu);
+    bool taken = lend.want && lend.want == l->request_id && !lend.done;
+    if (taken) {
+        lend.got = *l;
+        memcpy(lend.fds, fds, l->count * sizeof fds[0]);
+        lend.done = true;
+        pthread_cond_broadcast(&lend.cv);
+    }
+    pthread_mutex_unlock(&lend.mu);
+    if (taken)
+        return;
+    for (uint32_t i = 0; i < l->count; i++)
+        close(fds[i]);
+    give_back_ids(l->ids, l->count);
+}
+
+uint32_t cs_client_borrow(int slot, uint32_t kind, uint32_t n, int *fds, uint32_t *ids,
+                          uint64_t *size, uint64_t *gen)
+{
+    pthread_mutex_lock(&cl.mu);
+    bool pool = cl.send_fd >= 0 && (cl.caps & CS_HELLO_POOL);
+    uint64_t g = cl.gen;
+    pthread_mutex_unlock(&cl.mu);
+    if (!pool || !n)
+        return 0;
+    pthread_mutex_lock(&lend.one);
+    pthread_mutex_lock(&lend.mu);
+    uint64_t id = lend.next_id++;
+    lend.want = id;
+    lend.done = false;
+    pthread_mutex_unlock(&lend.mu);
+    struct cs_msg m = {.type = CS_MSG_BORROW};
+    m.u.borrow = (struct cs_msg_borrow){(uint32_t)slot, kind, id, n < CS_LEND_MAX ? n : CS_LEND_MAX, 0};
+    int rc = cs_client_send_cap(CS_HELLO_POOL, &m);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += LEND_WAIT_MS / 1000;
+    pthread_mutex_lock(&lend.mu);
+    while (rc == 0 && !lend.done)
+        if (pthread_cond_timedwait(&lend.cv, &lend.mu, &deadline) != 0)
+            break;
+    uint32_t got = lend.done ? lend.got.count : 0;
+    if (got) {
+        memcpy(fds, lend.fds, got * sizeof fds[0]);
+        memcpy(ids, lend.got.ids, got * sizeof ids[0]);
+        *size = lend.got.piece_size;
+        *gen = g;
+    }
+    lend.want = 0;
+    pthread_mutex_unlock(&lend.mu);
+    pthread_mutex_unlock(&lend.one);
+    if (got && g != cs_client_generation()) { /* lent on a connection that is gone */
+        for (uint32_t i = 0; i < got; i++)
+            close(fds[i]);
+        return 0;
+    }
+    return got;
+}
+
 /* refused: the daemon refused this process (already logged). */
 static void disconnect(const char *why, bool refused)
 {
@@ -410,8 +524,21 @@ static void disconnect(const char *why, bool refused)
                 why);
 }
 
-static void dispatch(const struct cs_msg *m)
+static void dispatch(const struct cs_msg *m, const int *fds, int nfds)
 {
+    if (m->type == CS_MSG_LEND && (uint32_t)nfds == m->u.lend.count &&
+        (cl.caps & CS_HELLO_POOL)) {
+        lend_arrived(&m->u.lend, fds);
+        return;
+    }
+    if (nfds) { /* descriptors with a record that has none, or not as many */
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        cs_warn("%s from the scheduler with %d descriptors it does not account for",
+                cs_msg_name(m->type), nfds);
+        disconnect("protocol error", false);
+        return;
+    }
     switch (m->type) {
     case CS_MSG_ROOM_REPLY:
         room_answer(m->u.room_reply.request_id, m->u.room_reply.status);
@@ -538,9 +665,10 @@ static void *io_main(void *arg)
         }
         report_tsg();
         struct cs_msg m;
-        int r = recv_timeout(cl.fd, &m, (int)tick);
+        int fds[CS_LEND_MAX], nfds = 0;
+        int r = recv_fds_timeout(cl.fd, &m, (int)tick, fds, &nfds);
         if (r == 1)
-            dispatch(&m);
+            dispatch(&m, fds, nfds);
         else if (r < 0)
             disconnect("connection closed", false);
         tick_devices();
@@ -604,4 +732,9 @@ void cs_client_reset_after_fork(void)
     pthread_mutex_init(&room_mu, NULL);
     pthread_cond_init(&room_cv, NULL);
     memset(room, 0, sizeof room);
+    pthread_mutex_init(&lend.one, NULL);
+    pthread_mutex_init(&lend.mu, NULL);
+    pthread_cond_init(&lend.cv, NULL);
+    lend.want = 0;
+    lend.done = false;
 }

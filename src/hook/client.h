@@ -66,6 +66,17 @@ int cs_client_request_room(int slot, uint64_t bytes);
 /* The same with ROOM flags (CS_ROOM_CONTEXT). */
 int cs_client_request_room_flags(int slot, uint64_t bytes, uint32_t flags);
 
+/* Borrows up to n (<= CS_LEND_MAX) pieces of kind (enum cs_piece_kind) of
+ * the node's pinned pool for swap backing of GPU slot, waiting for the
+ * answer (2 s at most): their descriptors (the caller's to close), ids,
+ * size and the connection generation. 0 without a scheduler that lends
+ * (CS_HELLO_POOL), when it has none, or on timeout. */
+uint32_t cs_client_borrow(int slot, uint32_t kind, uint32_t n, int *fds, uint32_t *ids,
+                          uint64_t *size, uint64_t *gen);
+/* Gives pieces back (RETURN) if gen is still the connection's generation;
+ * pieces of an earlier connection are this process's own. */
+void cs_client_give_back(const uint32_t *ids, uint32_t n, uint64_t gen);
+
 void cs_client_reset_after_fork(void);
 
 #endif

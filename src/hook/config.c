@@ -160,6 +160,12 @@ void cs_config_load(void)
         strcasecmp(v, "no"))
         cs_warn("CUSHARE_SWAP=%s is not on|off; using off", v);
 
+    v = env("CUSHARE_POOL");
+    cs_cfg.pool = !v || env_flag("CUSHARE_POOL");
+    if (v && !cs_cfg.pool && strcmp(v, "0") && strcasecmp(v, "off") && strcasecmp(v, "false") &&
+        strcasecmp(v, "no"))
+        cs_warn("CUSHARE_POOL=%s is not on|off; using off", v);
+
     v = env("CUSHARE_PIN_KEEP");
     cs_cfg.pin_keep = UINT64_MAX;
     if (v && strcasecmp(v, "all") && cs_parse_size(v, &cs_cfg.pin_keep) < 0) {

@@ -29,6 +29,8 @@ struct cs_config {
     uint64_t pin_piece;          /* CUSHARE_PIN_PIECE: bytes pinned per driver
                                     call for swap backing (0: a segment's
                                     whole backing at once); default 64 MiB */
+    bool pool;                   /* CUSHARE_POOL (default on): borrow swap backing
+                                    from the node's pinned pool (cushared) */
     bool host_backing_vmm;       /* CUSHARE_HOST_BACKING=vmm (default) |
                                     hostalloc: how swap backing is pinned */
     uint64_t host_reserve;       /* CUSHARE_HOST_RESERVE: host memory that pinning

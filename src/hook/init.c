@@ -4,6 +4,7 @@
  * thread, no connection (those wait for the first hooked call), because it
  * runs inside every process the library is injected into, CUDA or not.
  */
+#include "hook/backing.h"
 #include "hook/client.h"
 #include "hook/config.h"
 #include "hook/device.h"
@@ -84,7 +85,22 @@ static void exit_summary(void)
                 cs_format_size(atomic_load(&d->mem.peak), p, sizeof p));
         exit_summary_lc(d, bursts, hints);
     }
+    struct cs_backing_stats bs;
+    cs_backing_get_stats(&bs);
+    if (!bs.pinned_bytes && !bs.lent_bytes)
+        return;
+    char a[32], b[32];
+    cs_info("swap backing: pinned here %s in %.2f s, lent by the node's pool %s in %.2f s",
+            cs_format_size(bs.pinned_bytes, a, sizeof a), (double)bs.pinned_ns / 1e9,
+            cs_format_size(bs.lent_bytes, b, sizeof b), (double)bs.lent_ns / 1e9);
 }
+
+/* Swap backing borrows from the node's pool over the scheduler connection
+ * (backing.c, a lower layer, takes it as callbacks). */
+static const struct cs_backing_pool backing_pool = {
+    .borrow = cs_client_borrow,
+    .give_back = cs_client_give_back,
+};
 
 __attribute__((constructor)) static void cs_hook_ctor(void)
 {
@@ -94,6 +110,8 @@ __attribute__((constructor)) static void cs_hook_ctor(void)
     for (int i = 0; i < CS_MAX_DEVICES; i++)
         cs_dev_init(&cs_devs[i], i);
     cs_seg_reset_after_fork();
+    if (cs_cfg.pool)
+        cs_backing_set_pool(&backing_pool);
     cs_lease_init();
     cs_jobs_init();
     pthread_atfork(NULL, NULL, after_fork_child);

@@ -15,6 +15,11 @@
  *                 an object's mappings change only with both held
  *     exp_mu      (ipc.c) the export table (registering an export)
  *     idx_mu      (seg.c) the address index
+ *     lend.one    (client.c) one BORROW of the node's pool at a time, held
+ *                 across the wait for its LEND (the swap engine borrows
+ *                 under segs.mu, the pinner under nothing); the I/O thread
+ *                 hands the LEND over under lend.mu alone
+ *       lend.mu   (client.c) the LEND waited for
  *   cs_dev.mu (struct cs_dev, device.h; one per device)
  *             the lease, the job queues, idle reports, LC mode, statistics
  *             (struct cs_dev's parts say which). Taken inside segs.mu by

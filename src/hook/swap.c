@@ -381,6 +381,36 @@ void cs_swap_show(struct cs_dev *d)
 
 /* ---- keeping host backing within a budget --------------------------------- */
 
+/* Takes up to max backings of resident segments off them into drop[]:
+ * first every one holding pieces of the node's pool (lent for swapping,
+ * they go back for whoever swaps next: the pool, not this process, keeps
+ * pinned memory across swaps), then, while the device's backing exceeds
+ * keep, the largest. */
+static int trim_pick_locked(struct cs_segs *s, uint64_t keep, struct cs_backing *drop, int max)
+{
+    int n = 0;
+    for (struct cs_seg *g = s->head; g && n < max; g = g->next) {
+        if (g->state == CS_SEG_RESIDENT && cs_backing_lent(&g->backing)) {
+            drop[n++] = g->backing;
+            s->backing -= g->backing.pinned;
+            memset(&g->backing, 0, sizeof g->backing);
+        }
+    }
+    while (n < max && s->backing > keep) {
+        struct cs_seg *big = NULL;
+        for (struct cs_seg *g = s->head; g; g = g->next)
+            if (g->state == CS_SEG_RESIDENT && g->backing.size &&
+                (!big || g->backing.pinned > big->backing.pinned))
+                big = g;
+        if (!big)
+            break;
+        drop[n++] = big->backing;
+        s->backing -= big->backing.pinned;
+        memset(&big->backing, 0, sizeof big->backing);
+    }
+    return n;
+}
+
 void cs_swap_trim(struct cs_dev *d)
 {
     uint64_t keep = cs_cfg.pin_keep;
@@ -391,26 +421,12 @@ void cs_swap_trim(struct cs_dev *d)
     uint64_t avail = cs_cfg.host_reserve ? cs_host_mem_available() : 0;
     if (avail && avail < 2 * cs_cfg.host_reserve)
         keep = 0;
-    if (keep == UINT64_MAX)
-        return;
     enum { BATCH = 64 };
     for (;;) {
         struct cs_backing drop[BATCH];
-        int n = 0;
         pthread_mutex_lock(&s->mu);
         cs_seg_hold_pinner_locked(s);
-        while (n < BATCH && s->backing > keep) {
-            struct cs_seg *big = NULL;
-            for (struct cs_seg *g = s->head; g; g = g->next)
-                if (g->state == CS_SEG_RESIDENT && g->backing.size &&
-                    (!big || g->backing.pinned > big->backing.pinned))
-                    big = g;
-            if (!big)
-                break;
-            drop[n++] = big->backing;
-            s->backing -= big->backing.pinned;
-            memset(&big->backing, 0, sizeof big->backing);
-        }
+        int n = trim_pick_locked(s, keep, drop, BATCH);
         cs_seg_release_pinner_locked(s);
         pthread_mutex_unlock(&s->mu);
         for (int i = 0; i < n; i++)

@@ -42,6 +42,13 @@ static const struct knob knobs[] = {
     KNOB(mem_reserve_mb, K_U32, true, 0, 16u * 1024 * 1024),
     KNOB(client_reserve_mb, K_U32, true, 0, 1024u * 1024),
     KNOB(pin_budget_mb, K_U32, true, 0, 1024u * 1024 * 1024),
+    KNOB(pool, K_BOOL, false, 0, 0),
+    KNOB(pool_max_mb, K_U32, true, 0, 1024u * 1024 * 1024),
+    KNOB(pool_min_mb, K_U32, true, 0, 1024u * 1024 * 1024),
+    KNOB(pool_piece_mb, K_U32, false, 2, 1024),
+    KNOB(pool_linger_ms, K_U32, true, 0, 86400000),
+    KNOB(pool_share_tenants, K_BOOL, true, 0, 0),
+    KNOB(host_reserve_mb, K_U32, true, 0, 1024u * 1024 * 1024),
     KNOB(switch_cost_target, K_DOUBLE, true, 0.001, 1.0),
     KNOB(log_level, K_LEVEL, true, 0, 0),
     KNOB(max_clients, K_U32, true, 1, 65536),
@@ -117,6 +124,9 @@ void sd_config_defaults(struct sd_config *c)
     c->class_share_max_pct = 90; /* a waiting lower class gets 10% of every 2 s */
     c->class_share_window_ms = 2000;
     c->answer_timeout_ms = 10000; /* what ROOM and grants waited for an EVICT before */
+    c->pool = true;
+    c->pool_piece_mb = 64;      /* the hook's CUSHARE_PIN_PIECE: pinning's driver lock (mem.c) */
+    c->pool_linger_ms = 120000; /* a node between two oversubscribed runs keeps it */
     cs_strlcpy(c->gpus, "auto", sizeof c->gpus);
     c->max_conns_per_uid = 32; /* a job needs one; a user's tools a few more */
     c->hello_timeout_ms = 2000; /* the hook says HELLO at once after connecting */
@@ -326,6 +336,10 @@ int sd_config_set(struct sd_config *c, const char *key, const char *value, bool 
 
 int sd_config_check(const struct sd_config *c, char *err, size_t errlen)
 {
+    if (c->pool_piece_mb % 2) {
+        seterr(err, errlen, "pool_piece_mb (%u) is not a multiple of 2 (MiB)", c->pool_piece_mb);
+        return -1;
+    }
     if (c->quantum_floor_ms > c->quantum_cap_ms) {
         seterr(err, errlen, "quantum_floor_ms (%u) is above quantum_cap_ms (%u)",
                c->quantum_floor_ms, c->quantum_cap_ms);

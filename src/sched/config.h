@@ -38,6 +38,16 @@ struct sd_config {
     uint32_t client_reserve_mb;  /* per attached client: context, libraries */
     uint32_t pin_budget_mb;      /* host memory the clients' pin-ahead may bring the
                                     node's pinned swap backing to; 0 = half the RAM */
+    /* issue 20: the node's pool of pinned host memory (pool.c, pinner.c) */
+    bool pool;                   /* lend swap backing from a pool the daemon pins */
+    uint32_t pool_max_mb;        /* never more pinned; 0 = the pin budget */
+    uint32_t pool_min_mb;        /* pinned at start and kept */
+    uint32_t pool_piece_mb;      /* the big piece (even; 2 MiB pieces make tails) */
+    uint32_t pool_linger_ms;     /* a free piece beyond the need is released after this */
+    bool pool_share_tenants;     /* lend a piece a live process of another tenant
+                                    gave back (it may still hold an import) */
+    uint32_t host_reserve_mb;    /* pinning leaves the host this much available;
+                                    0 = 10% of RAM, at least 4 GiB, at most half */
     double switch_cost_target;
     uint32_t log_level;          /* enum cs_log_level */
     uint32_t max_clients;

@@ -221,7 +221,8 @@ _Static_assert(SD_GRANT_CUT_PRIORITY == CS_TERMS_CUT_PRIORITY &&
 static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg_hello *h)
 {
     c->caps = h->flags &
-              (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LIMITS);
+              (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LIMITS |
+               CS_HELLO_POOL);
     if ((h->flags & CS_HELLO_CONTROL) && c->on_endpoint) {
         /* A container holds its endpoint; node control is not its business. */
         refuse(s, c, "control is not available on an endpoint");
@@ -359,6 +360,12 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
         break;
     case CS_MSG_PINNED:
         rc = sd_policy_pinned(&s->policy, cl, &m->u.pinned, now, &why);
+        break;
+    case CS_MSG_BORROW:
+        rc = sd_lender_borrow(s, c, &m->u.borrow, &why) ? SD_OK : SD_EPROTO;
+        break;
+    case CS_MSG_RETURN:
+        rc = sd_lender_return(s, c, &m->u.ret, &why) ? SD_OK : SD_EPROTO;
         break;
     default:
         rc = SD_EPROTO;

@@ -469,6 +469,27 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
     free(order);
 }
 
+/* What the node's pool should hold pinned now (issue 20): what pin-ahead
+ * would have the clients hold, counted before anyone asks, so that the
+ * pool is warm by the first switch: per GPU whose footprints reach past
+ * nine tenths of its capacity, each member's prepare target against the
+ * overflow of a GPU a tenth smaller, within the pin budget. Nothing on a
+ * node far from oversubscription. */
+uint64_t sd_policy_pool_want(const struct sd_policy *p)
+{
+    uint64_t want = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        const struct sd_gpu *g = p->gpu[i];
+        uint64_t cap = sd_gpu_capacity(p, g), near = cap - cap / 10;
+        uint64_t footprint = sd_gpu_footprint(g);
+        if (!cap || footprint <= near)
+            continue;
+        for (size_t j = 0; j < g->n; j++)
+            want = sd_add_sat(want, prepare_target(g->m[j], footprint - near));
+    }
+    return min64(want, pin_budget(p));
+}
+
 void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
     uint64_t cap = sd_gpu_capacity(p, g);

@@ -403,6 +403,9 @@ int sd_policy_tsg_state(struct sd_policy *p, struct sd_client *c,
 /* PINNED (mem.c): the member's pinned host backing, for the node's pin-ahead
  * budget. SD_EPROTO from a client that did not announce CS_HELLO_PIN or for
  * a slot not attached. */
+/* Bytes the node's pinned pool should hold now (mem.c; 0 far from
+ * oversubscription). */
+uint64_t sd_policy_pool_want(const struct sd_policy *p);
 int sd_policy_pinned(struct sd_policy *p, struct sd_client *c, const struct cs_msg_pinned *m,
                      uint64_t now, const char **why);
 

@@ -413,7 +413,13 @@ void sd_pool_set_want(struct sd_pool *p, uint64_t want, uint64_t now)
 {
     p->target = target_of(&p->cfg, want);
     small_demand_update(p, now);
-    p->small_target = p->small_hw < p->target ? p->small_hw : p->target;
+    /* A floor of 2 MiB pieces before anyone asked: the first swap-out of
+     * every job has tails (a framework's small-allocation chunks are 2 MiB
+     * segments), and a miss there is pinned by the job on its switch. */
+    uint64_t floor = p->target / 16 < p->cfg.small_floor ? p->target / 16 : p->cfg.small_floor;
+    floor = floor / SD_POOL_SMALL * SD_POOL_SMALL;
+    uint64_t small = p->small_hw > floor ? p->small_hw : floor;
+    p->small_target = small < p->target ? small : p->target;
 }
 
 /* Whether a piece of class c (size bytes) may be pinned, the host aside. */

@@ -18,7 +18,7 @@
  * Two classes of pieces: big ones (cfg.piece, 64 MiB by default) make the
  * bulk of a backing, small ones (SD_POOL_SMALL, the host granularity) its
  * tail. The target is split between them by demand:
- *   small target = min(target, D), big target = target - small target,
+ *   small target = min(target, max(D, min(target / 16, cfg.small_floor))), big target = target - small target,
  * where D, a multiple of SD_POOL_SMALL, is a decaying high-water of the
  * small demand seen at each set_want: the small pieces lent then plus the
  * small pieces borrowers asked for and missed since the previous set_want.
@@ -91,6 +91,8 @@ struct sd_pool_cfg {
     uint64_t linger_ns;     /* a free piece beyond the target is released after this long */
     uint32_t max_pieces;    /* descriptor budget: never more pieces than this (0: none) */
     bool share_node;        /* true: ignore taint (pool_share = node) */
+    uint64_t small_floor;   /* small pieces wanted before any demand (at most a sixteenth
+                               of the target; 0 = by demand only) */
 };
 
 struct sd_pool_stats {

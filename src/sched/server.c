@@ -25,7 +25,7 @@
 
 /* epoll user data: connections use their pointer; the fixed fds use these
  * small tags, which no heap pointer can equal. */
-enum { TAG_LISTEN = 1, TAG_TIMER = 2, TAG_SIGNAL = 3, TAG_METRICS = 4 };
+enum { TAG_LISTEN = 1, TAG_TIMER = 2, TAG_SIGNAL = 3, TAG_METRICS = 4, TAG_POOL = SD_TAG_POOL };
 
 static uint64_t mono_clock(void *ctx)
 {
@@ -202,6 +202,13 @@ static void drain_input(int fd)
             return;
 }
 
+static void outrec_free(struct sd_outrec *r)
+{
+    for (int i = 0; i < r->nfds; i++)
+        close(r->fds[i]);
+    free(r);
+}
+
 static void conn_free(struct sd_server *s, struct sd_conn *c)
 {
     sd_conn_greeted(s, c); /* off the HELLO deadline list */
@@ -212,12 +219,13 @@ static void conn_free(struct sd_server *s, struct sd_conn *c)
                 cl->info.name[0] ? cl->info.name : "unnamed");
         /* May grant other clients, whose sends may mark them dead: the
          * caller's reap loop picks those up. */
+        sd_lender_client_gone(s, c, cl->id);
         sd_policy_client_remove(&s->policy, cl, sd_server_now(s));
     }
     while (c->qhead) {
         struct sd_outrec *r = c->qhead;
         c->qhead = r->next;
-        free(r);
+        outrec_free(r);
     }
     free(c->batch);
     sd_ep_conn_closed(s, c);
@@ -249,7 +257,8 @@ static int conn_flush(struct sd_server *s, struct sd_conn *c)
 {
     while (c->qhead && !c->dead) {
         struct sd_outrec *r = c->qhead;
-        ssize_t w = send(c->fd, r->data, r->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t w = r->nfds ? cs_send_record_fds(c->fd, r->data, r->len, r->fds, r->nfds)
+                            : send(c->fd, r->data, r->len, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -262,7 +271,7 @@ static int conn_flush(struct sd_server *s, struct sd_conn *c)
         if (!c->qhead)
             c->qtail = NULL;
         c->qbytes -= r->len;
-        free(r);
+        outrec_free(r);
     }
     conn_poll_out(s, c, c->qhead != NULL);
     return 0;
@@ -277,6 +286,7 @@ static void conn_enqueue(struct sd_server *s, struct sd_conn *c, const uint8_t *
     }
     r->next = NULL;
     r->len = n;
+    r->nfds = 0;
     memcpy(r->data, buf, n);
     if (c->qtail)
         c->qtail->next = r;
@@ -315,6 +325,51 @@ void sd_conn_send(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m
         return;
     }
     conn_enqueue(s, c, buf, (size_t)n);
+}
+
+void sd_conn_send_fds(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m,
+                      const int *fds, int n)
+{
+    if (n <= 0) {
+        sd_conn_send(s, c, m, false);
+        return;
+    }
+    if (c->dead)
+        return;
+    uint8_t buf[CS_MSG_MAX];
+    int len = cs_msg_encode(m, buf, sizeof buf);
+    if (len < 0 || n > CS_LEND_MAX) {
+        cs_error("internal: cannot encode message type %u", m->type);
+        return;
+    }
+    if (!c->qhead) {
+        for (;;) {
+            ssize_t w = cs_send_record_fds(c->fd, buf, (size_t)len, fds, n);
+            if (w == len)
+                return;
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                break;
+            c->dead = true;
+            return;
+        }
+    }
+    if (c->qbytes + (size_t)len > SD_OUTQ_BYTES) {
+        conn_drop_slow(s, c);
+        return;
+    }
+    conn_enqueue(s, c, buf, (size_t)len);
+    if (c->dead || !c->qtail)
+        return;
+    struct sd_outrec *r = c->qtail;
+    for (; r->nfds < n; r->nfds++) {
+        r->fds[r->nfds] = fcntl(fds[r->nfds], F_DUPFD_CLOEXEC, 0);
+        if (r->fds[r->nfds] < 0) { /* out of descriptors: the peer gets none */
+            c->dead = true;
+            return;
+        }
+    }
 }
 
 void sd_conn_fail(struct sd_server *s, struct sd_conn *c, const char *why)
@@ -583,6 +638,9 @@ static uint64_t next_deadline(const struct sd_server *s)
     uint64_t d = sd_policy_deadline(&s->policy), e = sd_ep_deadline(s);
     if (e && (!d || e < d))
         d = e;
+    e = sd_lender_deadline(s);
+    if (e && (!d || e < d))
+        d = e;
     if (s->new_head) {
         uint64_t h = s->new_head->accepted_ns + (uint64_t)s->cfg.hello_timeout_ms * 1000000ull;
         if (!d || h < d)
@@ -757,6 +815,7 @@ int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
     }
     sd_ep_init(s);
     seed_gpus(s, o->restore);
+    sd_lender_init(s);
     return 0;
 }
 
@@ -778,6 +837,10 @@ static void handle_event(struct sd_server *s, const struct epoll_event *ev)
     uint64_t tag = ev->data.u64;
     if (tag == TAG_LISTEN) {
         accept_all(s);
+    } else if (tag == TAG_POOL) {
+        sd_lender_pinned_event(s, sd_server_now(s));
+    } else if ((tag & SD_WATCH_TAG) && !(tag & SD_EP_TAG)) {
+        sd_lender_watch_event(s, tag, sd_server_now(s));
     } else if (tag & SD_EP_TAG) {
         struct sd_ep *ep = sd_ep_by_tag(s, tag);
         if (ep) /* else removed earlier in this batch */
@@ -836,6 +899,7 @@ int sd_server_step(struct sd_server *s, int timeout_ms)
     /* A dead holder's lease ends here, and its successor is granted, in
      * the same iteration that saw the EOF. */
     sd_server_settle(s);
+    sd_lender_drive(s, sd_server_now(s));
     return 0;
 }
 
@@ -851,6 +915,7 @@ void sd_server_fini(struct sd_server *s)
         conn_free(s, c);
     }
     sd_ep_fini(s);
+    sd_lender_fini(s);
     if (s->metrics)
         sd_metrics_stop(s->metrics);
     s->metrics = NULL;

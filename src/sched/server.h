@@ -32,6 +32,7 @@
 #include "sched/access.h"
 #include "sched/config.h"
 #include "sched/endpoint.h"
+#include "sched/lender.h"
 #include "sched/node.h"
 #include "sched/policy.h"
 
@@ -51,6 +52,8 @@ enum sd_conn_kind {
 struct sd_outrec {
     struct sd_outrec *next;
     size_t len;
+    int nfds;               /* descriptors sent with it (duplicates, closed once sent) */
+    int fds[CS_LEND_MAX];
     uint8_t data[];
 };
 
@@ -153,6 +156,7 @@ struct sd_server {
     struct sd_counters ctr;
     struct sd_metrics *metrics;
     struct sd_eps eps;        /* endpoint.c */
+    struct sd_lender lend;    /* lender.c: the node's pinned pool */
 };
 
 /* server.c */
@@ -185,6 +189,10 @@ void sd_conn_input(struct sd_server *s, struct sd_conn *c, const uint8_t *rec, s
 /* Queues one message; a connection that owes too much is marked dead.
  * force: ignore the limit (a status reply is queued whole). */
 void sd_conn_send(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m, bool force);
+/* The same with n descriptors attached (SCM_RIGHTS); the caller keeps its
+ * own (what must wait in the queue is duplicated). */
+void sd_conn_send_fds(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m,
+                      const int *fds, int n);
 /* Protocol error: count it, tell the peer why, close after this event. */
 void sd_conn_fail(struct sd_server *s, struct sd_conn *c, const char *why);
 /* Closes dead connections, persists state, re-arms the timer. Call after

@@ -19,6 +19,9 @@ source "$(dirname "$0")/swap_lib.sh"
 
 ARGS=(--mem-mb 150 --allocs 15 --iters 6 --kernel-ns 10000000)
 write_conf
+# The jobs' own pinning is what is refused here: no pool lends them backing
+# (pieces of the node's pool are pinned already; swap_pool.sh has its reserve).
+echo "pool = false" >>"$T/cushared.conf"
 start_daemon
 
 pair() { # TAG RESERVE: two 150 MiB jobs on the 240 MiB the GPU has for jobs

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,6 +33,7 @@ static const uint16_t all_types[] = {
     CS_MSG_TERMS,
     CS_MSG_CTL_ENDPOINT,
     CS_MSG_CTL_LIMITS,
+    CS_MSG_BORROW,     CS_MSG_LEND,       CS_MSG_RETURN,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -223,6 +225,15 @@ static void sample(uint16_t type, struct cs_msg *m)
         strcpy(e->ns, "team-a");
         break;
     }
+    case CS_MSG_BORROW:
+        m->u.borrow = (struct cs_msg_borrow){2, CS_PIECE_SMALL, 99, CS_LEND_MAX, 0};
+        break;
+    case CS_MSG_LEND:
+        m->u.lend = (struct cs_msg_lend){99, 64ull << 20, 3, 0, {7, 8, 4000000000u}};
+        break;
+    case CS_MSG_RETURN:
+        m->u.ret = (struct cs_msg_return){2, 0, {8, 7}};
+        break;
     case CS_MSG_CTL_LIMITS:
         m->u.ctl_limits = (struct cs_msg_ctl_limits){32, 2000, 16, 8, 1, 2, 3, 4, 5};
         break;
@@ -295,6 +306,9 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_LC_MODE), 24);
     assert_int_equal(cs_msg_size(CS_MSG_LC_BURST), 40);
     assert_int_equal(cs_msg_size(CS_MSG_PINNED), 24);
+    assert_int_equal(cs_msg_size(CS_MSG_BORROW), 32);
+    assert_int_equal(cs_msg_size(CS_MSG_LEND), 32 + 4 * CS_LEND_MAX);
+    assert_int_equal(cs_msg_size(CS_MSG_RETURN), 16 + 4 * CS_LEND_MAX);
     assert_int_equal(cs_msg_size(CS_MSG_TERMS), 32 + CS_TEXT_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LC), 80);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_LIMITS), 64);
@@ -398,7 +412,8 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x80, RANGE);
+    reject_u32(CS_MSG_HELLO, 8, 0x100, RANGE);
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_POOL);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_LIMITS);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC);
@@ -592,6 +607,100 @@ static void test_send_recv(void **state)
     close(sv[1]);
 }
 
+/* A piece list has no holes and no hidden entries; a LEND names a size
+ * exactly when it carries pieces, a multiple of 2 MiB. */
+static void test_reject_piece_lists(void **state)
+{
+    (void)state;
+    struct cs_msg a;
+    uint8_t w[CS_MSG_MAX];
+    sample(CS_MSG_LEND, &a);
+    a.u.lend.ids[1] = 0;
+    expect_reject(w, encode(&a, w), "piece id 0 in the list");
+    sample(CS_MSG_LEND, &a);
+    a.u.lend.ids[CS_LEND_MAX - 1] = 5;
+    expect_reject(w, encode(&a, w), "piece id after the list's end");
+    sample(CS_MSG_LEND, &a);
+    a.u.lend.piece_size = 0;
+    expect_reject(w, encode(&a, w), "piece size without pieces, or pieces without a size");
+    sample(CS_MSG_LEND, &a);
+    a.u.lend.piece_size = (64ull << 20) + 4096;
+    expect_reject(w, encode(&a, w), "piece size not a multiple of 2 MiB");
+    sample(CS_MSG_LEND, &a);
+    a.u.lend.count = CS_LEND_MAX + 1;
+    expect_reject(w, encode(&a, w), "field out of range");
+    /* an empty answer is fine */
+    memset(&a.u.lend, 0, sizeof a.u.lend);
+    struct cs_msg b;
+    assert_int_equal(cs_msg_decode(w, encode(&a, w), &b, NULL), 0);
+    sample(CS_MSG_RETURN, &a);
+    a.u.ret.ids[5] = 1;
+    expect_reject(w, encode(&a, w), "piece id after the list's end");
+    sample(CS_MSG_RETURN, &a);
+    a.u.ret.count = 0;
+    expect_reject(w, encode(&a, w), "field out of range");
+    sample(CS_MSG_BORROW, &a);
+    a.u.borrow.kind = CS_PIECE_KIND_MAX + 1;
+    expect_reject(w, encode(&a, w), "field out of range");
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++)
+        n += fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
+
+/* Descriptors travel with a record; more than the receiver takes is a
+ * protocol error that leaks none. */
+static void test_send_recv_fds(void **state)
+{
+    (void)state;
+    int sv[2], p[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+    assert_int_equal(pipe(p), 0);
+    int before = open_fds();
+    struct cs_msg a, b;
+    sample(CS_MSG_LEND, &a);
+    int out[3] = {p[0], p[1], p[0]}, in[CS_LEND_MAX], n = -1;
+    assert_int_equal(cs_send_fds(sv[0], &a, out, 3), 0);
+    assert_int_equal(cs_recv_fds(sv[1], &b, NULL, in, CS_LEND_MAX, &n), 1);
+    assert_int_equal(n, 3);
+    assert_memory_equal(&a.u.lend, &b.u.lend, sizeof a.u.lend);
+    assert_true(fcntl(in[0], F_GETFD) & FD_CLOEXEC);
+    assert_int_equal(write(in[1], "x", 1), 1); /* the pipe's write end, received */
+    char c = 0;
+    assert_int_equal(read(p[0], &c, 1), 1);
+    assert_int_equal(c, 'x');
+    for (int i = 0; i < n; i++)
+        close(in[i]);
+    assert_int_equal(open_fds(), before);
+    /* more than the receiver takes: refused, all closed */
+    assert_int_equal(cs_send_fds(sv[0], &a, out, 3), 0);
+    const char *why = NULL;
+    assert_int_equal(cs_recv_fds(sv[1], &b, &why, in, 2, &n), -EPROTO);
+    assert_string_equal(why, "more descriptors than the record may carry");
+    assert_int_equal(n, 0);
+    assert_int_equal(open_fds(), before);
+    /* a malformed record with descriptors: refused, closed */
+    a.u.lend.ids[0] = 0;
+    assert_int_equal(cs_send_fds(sv[0], &a, out, 2), 0);
+    assert_int_equal(cs_recv_fds(sv[1], &b, &why, in, CS_LEND_MAX, &n), -EPROTO);
+    assert_string_equal(why, "piece id 0 in the list");
+    assert_int_equal(open_fds(), before);
+    /* plain records still come through, without descriptors */
+    sample(CS_MSG_GRANT, &a);
+    assert_int_equal(cs_send_fds(sv[0], &a, NULL, 0), 0);
+    assert_int_equal(cs_recv_fds(sv[1], &b, NULL, in, CS_LEND_MAX, &n), 1);
+    assert_int_equal(n, 0);
+    close(sv[0]);
+    assert_int_equal(cs_recv_fds(sv[1], &b, NULL, in, CS_LEND_MAX, &n), 0);
+    close(sv[1]);
+    close(p[0]);
+    close(p[1]);
+}
+
 static void test_connect_errors(void **state)
 {
     (void)state;
@@ -618,6 +727,8 @@ int main(void)
         cmocka_unit_test(test_reject_strings),
         cmocka_unit_test(test_decode_does_not_trust_why),
         cmocka_unit_test(test_send_recv),
+        cmocka_unit_test(test_reject_piece_lists),
+        cmocka_unit_test(test_send_recv_fds),
         cmocka_unit_test(test_connect_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,375 @@
+/* lender.c: see lender.h. */
+#include "sched/lender.h"
+#include "sched/pinner.h"
+#include "sched/server.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+
+/* Descriptors kept for connections, listeners and the daemon's own files
+ * when the pool's pieces take the rest of RLIMIT_NOFILE. */
+#define FD_HEADROOM 256u
+
+/* ---- settings ------------------------------------------------------------- */
+
+/* What pinning must leave the host: host_reserve_mb, else 10% of RAM, at
+ * least 4 GiB, at most half (the hook's CUSHARE_HOST_RESERVE default). */
+static uint64_t host_reserve(const struct sd_config *cfg)
+{
+    if (cfg->host_reserve_mb)
+        return (uint64_t)cfg->host_reserve_mb << 20;
+    uint64_t ram = cs_host_mem_total(), r = ram / 10;
+    if (r < (4ull << 30))
+        r = 4ull << 30;
+    return r > ram / 2 ? ram / 2 : r;
+}
+
+/* The most the pool pins: pool_max_mb, else the pin budget (pin_budget_mb,
+ * else half the RAM), and never more than one and a half times the node's
+ * GPU memory (more than that is never out at once). */
+static uint64_t pool_max(const struct sd_server *s)
+{
+    if (s->cfg.pool_max_mb)
+        return (uint64_t)s->cfg.pool_max_mb << 20;
+    uint64_t max = s->cfg.pin_budget_mb ? (uint64_t)s->cfg.pin_budget_mb << 20
+                                        : cs_host_mem_total() / 2;
+    uint64_t gpus = 0;
+    for (size_t i = 0; i < s->node.n; i++)
+        gpus += s->node.gpu[i].mem_total;
+    if (gpus && max > gpus + gpus / 2)
+        max = gpus + gpus / 2;
+    return max;
+}
+
+static void pool_cfg(const struct sd_server *s, uint32_t max_pieces, struct sd_pool_cfg *pc)
+{
+    *pc = (struct sd_pool_cfg){
+        .max_bytes = pool_max(s),
+        .min_bytes = (uint64_t)s->cfg.pool_min_mb << 20,
+        .reserve_bytes = host_reserve(&s->cfg),
+        .piece = (uint64_t)s->cfg.pool_piece_mb << 20,
+        .linger_ns = (uint64_t)s->cfg.pool_linger_ms * 1000000ull,
+        .max_pieces = max_pieces,
+        .share_node = s->cfg.pool_share_tenants,
+        /* the first swap-out of every job has tails (2 MiB chunks of small
+         * allocations): pieces for them before anyone missed one */
+        .small_floor = 64ull << 20,
+    };
+    if (pc->min_bytes > pc->max_bytes)
+        pc->min_bytes = pc->max_bytes;
+}
+
+/* ---- start and stop ---------------------------------------------------------- */
+
+void sd_lender_init(struct sd_server *s)
+{
+    struct sd_lender *l = &s->lend;
+    memset(l, 0, sizeof *l);
+    l->next_serial = 1;
+    l->piece = (uint64_t)s->cfg.pool_piece_mb << 20;
+    if (!s->cfg.pool) {
+        cs_info("pinned pool: off (pool = false): jobs pin their own swap backing");
+        return;
+    }
+    char err[256];
+    if (sd_pinner_start(&l->pinner, NULL, err, sizeof err) < 0) {
+        cs_info("pinned pool: off: %s; jobs pin their own swap backing", err);
+        l->pinner = NULL;
+        return;
+    }
+    uint32_t nofile = 0;
+    sd_pinner_raise_nofile(&nofile);
+    uint32_t keep = s->cfg.max_clients + FD_HEADROOM;
+    uint32_t max_pieces = nofile > keep ? nofile - keep : 0;
+    struct sd_pool_cfg pc;
+    pool_cfg(s, max_pieces, &pc);
+    sd_pool_init(&l->pool, &pc);
+    l->max_pieces = max_pieces;
+    l->reserve = pc.reserve_bytes;
+    l->pool_ready = true;
+    if (sd_server_add_listener(s, sd_pinner_fd(l->pinner), SD_TAG_POOL) < 0) {
+        cs_warn("pinned pool: off: cannot watch the pinner: %s", strerror(errno));
+        sd_pinner_stop(l->pinner);
+        l->pinner = NULL;
+        return;
+    }
+    char a[32], b[32], r[32], m[32];
+    cs_info("pinned pool: on, up to %s in %s pieces (%u at most), keeping %s of host memory "
+            "available; %s pinned at start",
+            cs_format_size(pc.max_bytes, a, sizeof a), cs_format_size(pc.piece, b, sizeof b),
+            max_pieces, cs_format_size(pc.reserve_bytes, r, sizeof r),
+            pc.min_bytes ? cs_format_size(pc.min_bytes, m, sizeof m) : "nothing");
+}
+
+static void release_piece(struct sd_lender *l, const struct sd_piece *pc)
+{
+    sd_pinner_release(l->pinner, pc->fd, pc->handle);
+    sd_pool_remove(&l->pool, pc->id);
+}
+
+void sd_lender_fini(struct sd_server *s)
+{
+    struct sd_lender *l = &s->lend;
+    while (l->watches) {
+        struct sd_watch *w = l->watches;
+        l->watches = w->next;
+        if (w->pidfd >= 0)
+            close(w->pidfd);
+        free(w);
+    }
+    if (l->pinner)
+        sd_pinner_stop(l->pinner);
+    /* Pieces lent stay with their borrowers (their imports hold them); the
+     * free ones go with the process. */
+    if (l->pool_ready)
+        sd_pool_fini(&l->pool);
+    l->pool_ready = false;
+    l->pinner = NULL;
+}
+
+/* ---- growing and shrinking ----------------------------------------------------- */
+
+/* Asks the pinner for the next piece while the pool is below its target
+ * (one at a time: the driver pins for one process at a time anyway). Reads
+ * the host's available memory only then. */
+static void ask_next_piece(struct sd_lender *l)
+{
+    struct sd_pool_stats st;
+    sd_pool_get_stats(&l->pool, &st);
+    if (l->inflight || st.pinned_bytes >= st.target_bytes)
+        return;
+    uint64_t avail = cs_host_mem_available();
+    uint64_t size = sd_pool_next_pin(&l->pool, avail ? avail : UINT64_MAX);
+    if (!size) {
+        struct sd_pool_stats now;
+        sd_pool_get_stats(&l->pool, &now);
+        bool held = now.reserve_refusals_total > st.reserve_refusals_total;
+        if (held && !l->reserve_warned) {
+            char a[32], r[32];
+            cs_warn("pinned pool: not pinning more: the host has %s available and keeps %s",
+                    cs_format_size(avail, a, sizeof a),
+                    cs_format_size(l->reserve, r, sizeof r));
+        }
+        l->reserve_warned = held;
+        return;
+    }
+    l->reserve_warned = false;
+    l->inflight = sd_pinner_request(l->pinner, size) == 0;
+    if (!l->inflight)
+        sd_pool_pinned(&l->pool, false, size, -1, 0, 0);
+}
+
+void sd_lender_drive(struct sd_server *s, uint64_t now)
+{
+    struct sd_lender *l = &s->lend;
+    if (!l->pinner)
+        return;
+    struct sd_pool_cfg pc;
+    pool_cfg(s, l->max_pieces, &pc);
+    /* runtime knobs (cusharectl set); the piece size is start-up only */
+    l->pool.cfg.max_bytes = pc.max_bytes;
+    l->pool.cfg.min_bytes = pc.min_bytes;
+    l->pool.cfg.reserve_bytes = pc.reserve_bytes;
+    l->pool.cfg.linger_ns = pc.linger_ns;
+    l->pool.cfg.share_node = pc.share_node;
+    l->reserve = pc.reserve_bytes;
+    sd_pool_set_want(&l->pool, sd_policy_pool_want(&s->policy), now);
+    ask_next_piece(l);
+    for (const struct sd_piece *pc2; (pc2 = sd_pool_shrink(&l->pool, now));)
+        release_piece(l, pc2);
+}
+
+uint64_t sd_lender_deadline(const struct sd_server *s)
+{
+    const struct sd_lender *l = &s->lend;
+    if (!l->pinner)
+        return 0;
+    struct sd_pool_stats st;
+    sd_pool_get_stats(&l->pool, &st);
+    /* Pieces past the need: look again once a second for their linger. */
+    return st.pinned_bytes > st.target_bytes ? sd_server_now(s) + 1000000000ull : 0;
+}
+
+void sd_lender_pinned_event(struct sd_server *s, uint64_t now)
+{
+    struct sd_lender *l = &s->lend;
+    struct sd_pinned r;
+    while (l->pinner && sd_pinner_take(l->pinner, &r)) {
+        sd_pool_pinned(&l->pool, r.ok, r.size, r.fd, r.handle, now);
+        l->inflight = false;
+        l->pins_ns += r.ns;
+        struct sd_pool_stats st;
+        sd_pool_get_stats(&l->pool, &st);
+        if (r.ok && st.pinned_bytes >= st.target_bytes) {
+            char a[32];
+            cs_info("pinned pool: %s pinned, its target (%.2f s of pinning so far)",
+                    cs_format_size(st.pinned_bytes, a, sizeof a), (double)l->pins_ns / 1e9);
+        }
+        if (!r.ok) {
+            static bool warned;
+            if (!warned)
+                cs_warn("pinned pool: the driver refused a piece (CUresult %d); trying again "
+                        "as the need stays", r.cu_err);
+            warned = true;
+        }
+    }
+    sd_lender_drive(s, now);
+}
+
+/* ---- borrowers ----------------------------------------------------------------- */
+
+static struct sd_watch *watch_of(struct sd_lender *l, uint64_t client)
+{
+    for (struct sd_watch *w = l->watches; w; w = w->next)
+        if (w->client == client)
+            return w;
+    return NULL;
+}
+
+/* The borrower's process, watched from its first BORROW until it exits
+ * (pidfd, EPOLLIN at exit); NULL only when out of memory. */
+static struct sd_watch *watch(struct sd_server *s, struct sd_conn *c)
+{
+    struct sd_lender *l = &s->lend;
+    struct sd_watch *w = watch_of(l, c->client->id);
+    if (w)
+        return w;
+    w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->client = c->client->id;
+    w->pid = c->pid;
+    w->serial = l->next_serial++;
+    w->connected = true;
+    w->pidfd = c->pid ? (int)syscall(SYS_pidfd_open, (pid_t)c->pid, 0) : -1;
+    if (w->pidfd >= 0 && sd_server_add_listener(s, w->pidfd, SD_WATCH_TAG | w->serial) < 0) {
+        close(w->pidfd);
+        w->pidfd = -1;
+    }
+    if (w->pidfd < 0)
+        cs_info("pinned pool: client %llu (pid %u): its process cannot be watched; pieces "
+                "lent to it are its own once its connection ends",
+                (unsigned long long)w->client, c->pid);
+    w->next = l->watches;
+    l->watches = w;
+    return w;
+}
+
+static void unwatch(struct sd_lender *l, struct sd_watch *w)
+{
+    for (struct sd_watch **pp = &l->watches; *pp; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    }
+    if (w->pidfd >= 0)
+        close(w->pidfd); /* also leaves the epoll set */
+    free(w);
+}
+
+/* Who may be lent what another borrower gave back: an endpoint's
+ * allocation (Kubernetes), else the uid. */
+static uint64_t tenant_of(const struct sd_conn *c)
+{
+    if (!c->on_endpoint)
+        return (uint64_t)c->uid + 1;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the grant's source */
+    for (const char *p = c->grant.source; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h | (1ull << 63);
+}
+
+bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_msg_borrow *b,
+                      const char **why)
+{
+    struct sd_lender *l = &s->lend;
+    if (!(c->caps & CS_HELLO_POOL)) {
+        *why = "BORROW from a client that did not announce CS_HELLO_POOL";
+        return false;
+    }
+    struct cs_msg m = {.type = CS_MSG_LEND};
+    m.u.lend.request_id = b->request_id;
+    int fds[CS_LEND_MAX];
+    uint32_t n = 0;
+    if (l->pinner && watch(s, c)) {
+        uint64_t size = b->kind == CS_PIECE_BIG ? l->piece : SD_POOL_SMALL;
+        const struct sd_piece *out[CS_LEND_MAX];
+        n = sd_pool_borrow(&l->pool, c->client->id, tenant_of(c), size, b->count, out,
+                           sd_server_now(s));
+        for (uint32_t i = 0; i < n; i++) {
+            m.u.lend.ids[i] = out[i]->id;
+            fds[i] = out[i]->fd;
+        }
+        m.u.lend.piece_size = n ? size : 0;
+        m.u.lend.count = n;
+    }
+    /* A send that fails leaves the pieces lent: they come back when the
+     * process exits (or, unwatched, leave with its connection). */
+    sd_conn_send_fds(s, c, &m, fds, (int)n);
+    return true;
+}
+
+bool sd_lender_return(struct sd_server *s, struct sd_conn *c, const struct cs_msg_return *r,
+                      const char **why)
+{
+    struct sd_lender *l = &s->lend;
+    if (!(c->caps & CS_HELLO_POOL)) {
+        *why = "RETURN from a client that did not announce CS_HELLO_POOL";
+        return false;
+    }
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < r->count; i++)
+        if (!l->pinner || sd_pool_return(&l->pool, c->client->id, r->ids[i], sd_server_now(s)) < 0)
+            bad++;
+    if (bad)
+        cs_warn("client %llu (pid %u) gave back %u pieces that are not lent to it: ignored",
+                (unsigned long long)c->client->id, c->pid, bad);
+    return true;
+}
+
+void sd_lender_client_gone(struct sd_server *s, struct sd_conn *c, uint64_t client)
+{
+    (void)c;
+    struct sd_lender *l = &s->lend;
+    struct sd_watch *w = l->pinner ? watch_of(l, client) : NULL;
+    if (!w)
+        return;
+    w->connected = false;
+    if (w->pidfd >= 0)
+        return; /* its process may live on and map them: wait for its exit */
+    uint64_t now = sd_server_now(s);
+    for (const struct sd_piece *pc; (pc = sd_pool_orphan_next(&l->pool, client));)
+        release_piece(l, pc);
+    sd_pool_client_lost(&l->pool, client, now);
+    unwatch(l, w);
+}
+
+void sd_lender_watch_event(struct sd_server *s, uint64_t tag, uint64_t now)
+{
+    struct sd_lender *l = &s->lend;
+    uint64_t serial = tag & ~SD_WATCH_TAG;
+    for (struct sd_watch *w = l->watches; w; w = w->next) {
+        if (w->serial != serial)
+            continue;
+        struct sd_pool_stats before, after;
+        sd_pool_get_stats(&l->pool, &before);
+        sd_pool_client_exited(&l->pool, w->client, now);
+        sd_pool_get_stats(&l->pool, &after);
+        if (after.lent_bytes < before.lent_bytes) {
+            char a[32];
+            cs_info("pinned pool: pid %u exited holding %s of pieces: back in the pool", w->pid,
+                    cs_format_size(before.lent_bytes - after.lent_bytes, a, sizeof a));
+        }
+        unwatch(l, w);
+        sd_lender_drive(s, now);
+        return;
+    }
+}

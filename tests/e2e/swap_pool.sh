@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# swap_pool.sh: issue 20: swap backing lent by the node's pinned pool.
+#
+# Pinning is made slow for the jobs (FAKECUDA_PIN_GBPS=0.02: 20 MB/s, so a
+# job pinning its own 150 MiB backing would spend seconds) and fast for the
+# daemon, whose pool is pinned at start (pool_min_mb). Three checks:
+#
+#  1. a pair that does not fit on the GPU swaps on every switch, and no job
+#     pins anything itself: every byte of backing is lent by the pool (the
+#     jobs' exit summaries), so no switch, first or later, waits for
+#     pinning; both results are right;
+#  2. a job killed (-9) while its memory sits in lent pieces: the daemon
+#     sees its process exit and the pieces are back in the pool;
+#  3. a pool whose host reserve no host can honour pins nothing (it says
+#     so), and the jobs still finish, right, pinning their own backing.
+source "$(dirname "$0")/swap_lib.sh"
+
+# 16 MiB allocations: whole pieces of the pool (pool_piece_mb = 16).
+ARGS=(--mem-mb 160 --allocs 10 --iters 12 --kernel-ns 10000000)
+export CUSHARE_LOG_LEVEL=info
+
+pool_conf() { # EXTRA-LINES...
+    write_conf
+    printf '%s\n' "$@" >>"$T/cushared.conf"
+}
+
+# pair TAG SEED: jobs TAGa and TAGb side by side, both finished and right.
+pair() {
+    local a b
+    job "$1a" "$2" "${ARGS[@]}"
+    a=$JOB_PID
+    job "$1b" "$(($2 + 1))" "${ARGS[@]}"
+    b=$JOB_PID
+    job_ok "$1a" "$a"
+    job_ok "$1b" "$b"
+}
+
+# swapped_pid A B: the one of pids A and B whose memory is swapped out now.
+swapped_pid() {
+    status_json 2>/dev/null | grep '"pid":' | while read -r line; do
+        local pid swp
+        pid=$(echo "$line" | grep -o '"pid": [0-9]*' | head -n 1 | sed 's/.*: //')
+        swp=$(echo "$line" | grep -o '"mem_swapped_bytes": [0-9]*' | sed 's/.*: //')
+        if [ "${swp:-0}" -gt 0 ] && { [ "$pid" = "$1" ] || [ "$pid" = "$2" ]; }; then
+            echo "$pid"
+            break
+        fi
+    done
+}
+
+# ---- 1: every switch's backing is lent ------------------------------------------
+pool_conf "pool_min_mb = 256" "pool_piece_mb = 16"
+FAKECUDA_PIN_GBPS=2 start_daemon
+wait_log "pinned pool: 256.00 MiB pinned, its target" >/dev/null
+export FAKECUDA_PIN_GBPS=0.02
+pair lent 1
+status_json >"$T/after.json"
+out=$(json_num "$T/after.json" swap_out_bytes)
+[ "${out:-0}" -gt 0 ] || fail "the pair did not swap (swap_out_bytes ${out:-?})"
+lent=0
+for j in lenta lentb; do
+    line=$(grep "swap backing:" "$T/$j.err") || fail "job $j: no swap backing summary"
+    echo "$line" | grep -q "pinned here 0 B in" || fail "job $j pinned backing itself: $line"
+    echo "$line" | grep -q "lent by the node's pool 0 B" || lent=$((lent + 1))
+done
+[ "$lent" -gt 0 ] || fail "no job's backing was lent by the pool"
+
+# ---- 2: a killed borrower's pieces come back --------------------------------------
+job killa 3 --mem-mb 160 --allocs 10 --iters 400 --kernel-ns 10000000
+a=$JOB_PID
+job killb 4 --mem-mb 160 --allocs 10 --iters 400 --kernel-ns 10000000
+b=$JOB_PID
+victim=
+for i in $(seq 1000); do
+    victim=$(swapped_pid "$a" "$b")
+    [ -n "$victim" ] && break
+    sleep 0.02
+done
+[ -n "$victim" ] || fail "neither job was swapped out within 20 s"
+since=$(log_lines)
+kill -9 "$victim"
+wait_log "pinned pool: pid $victim exited holding [0-9.]+ [KMG]iB of pieces: back in the pool" \
+    "$since" >/dev/null
+kill -9 "$a" "$b" 2>/dev/null || true
+wait "$a" "$b" 2>/dev/null || true
+stop_daemon
+
+# ---- 3: the host reserve ---------------------------------------------------------
+kib=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
+pool_conf "pool_min_mb = 256" "pool_piece_mb = 16" "host_reserve_mb = $((kib / 1024))"
+: >"$T/cushared.log"
+FAKECUDA_PIN_GBPS=2 start_daemon
+wait_log "pinned pool: not pinning more: the host has .* available and keeps" >/dev/null
+export FAKECUDA_PIN_GBPS=0
+pair res 5
+if grep -q "pinned pool: [0-9.]* [KMG]iB pinned" "$T/cushared.log"; then
+    fail "the pool pinned past its host reserve: $(grep 'pinned pool:' "$T/cushared.log")"
+fi
+echo "swap_pool: ok"
