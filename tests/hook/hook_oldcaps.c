@@ -28,9 +28,14 @@ static void falls_back_and_never_sends_pinned(void **state)
     assert_true(r.swapped_bytes >= 32 * MiB);
     assert_true(ht_stats(0).mem_pinned >= 32 * MiB); /* there is something to report */
     assert_int_equal(ht_device_sum(a, 8 * MiB), 5ull * 8 * MiB); /* granted again */
-    /* Three HELLOs: PIN|TERMS and PIN refused, then one without either. */
+    /* Four HELLOs: POOL|PIN|TERMS, PIN|TERMS and PIN refused, then one
+     * without either. */
     struct cs_msg m;
     assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
+    assert_true(m.u.hello.flags & CS_HELLO_POOL);
+    assert_true(m.u.hello.flags & CS_HELLO_TERMS);
+    assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
+    assert_false(m.u.hello.flags & CS_HELLO_POOL);
     assert_true(m.u.hello.flags & CS_HELLO_PIN);
     assert_true(m.u.hello.flags & CS_HELLO_TERMS);
     assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));

@@ -131,6 +131,10 @@ static void handle(struct mock_sched *m, int fd, const struct cs_msg *msg)
         r.u.room_reply.status = m->room_status;
         pthread_mutex_unlock(&m->mu);
         cs_send(fd, &r);
+    } else if (msg->type == CS_MSG_BORROW) { /* a daemon with an empty pool */
+        r.type = CS_MSG_LEND;
+        r.u.lend.request_id = msg->u.borrow.request_id;
+        cs_send(fd, &r);
     }
 }
 
