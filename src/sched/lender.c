@@ -299,11 +299,21 @@ bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_ms
     m.u.lend.request_id = b->request_id;
     int fds[CS_LEND_MAX];
     uint32_t n = 0;
-    if (l->pinner && watch(s, c)) {
+    /* A client never holds more than its GPU's memory in lent pieces: no
+     * job has more than that to swap out, and a tenant that borrows to
+     * hoard cannot drain the pool for the others. */
+    const struct sd_member *mb = c->client->slot[b->slot];
+    uint64_t cap = mb && mb->gpu ? mb->gpu->mem_total : 0;
+    struct sd_watch *w = l->pinner && cap ? watch(s, c) : NULL;
+    if (w) {
         uint64_t size = b->kind == CS_PIECE_BIG ? l->piece : SD_POOL_SMALL;
+        uint64_t room = w->lent_bytes < cap ? (cap - w->lent_bytes) / size : 0;
+        uint32_t ask = room < b->count ? (uint32_t)room : b->count;
         const struct sd_piece *out[CS_LEND_MAX];
-        n = sd_pool_borrow(&l->pool, c->client->id, tenant_of(c), size, b->count, out,
-                           sd_server_now(s));
+        n = ask ? sd_pool_borrow(&l->pool, c->client->id, tenant_of(c), size, ask, out,
+                                 sd_server_now(s))
+                : 0;
+        w->lent_bytes += n * size;
         for (uint32_t i = 0; i < n; i++) {
             m.u.lend.ids[i] = out[i]->id;
             fds[i] = out[i]->fd;
@@ -326,9 +336,15 @@ bool sd_lender_return(struct sd_server *s, struct sd_conn *c, const struct cs_ms
         return false;
     }
     uint32_t bad = 0;
-    for (uint32_t i = 0; i < r->count; i++)
-        if (!l->pinner || sd_pool_return(&l->pool, c->client->id, r->ids[i], sd_server_now(s)) < 0)
+    struct sd_watch *w = l->pinner ? watch_of(l, c->client->id) : NULL;
+    for (uint32_t i = 0; i < r->count; i++) {
+        const struct sd_piece *pc = w ? sd_pool_find(&l->pool, r->ids[i]) : NULL;
+        uint64_t size = pc ? pc->size : 0;
+        if (!w || sd_pool_return(&l->pool, c->client->id, r->ids[i], sd_server_now(s)) < 0)
             bad++;
+        else
+            w->lent_bytes -= size < w->lent_bytes ? size : w->lent_bytes;
+    }
     if (bad)
         cs_warn("client %llu (pid %u) gave back %u pieces that are not lent to it: ignored",
                 (unsigned long long)c->client->id, c->pid, bad);

@@ -44,6 +44,7 @@ struct sd_watch {
     uint32_t pid;
     int pidfd;
     bool connected;         /* its connection is open */
+    uint64_t lent_bytes;    /* lent to it now, at most its GPU's memory */
     struct sd_watch *next;
 };
 

@@ -26,6 +26,11 @@
  *       connections, one at a time, each followed by a short wait for an
  *       ERROR; a connection closed by the daemon is opened again (HELLO
  *       again) for the next one. Then stays connected.
+ *   cs_attack borrow
+ *       HELLO with CS_HELLO_POOL, ATTACH, then BORROWs big pieces of the
+ *       node's pinned pool 32 at a time, keeping every descriptor, until
+ *       three LENDs in a row come empty, says `hoarded lent_bytes=N`, and
+ *       holds them, connected, never RETURNing, until --seconds pass.
  *   cs_attack flood [--conns N] [--reopen-ms P]
  *       Opens N (default 1040) connections that never send HELLO
  *       (RLIMIT_NOFILE raised as far as allowed) and keeps them open;
@@ -231,6 +236,7 @@ static bool hello(int fd, int conn)
     h.u.hello.priority = o.priority;
     h.u.hello.weight = o.weight;
     h.u.hello.proto_min = 1;
+    h.u.hello.flags = strcmp(o.mode, "borrow") ? 0 : CS_HELLO_POOL;
     cs_strlcpy(h.u.hello.name, o.name, sizeof h.u.hello.name);
     send_or_die(fd, &h);
     struct cs_msg r;
@@ -358,6 +364,41 @@ static int cmd_hold(void)
     }
     say("done mode=hold grants=%" PRIu64 " revokes_ignored=%" PRIu64 " connected=%d", grants,
         revokes, alive);
+    return 0;
+}
+
+/* ---- borrow: hoard the node's pinned pool --------------------------------------------- */
+
+static int cmd_borrow(void)
+{
+    int fd = join_gpu();
+    uint64_t lent = 0, pieces = 0, id = 1;
+    for (int empty = 0; empty < 3 && !expired();) {
+        struct cs_msg m = {.type = CS_MSG_BORROW};
+        m.u.borrow = (struct cs_msg_borrow){0, CS_PIECE_BIG, id++, CS_LEND_MAX, 0};
+        send_or_die(fd, &m);
+        struct cs_msg r;
+        int fds[CS_LEND_MAX], n = 0, rc = -EAGAIN;
+        while (rc == -EAGAIN && !expired()) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            if (poll(&p, 1, 100) <= 0)
+                continue;
+            const char *why = NULL;
+            rc = cs_recv_fds(fd, &r, &why, fds, CS_LEND_MAX, &n);
+            if (rc == 1 && r.type != CS_MSG_LEND)
+                rc = -EAGAIN; /* something else: keep waiting for the LEND */
+        }
+        if (rc != 1)
+            break;
+        lent += (uint64_t)n * r.u.lend.piece_size; /* the descriptors stay open: hoarded */
+        pieces += (uint64_t)n;
+        empty = n ? 0 : empty + 1;
+    }
+    say("hoarded lent_bytes=%" PRIu64 " pieces=%" PRIu64 " total_mem=%" PRIu64, lent, pieces,
+        o.total_mem);
+    while (!expired()) /* holding them, connected, until the end */
+        sleep_ms(50);
+    say("done mode=borrow lent_bytes=%" PRIu64 " pieces=%" PRIu64, lent, pieces);
     return 0;
 }
 
@@ -766,6 +807,8 @@ int main(int argc, char **argv)
         return cmd_attach();
     if (!strcmp(o.mode, "flood"))
         return cmd_flood();
+    if (!strcmp(o.mode, "borrow"))
+        return cmd_borrow();
     usage();
     return 2;
 }
