@@ -345,9 +345,16 @@ bool sd_lender_return(struct sd_server *s, struct sd_conn *c, const struct cs_ms
         else
             w->lent_bytes -= size < w->lent_bytes ? size : w->lent_bytes;
     }
-    if (bad)
+    /* Said once per borrower (a client flooding bad RETURNs must not flood
+     * the log); later ones at debug level. */
+    if (bad && w && !w->warned)
         cs_warn("client %llu (pid %u) gave back %u pieces that are not lent to it: ignored",
                 (unsigned long long)c->client->id, c->pid, bad);
+    else if (bad)
+        cs_debug("client %llu: %u pieces given back that are not lent to it",
+                 (unsigned long long)c->client->id, bad);
+    if (bad && w)
+        w->warned = true;
     return true;
 }
 

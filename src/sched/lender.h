@@ -45,6 +45,7 @@ struct sd_watch {
     int pidfd;
     bool connected;         /* its connection is open */
     uint64_t lent_bytes;    /* lent to it now, at most its GPU's memory */
+    bool warned;            /* a bad RETURN of it was logged */
     struct sd_watch *next;
 };
 
