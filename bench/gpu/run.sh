@@ -28,7 +28,12 @@
 #             OVERSUB_CASES picks among add2x48 add4x30 gpt3x30 (default),
 #             gpt4x30, add4x30e and gpt4x30e (expandable segments) and
 #             add4x24r3 add4x20r3 gpt4x20r3 (3x, scaled to the host's RAM
-#             with mem_reserve_mb); each job's hook logs at
+#             with mem_reserve_mb), add2x45 (issue 20's pair) and fit2x20
+#             (two jobs that fit: the pool must pin nothing); OVERSUB_REPS
+#             repeats each case (solo run included); OVERSUB_CONF adds lines
+#             to the daemon's configuration (with pool_min_mb the cases
+#             start once the pool holds it, and the warm-up is timed);
+#             each job's hook logs at
 #             OVERSUB_HOOK_LOG_LEVEL (default debug: idle reports, room
 #             waits, evictions, restores, with times) into its job log
 #   graphs    issue 19: graphs built while memory is off the GPU: the real
@@ -410,20 +415,79 @@ switch_summary() { # FROM
               printf "; longest drain %.0f ms, longest restore %.0f ms; %.1f GB swapped out at revokes", d, rs, out / 1e9 }'
 }
 
-oversub_case() { # LABEL N GB_PER_JOB ENV CMD...: solo natively, then N at once
-    local label=$1 n=$2 gb=$3 envs=$4 t0 t1 solo r from
+# Every swap-out of at least 1 GiB in one shared run (the daemon's revoke
+# lines after line FROM, the jobs' EVICT answers in LOGS...): how many, and
+# the median, lowest and highest GB/s (bytes / the time the move took,
+# borrowing or pinning its backing included). Pin-ahead (PREPARE) moves
+# nothing and is not counted.
+swapout_summary() { # FROM LOGS...
+    local from=$1
+    shift
+    { awk -v s="$from" 'NR > s' "$OUT/cushared.log" |
+        sed -n 's/.*released lease.*swap-out \([0-9.]*\) ms (\([0-9]*\) bytes).*/\2 \1/p'
+      cat "$@" | sed -n 's/.*: evicted \([0-9]*\) bytes in \([0-9.]*\) ms (status 0).*/\1 \2/p'; } |
+        awk '$1 >= 1073741824 && $2 > 0 { printf "%.1f\n", $1 / ($2 * 1e6) }' | sort -g |
+        awk '{a[NR] = $1} END { if (!NR) { print "no swap-out of 1 GiB or more"; exit }
+             printf "%d swap-outs of >= 1 GiB: median %.1f GB/s (%.1f-%.1f); all:", NR, a[int((NR + 1) / 2)], a[1], a[NR]
+             for (i = 1; i <= NR; i++) printf " %s", a[i]; printf "\n" }'
+}
+
+# The pool's lines of one run (what it pinned, how long pinning took).
+pool_summary() { # FROM
+    awk -v s="$1" 'NR > s' "$OUT/cushared.log" | grep -o 'pinned pool: [0-9.]* [KMGT]*i*B pinned, its target ([0-9.]* s of pinning so far)' |
+        tail -n 1 | sed 's/^pinned pool: //'
+}
+
+# The daemon's metric NAME (docs/metrics.md), read from its endpoint.
+pool_metric() { # NAME
+    local port
+    port=$(ours "$B/bin/cusharectl" --socket "$SOCK" status --json | grep -o '"metrics_port": [0-9]*' |
+        grep -o '[0-9]*$')
+    python3 -c "import sys, urllib.request
+for l in urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode().splitlines():
+    if l.split(' ')[0] == sys.argv[1]: print(l.split(' ')[1])" "$1"
+}
+
+# A JSON field of the workload's result line in FILE.
+jfield() { # FILE KEY
+    jget "$2" <"$1" 2>/dev/null
+}
+
+# LABEL N GB_PER_JOB ENV CMD...: CMD solo natively, then N of it at once
+# under cushared (ENV in their environment), OVERSUB_REPS times (default 1;
+# each repetition with its own solo run, side by side). Two ratios: the
+# makespan against the sum of solo runs (wall), and against the jobs' GPU
+# work back to back plus one start-up (issue 20's measure: N x the solo
+# run's elapsed_s, its own timing from the first allocation to the result,
+# plus the solo run's wall time outside it).
+oversub_case() {
+    local label=$1 rep
+    for rep in $(seq "${OVERSUB_REPS:-1}"); do
+        oversub_once "$label.r$rep" "${@:2}"
+    done
+}
+
+oversub_once() {
+    local label=$1 n=$2 gb=$3 envs=$4 t0 t1 solo r from work
     shift 4
     t0=$(now)
     "$@" >"$OUT/oversub-solo-$label.log" 2>&1 || fail "$label solo"
     t1=$(now)
     solo=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    work=$(jfield "$OUT/oversub-solo-$label.log" elapsed_s)
     from=$(wc -l <"$OUT/cushared.log")
     r=$(shared_makespan "oversub-$label" "$n" \
         "$envs CUSHARE_LOG_LEVEL=${OVERSUB_HOOK_LOG_LEVEL:-debug}" "$@")
     set -- $r
     [ "$2" -eq "$n" ] || fail "$label: $2 of $n jobs correct"
-    say "$(awk -v m="$1" -v s="$solo" -v n="$n" -v g="$gb" -v l="$label" 'BEGIN {printf "%s: %d jobs x %s GB on one GPU: makespan %.1f s, sum of solo runs %.1f s (solo %.1f s), ratio %.3f", l, n, g, m, n*s, s, m/(n*s)}')"
+    say "$(awk -v m="$1" -v s="$solo" -v w="${work:-0}" -v n="$n" -v g="$gb" -v l="$label" 'BEGIN {
+        printf "%s: %d jobs x %s GB on one GPU: makespan %.1f s, sum of solo runs %.1f s (solo %.1f s), ratio %.3f", l, n, g, m, n*s, s, m/(n*s)
+        if (w > 0) printf "; GPU work back to back + one start-up %.1f s (%d x %.2f + %.2f), ratio %.3f", n*w + s - w, n, w, s - w, m/(n*w + s - w) }')"
+    say "  $label jobs' elapsed_s: $(cat "$OUT"/oversub-$label-*.log | grep -o '"elapsed_s": [0-9.]*' | awk '{printf "%.2f ", $2}')"
     say "  $label switches: $(switch_summary "$from")"
+    say "  $label backing: $(grep -h 'swap backing:' "$OUT"/oversub-$label-*.log | sed 's/.*swap backing: //' | paste -sd ';')"
+    say "  $label swap-out: $(swapout_summary "$from" "$OUT"/oversub-$label-*.log)"
+    say "  $label pool: $(pool_summary "$from"); now pinned $(pool_metric cushare_pool_pinned_bytes) B, lent $(pool_metric cushare_pool_lent_bytes) B, pin $(pool_metric cushare_pool_pin_seconds_total) s in all, missed pieces $(pool_metric cushare_pool_missed_pieces_total)"
 }
 
 section_oversub() {
@@ -440,14 +504,33 @@ section_oversub() {
 quantum_floor_ms = 1000
 quantum_cap_ms = 30000
 client_reserve_mb = 768
-revoke_timeout_ms = 60000"
+revoke_timeout_ms = 60000
+${OVERSUB_CONF:-}"
+    local t0=$(now) from=$(wc -l <"$OUT/cushared.log")
     start_daemon "$base"
+    if echo "${OVERSUB_CONF:-}" | grep -q pool_min_mb; then
+        for _ in $(seq 1200); do
+            [ -n "$(pool_summary "$from")" ] && break
+            sleep 0.1
+        done
+        say "pool warm-up (pool_min_mb): $(pool_summary "$from"), $(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}') s from the daemon's start"
+    fi
     local it=$([ $QUICK = 1 ] && echo 300 || echo 800) c
     local cases="add2x48 add4x30 gpt3x30"
     [ $QUICK = 1 ] && cases=add4x30
     for c in ${OVERSUB_CASES:-$cases}; do
         case $c in
         add2x48) oversub_case add2x48 2 48 "" python3 $W/pytorch_add.py --gb 48 --iters "$it" ;;
+        add2x45) oversub_case add2x45 2 45 "" python3 $W/pytorch_add.py --gb 45 --iters "$it" ;;
+        fit2x20)
+            # Two jobs that fit together: a node that never oversubscribes
+            # should pay nothing for the pool (no piece pinned).
+            local p0 p1
+            p0=$(pool_metric cushare_pool_pieces_pinned_total)
+            oversub_case fit2x20 2 20 "" python3 $W/pytorch_add.py --gb 20 --iters "$it"
+            p1=$(pool_metric cushare_pool_pieces_pinned_total)
+            if [ "$p0" = "$p1" ]; then say "PASS fit2x20: the pool pinned nothing for jobs that fit ($p1 pieces in all)"
+            else fail "fit2x20: the pool pinned $p0 -> $p1 pieces for jobs that fit"; fi ;;
         add4x30) oversub_case add4x30 4 30 "CUSHARE_PIN_KEEP=16G" \
                      python3 $W/pytorch_add.py --gb 30 --iters "$it" ;;
         add4x30e)

@@ -417,16 +417,15 @@ void cs_backing_free(struct cs_backing *b)
     memset(b, 0, sizeof *b);
 }
 
-bool cs_backing_ensure(struct cs_backing *b, uint64_t size, int dev, _Atomic uint64_t *held)
+bool cs_backing_grow(struct cs_backing *b, uint64_t size, int dev, _Atomic uint64_t *held)
 {
-    while (!cs_backing_complete(b)) {
-        uint64_t before = b->pinned;
-        if (!cs_backing_step(b, size, dev))
-            return false;
-        atomic_fetch_add_explicit(held, b->pinned - before, memory_order_relaxed);
-    }
+    uint64_t before = b->pinned;
+    if (!cs_backing_step(b, size, dev))
+        return false;
+    atomic_fetch_add_explicit(held, b->pinned - before, memory_order_relaxed);
     return true;
 }
+
 
 void cs_backing_drop(struct cs_backing *b, _Atomic uint64_t *held)
 {

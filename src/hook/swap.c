@@ -84,21 +84,42 @@ static int choose_victims_locked(struct cs_segs *s, uint64_t want, struct cs_seg
 
 #define SWAP_BATCH 512
 
+/* Queues g's copy out as its backing grows: each step's pieces (up to
+ * CS_LEND_MAX lent ones, or one pinned here) are copied into while the
+ * next step is taken in. A lent piece's import costs ~14 ms/GiB on an
+ * H100 and the copy ~19 ms/GiB: taken one after the other they moved
+ * 16 GiB at 32 GB/s (bench/results/oversubscription.md, run P1); this
+ * way the import hides behind the copy. Unified addressing: both ends
+ * are virtual addresses the device reaches, so one copy call serves
+ * either kind of backing. CUDA_ERROR_OUT_OF_MEMORY: no more backing
+ * (host memory); the part already queued is harmless, g stays resident. */
+static CUresult copy_out_locked(struct cs_segs *s, struct cs_seg *g)
+{
+    for (uint64_t done = 0;;) {
+        uint64_t ready = cs_backing_ready(&g->backing);
+        if (ready > done) {
+            CUresult r = cs_real.cuMemcpyAsync(g->backing.va + done, g->va + done, ready - done,
+                                               s->stream);
+            if (r != CUDA_SUCCESS)
+                return r;
+            done = ready;
+        }
+        if (done >= g->size)
+            return CUDA_SUCCESS;
+        if (!cs_backing_grow(&g->backing, g->size, g->dev, &s->backing))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+}
+
 /* One batch: copy out, wait, then unmap what was copied. */
 static void swap_out_batch_locked(struct cs_segs *s, struct cs_seg **v, int n,
                                   struct cs_swap_result *res)
 {
     int ok = 0;
     for (int i = 0; i < n; i++) {
-        if (!cs_backing_ensure(&v[i]->backing, v[i]->size, v[i]->dev, &s->backing)) {
-            res->status = CUDA_ERROR_OUT_OF_MEMORY; /* host memory: keep the rest */
-            break;
-        }
-        /* Unified addressing: both ends are virtual addresses the device
-         * reaches, so one copy call serves either kind of backing. */
-        CUresult r = cs_real.cuMemcpyAsync(v[i]->backing.va, v[i]->va, v[i]->size, s->stream);
+        CUresult r = copy_out_locked(s, v[i]);
         if (r != CUDA_SUCCESS) {
-            res->status = r;
+            res->status = r; /* host memory or the driver: keep the rest */
             break;
         }
         ok++;

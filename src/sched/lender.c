@@ -100,6 +100,7 @@ void sd_lender_init(struct sd_server *s)
         l->pinner = NULL;
         return;
     }
+    s->policy.pool_lends = true;
     char a[32], b[32], r[32], m[32];
     cs_info("pinned pool: on, up to %s in %s pieces (%u at most), keeping %s of host memory "
             "available; %s pinned at start",
@@ -135,6 +136,19 @@ void sd_lender_fini(struct sd_server *s)
 }
 
 /* ---- growing and shrinking ----------------------------------------------------- */
+
+/* The policy caps pin-ahead at what the pool can lend: told after every
+ * change (a lend, a return, a pin, a release), in the same loop iteration,
+ * so that the next plan never counts pieces already lent. Big pieces only:
+ * a backing takes small ones for its tail alone, so free small pieces
+ * cannot stand in for big ones (counting them had a job pin 16 MiB of its
+ * own beside 144 MiB "free" in tests/e2e/swap_pool.sh). */
+static void tell_policy(struct sd_server *s, uint64_t now)
+{
+    struct sd_pool_stats st;
+    sd_pool_get_stats(&s->lend.pool, &st);
+    sd_policy_pool_changed(&s->policy, st.free_big_bytes, now);
+}
 
 /* Asks the pinner for the next piece while the pool is below its target
  * (one at a time: the driver pins for one process at a time anyway). Reads
@@ -184,6 +198,7 @@ void sd_lender_drive(struct sd_server *s, uint64_t now)
     ask_next_piece(l);
     for (const struct sd_piece *pc2; (pc2 = sd_pool_shrink(&l->pool, now));)
         release_piece(l, pc2);
+    tell_policy(s, now);
 }
 
 uint64_t sd_lender_deadline(const struct sd_server *s)
@@ -297,7 +312,7 @@ bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_ms
     }
     struct cs_msg m = {.type = CS_MSG_LEND};
     m.u.lend.request_id = b->request_id;
-    int fds[CS_LEND_MAX];
+    int fds[CS_LEND_MAX] = {0}; /* the first n are sent */
     uint32_t n = 0;
     /* A client never holds more than its GPU's memory in lent pieces: no
      * job has more than that to swap out, and a tenant that borrows to
@@ -324,6 +339,8 @@ bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_ms
     /* A send that fails leaves the pieces lent: they come back when the
      * process exits (or, unwatched, leave with its connection). */
     sd_conn_send_fds(s, c, &m, fds, (int)n);
+    if (n)
+        tell_policy(s, sd_server_now(s));
     return true;
 }
 
@@ -355,6 +372,8 @@ bool sd_lender_return(struct sd_server *s, struct sd_conn *c, const struct cs_ms
                  (unsigned long long)c->client->id, bad);
     if (bad && w)
         w->warned = true;
+    if (bad < r->count)
+        tell_policy(s, sd_server_now(s));
     return true;
 }
 

@@ -364,6 +364,12 @@ int sd_policy_pinned(struct sd_policy *p, struct sd_client *c, const struct cs_m
     }
     mb->pinned_known = true;
     mb->pinned = m->bytes;
+    /* Backing let go (lent pieces go back to the pool after each grant,
+     * kept backing is dropped when the host runs short) no longer covers
+     * what a PREPARE once did: the next plan asks again. Not while one is
+     * out: its answer says what it covered. */
+    if (!mb->prep_id)
+        mb->prep_covered = min64(mb->prep_covered, sub0(m->bytes, mb->swapped));
     sd_gpu_reschedule(p, mb->gpu, now);
     return SD_OK;
 }
@@ -437,17 +443,32 @@ static void send_prepare(struct sd_policy *p, struct sd_gpu *g, struct sd_member
     m->prep_asked = have + ask;
     m->st.prepares++;
     g->st.prepares++;
+    /* Until the lender says so after the client's BORROW, what this asks
+     * is spoken for: nothing else is planned against it meanwhile. */
+    if (p->pool_lends)
+        p->pool_free = sub0(p->pool_free, ask);
     cs_debug("gpu %u: prepare pid %u: pin %llu bytes ahead", g->index, m->client->info.pid,
              (unsigned long long)ask);
     p->ops.prepare(p->ctx, m, m->prep_id, ask);
 }
 
+/* Where pin-ahead starts: past the GPU's capacity when each job pins its
+ * own backing (pinning costs host memory and ~0.3 s/GiB: a node that never
+ * oversubscribes should pay nothing), from nine tenths of it when the pool
+ * lends (a borrow costs ~10 ms/GiB, and the pool pins for that threshold
+ * anyway: sd_policy_pool_want), so that a GPU's first switch finds its
+ * jobs' backing in place. */
+static uint64_t prepare_from(const struct sd_policy *p, uint64_t cap)
+{
+    return p->pool_lends ? cap - cap / 10 : cap;
+}
+
 static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, uint64_t now)
 {
-    uint64_t footprint = sd_gpu_footprint(g);
-    if (!p->ops.prepare || footprint <= cap || node_pinning(p))
+    uint64_t footprint = sd_gpu_footprint(g), from = prepare_from(p, cap);
+    if (!p->ops.prepare || footprint <= from || node_pinning(p))
         return;
-    uint64_t over = footprint - cap;
+    uint64_t over = footprint - from;
     uint64_t budget = pin_budget(p), pinned = pinned_estimate(p);
     struct sd_member **order = by_eviction_order(g);
     if (!order)
@@ -455,6 +476,8 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
     for (size_t i = 0; i < g->n; i++) {
         struct sd_member *m = order[i];
         uint64_t have = 0, ask = prepare_ask(m, over, budget, pinned, &have);
+        if (p->pool_lends)
+            ask = min64(ask, p->pool_free);
         if (!ask)
             continue;
         /* A footprint that keeps changing is not chased more than once a
@@ -488,6 +511,14 @@ uint64_t sd_policy_pool_want(const struct sd_policy *p)
             want = sd_add_sat(want, prepare_target(g->m[j], footprint - near));
     }
     return min64(want, pin_budget(p));
+}
+
+void sd_policy_pool_changed(struct sd_policy *p, uint64_t free_bytes, uint64_t now)
+{
+    bool more = free_bytes > p->pool_free;
+    p->pool_free = free_bytes;
+    for (size_t i = 0; more && i < p->ngpu; i++)
+        sd_gpu_reschedule(p, p->gpu[i], now);
 }
 
 void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)

@@ -406,10 +406,60 @@ static void render_daemon(const struct sd_server *s, struct sd_buf *b, uint64_t 
     sd_buf_printf(b, "cushare_uptime_seconds %.3f\n", secs(now - s->start_ns));
 }
 
+static void pool_line(struct sd_buf *b, const char *name, const char *type, const char *text,
+                      uint64_t v)
+{
+    help(b, name, type, text);
+    sd_buf_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+/* The node's pinned pool (lender.c): only where it lends (a node without
+ * one shows cushare_pool_enabled 0 and nothing else). */
+static void render_pool(const struct sd_server *s, struct sd_buf *b)
+{
+    const struct sd_lender *l = &s->lend;
+    help(b, "cushare_pool_enabled", "gauge",
+         "1 when the node's pinned pool lends swap backing, 0 when jobs pin their own.");
+    sd_buf_printf(b, "cushare_pool_enabled %d\n", l->pinner ? 1 : 0);
+    if (!l->pinner)
+        return;
+    struct sd_pool_stats st;
+    sd_pool_get_stats(&l->pool, &st);
+    pool_line(b, "cushare_pool_pinned_bytes", "gauge", "Host memory the pool holds pinned.",
+              st.pinned_bytes);
+    pool_line(b, "cushare_pool_free_bytes", "gauge", "Pinned pool memory not lent now.",
+              st.free_bytes);
+    pool_line(b, "cushare_pool_lent_bytes", "gauge", "Pinned pool memory lent to clients now.",
+              st.lent_bytes);
+    pool_line(b, "cushare_pool_target_bytes", "gauge",
+              "What the pool should hold now (the policy's need within the pool's bounds).",
+              st.target_bytes);
+    help(b, "cushare_pool_pin_seconds_total", "counter", "Time the pool spent pinning pieces.");
+    sd_buf_printf(b, "cushare_pool_pin_seconds_total %.6f\n", secs(l->pins_ns));
+    pool_line(b, "cushare_pool_pieces_pinned_total", "counter", "Pieces the pool pinned.",
+              st.pieces_pinned_total);
+    pool_line(b, "cushare_pool_pieces_released_total", "counter",
+              "Pieces the pool released (beyond its target for pool_linger_ms).",
+              st.pieces_released_total);
+    pool_line(b, "cushare_pool_lends_total", "counter", "Pieces lent.", st.lends_total);
+    pool_line(b, "cushare_pool_returns_total", "counter",
+              "Pieces given back by RETURN (a borrower that exits gives its pieces back without one).",
+              st.returns_total);
+    pool_line(b, "cushare_pool_missed_pieces_total", "counter",
+              "Pieces asked for that the pool could not lend (the borrower pinned its own).",
+              st.missed_pieces_total);
+    pool_line(b, "cushare_pool_reserve_refusals_total", "counter",
+              "Pins held back to keep host_reserve_mb available.", st.reserve_refusals_total);
+    pool_line(b, "cushare_pool_bad_returns_total", "counter",
+              "Pieces given back that were not lent to the client (ignored).",
+              st.bad_returns_total);
+}
+
 void sd_metrics_render(const struct sd_server *s, struct sd_buf *b)
 {
     uint64_t now = sd_server_now(s);
     render_daemon(s, b, now);
+    render_pool(s, b);
     render_gpus(s, b, now);
     render_clients(s, b, now);
 }

@@ -349,6 +349,11 @@ struct sd_policy {
     uint64_t next_evict_id;
     uint64_t start_ns;
     bool past_unknown;           /* see sd_restore.unknown */
+    /* The node's pool lends swap backing (lender.c sets it once its pinner
+     * runs): pin-ahead is then a cheap borrow, asked from nine tenths of a
+     * GPU's capacity on (mem.c: plan_prepare). */
+    bool pool_lends;
+    uint64_t pool_free;          /* what it can lend now (sd_policy_pool_changed) */
 };
 
 /* Return codes of the message entry points. */
@@ -406,6 +411,10 @@ int sd_policy_tsg_state(struct sd_policy *p, struct sd_client *c,
 /* Bytes the node's pinned pool should hold now (mem.c; 0 far from
  * oversubscription). */
 uint64_t sd_policy_pool_want(const struct sd_policy *p);
+/* The pool can lend free_bytes now (the lender says so after each change):
+ * pin-ahead asks no more than that, so that a PREPARE borrows rather than
+ * pins beside the pool's own pinning; more to lend plans again. */
+void sd_policy_pool_changed(struct sd_policy *p, uint64_t free_bytes, uint64_t now);
 int sd_policy_pinned(struct sd_policy *p, struct sd_client *c, const struct cs_msg_pinned *m,
                      uint64_t now, const char **why);
 

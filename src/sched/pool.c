@@ -550,6 +550,7 @@ void sd_pool_get_stats(const struct sd_pool *p, struct sd_pool_stats *out)
     out->lent_bytes = (uint64_t)p->lent[CL_BIG] * p->cfg.piece +
                       (uint64_t)p->lent[CL_SMALL] * SD_POOL_SMALL;
     out->free_bytes = out->pinned_bytes - out->lent_bytes;
+    out->free_big_bytes = (uint64_t)(p->count[CL_BIG] - p->lent[CL_BIG]) * p->cfg.piece;
     out->target_bytes = p->target;
 }
 

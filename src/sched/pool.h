@@ -97,6 +97,7 @@ struct sd_pool_cfg {
 
 struct sd_pool_stats {
     uint64_t pinned_bytes, free_bytes, lent_bytes, target_bytes;
+    uint64_t free_big_bytes;        /* of free_bytes, in big pieces */
     uint64_t pieces_pinned_total, pieces_released_total, lends_total, returns_total,
         missed_pieces_total, reserve_refusals_total, bad_returns_total;
 };

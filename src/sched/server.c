@@ -878,6 +878,10 @@ int sd_server_run(struct sd_server *s)
             s->cfg.mode == CS_MODE_SHARED ? "shared" : "exclusive",
             (unsigned long long)s->epoch);
     sd_server_settle(s);
+    /* The pool's first piece is asked before anything else happens: a
+     * pool_min_mb pool warms from the start, not from the first event (on
+     * the H100 an idle daemon pinned nothing until the first client came). */
+    sd_lender_drive(s, sd_server_now(s));
     while (!s->stop)
         if (sd_server_step(s, s->metrics ? sd_metrics_timeout_ms(s->metrics) : -1) < 0)
             return -1;

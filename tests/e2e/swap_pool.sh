@@ -5,7 +5,8 @@
 # job pinning its own 150 MiB backing would spend seconds) and fast for the
 # daemon, whose pool is pinned at start (pool_min_mb). Three checks:
 #
-#  1. a pair that does not fit on the GPU swaps on every switch, and no job
+#  1. the pool (pool_min_mb) warms with nobody connected; then a pair that
+#     does not fit on the GPU swaps on every switch, and no job
 #     pins anything itself: every byte of backing is lent by the pool (the
 #     jobs' exit summaries), so no switch, first or later, waits for
 #     pinning; both results are right;
@@ -13,6 +14,7 @@
 #     sees its process exit and the pieces are back in the pool;
 #  3. a pool whose host reserve no host can honour pins nothing (it says
 #     so), and the jobs still finish, right, pinning their own backing.
+# The pool's metrics (docs/metrics.md) say the same each time.
 source "$(dirname "$0")/swap_lib.sh"
 
 # 16 MiB allocations: whole pieces of the pool (pool_piece_mb = 16).
@@ -21,7 +23,20 @@ export CUSHARE_LOG_LEVEL=info
 
 pool_conf() { # EXTRA-LINES...
     write_conf
-    printf '%s\n' "$@" >>"$T/cushared.conf"
+    printf '%s\n' "metrics = 127.0.0.1:0" "$@" >>"$T/cushared.conf"
+}
+
+# pool_metric NAME: the value of the pool's series NAME on the daemon's
+# metrics page (bash's /dev/tcp: no HTTP client needed).
+pool_metric() {
+    local port page
+    port=$(json_num <(status_json) metrics_port)
+    [ "${port:-0}" -gt 0 ] || fail "no metrics port in the status"
+    exec 3<>"/dev/tcp/127.0.0.1/$port" || fail "cannot reach the metrics endpoint on $port"
+    printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+    page=$(cat <&3)
+    exec 3>&-
+    echo "$page" | awk -v n="$1" '$1 == n { print $2; f = 1 } END { if (!f) print "missing" }'
 }
 
 # pair TAG SEED: jobs TAGa and TAGb side by side, both finished and right.
@@ -49,8 +64,12 @@ swapped_pid() {
 }
 
 # ---- 1: every switch's backing is lent ------------------------------------------
+# The pool warms from the daemon's start, before anyone connects: started
+# here without start_daemon, whose status polls are events of their own.
 pool_conf "pool_min_mb = 256" "pool_piece_mb = 16"
-FAKECUDA_PIN_GBPS=2 start_daemon
+FAKECUDA_PIN_GBPS=2 "$B/bin/cushared" --socket "$SOCK" --config "$T/cushared.conf" \
+    --state "$T/cushared.state" 2>>"$T/cushared.log" &
+DAEMON_PID=$!
 wait_log "pinned pool: 256.00 MiB pinned, its target" >/dev/null
 export FAKECUDA_PIN_GBPS=0.02
 pair lent 1
@@ -64,6 +83,11 @@ for j in lenta lentb; do
     echo "$line" | grep -q "lent by the node's pool 0 B" || lent=$((lent + 1))
 done
 [ "$lent" -gt 0 ] || fail "no job's backing was lent by the pool"
+[ "$(pool_metric cushare_pool_enabled)" = 1 ] || fail "cushare_pool_enabled is not 1"
+[ "$(pool_metric cushare_pool_pinned_bytes)" -ge $((256 << 20)) ] ||
+    fail "cushare_pool_pinned_bytes $(pool_metric cushare_pool_pinned_bytes) < 256 MiB"
+[ "$(pool_metric cushare_pool_lends_total)" -gt 0 ] || fail "cushare_pool_lends_total is 0"
+[ "$(pool_metric cushare_pool_returns_total)" -gt 0 ] || fail "cushare_pool_returns_total is 0"
 
 # ---- 2: a killed borrower's pieces come back --------------------------------------
 job killa 3 --mem-mb 160 --allocs 10 --iters 400 --kernel-ns 10000000
@@ -96,4 +120,8 @@ pair res 5
 if grep -q "pinned pool: [0-9.]* [KMG]iB pinned" "$T/cushared.log"; then
     fail "the pool pinned past its host reserve: $(grep 'pinned pool:' "$T/cushared.log")"
 fi
+[ "$(pool_metric cushare_pool_pinned_bytes)" = 0 ] ||
+    fail "cushare_pool_pinned_bytes $(pool_metric cushare_pool_pinned_bytes) past the reserve"
+[ "$(pool_metric cushare_pool_reserve_refusals_total)" -gt 0 ] ||
+    fail "cushare_pool_reserve_refusals_total is 0"
 echo "swap_pool: ok"

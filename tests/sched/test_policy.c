@@ -1822,6 +1822,79 @@ static void test_prepare_counts_reported_pinned(void **state)
     assert_int_equal(find(EV_PREPARE, i)->evict, 2 * GiB + GiB / 2);
 }
 
+/* With the node's pool lending (issue 20), pin-ahead is a borrow: it
+ * starts from nine tenths of the GPU's capacity, so that the first switch
+ * finds the backing in place, asks no more than the pool can lend (so that
+ * nobody pins beside the pool's own pinning), plans again when the pool
+ * has more, and asks again for backing a client let go (lent pieces go
+ * back after each grant). */
+static void test_prepare_borrows_from_pool(void **state)
+{
+    (void)state;
+    cfg.client_reserve_mb = 0;
+    pol.pool_lends = true;
+    struct sd_client_info info = {.pid = 4545, .priority = CS_PRIO_NORMAL, .weight = 1,
+                                  .pin = true};
+    strcpy(info.name, "a");
+    struct sd_member *a = attach(sd_policy_client_add(&pol, &info, now), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 10 * GiB;
+    usage4(a, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(a);
+    usage4(b, 4 * GiB + GiB / 2, 0, 0, 4 * GiB + GiB / 2); /* 8.5 <= 9: not near */
+    sd_policy_pool_changed(&pol, 8 * GiB, now);
+    assert_int_equal(count(EV_PREPARE, NULL), 0);
+    /* 9.5 of 10 GiB: not oversubscribed, but past nine tenths. The pool
+     * has nothing free yet: nothing asked. */
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(b, 5 * GiB + GiB / 2, 0, 0, 5 * GiB + GiB / 2);
+    run_until(now + 2 * SEC);
+    assert_int_equal(count(EV_PREPARE, NULL), 0);
+    /* 256 MiB pinned: b (not running) borrows that much of its target
+     * (half a GiB over nine tenths, and a quarter more). */
+    sd_policy_pool_changed(&pol, GiB / 4, now);
+    assert_int_equal(count(EV_PREPARE, NULL), 1);
+    const struct ev *e = find(EV_PREPARE, b);
+    assert_non_null(e);
+    assert_int_equal(e->evict, GiB / 4);
+    sd_policy_pool_changed(&pol, 0, now);
+    assert_int_equal(evicted(b, e->lease, 0, GiB / 4), SD_OK);
+    assert_int_equal(count(EV_PREPARE, NULL), 1); /* nothing left to lend */
+    /* More pinned: the rest of b's target at once (its chunk came in full),
+     * then a's. */
+    sd_policy_pool_changed(&pol, 4 * GiB, now);
+    assert_int_equal(count(EV_PREPARE, b), 2);
+    e = find(EV_PREPARE, b);
+    assert_int_equal(e->evict, GiB / 2 + GiB / 8 - GiB / 4);
+    assert_int_equal(evicted(b, e->lease, 0, e->evict), SD_OK);
+    e = find(EV_PREPARE, a);
+    assert_non_null(e);
+    assert_int_equal(e->evict, GiB / 2 + GiB / 8);
+    assert_int_equal(evicted(a, e->lease, 0, e->evict), SD_OK);
+    run_until(now + 2 * SEC);
+    assert_int_equal(count(EV_PREPARE, NULL), 3); /* all covered */
+    /* a reports what it holds, then gives its lent backing back (its
+     * trim after a grant): uncovered, asked again. */
+    struct cs_msg_pinned pm = {.slot = a->slot, .bytes = GiB / 2 + GiB / 8};
+    const char *why;
+    assert_int_equal(sd_policy_pinned(&pol, a->client, &pm, now, &why), SD_OK);
+    run_until(now + 2 * SEC);
+    assert_int_equal(count(EV_PREPARE, NULL), 3);
+    pm.bytes = 0;
+    assert_int_equal(sd_policy_pinned(&pol, a->client, &pm, now, &why), SD_OK);
+    run_until(now + 2 * SEC);
+    assert_int_equal(count(EV_PREPARE, a), 2);
+    assert_int_equal(find(EV_PREPARE, a)->evict, GiB / 2 + GiB / 8);
+    /* Without the pool the same GPU is not oversubscribed: nothing. */
+    pol.pool_lends = false;
+    assert_int_equal(evicted(a, find(EV_PREPARE, a)->lease, 0, 0), SD_OK);
+    pm.bytes = 0;
+    usage4(a, 4 * GiB, 0, 0, 4 * GiB + GiB / 8);
+    run_until(now + 2 * SEC);
+    assert_int_equal(count(EV_PREPARE, NULL), 4);
+}
+
 static void test_grant_when_nothing_can_move(void **state)
 {
     (void)state;
@@ -2946,6 +3019,7 @@ int main(void)
         T(test_predicted_quantum),
         T(test_prepare_within_budget),
         T(test_prepare_counts_reported_pinned),
+        T(test_prepare_borrows_from_pool),
         T(test_memory_bookkeeping),
         T(test_switch_overhead_excludes_drain),
         T(test_restart_resumed_holder_first),
