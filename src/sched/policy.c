@@ -221,7 +221,10 @@ static void measure_switch(struct sd_gpu *g, const struct sd_member *w, uint64_t
         g->sw_prev_ewma = g->switch_ewma_ns;
         g->sw_sample_ns = s;
         g->sw_lease = w->lease_id ? w->lease_id : UINT64_MAX;
+        g->sw_sample_lease = g->sw_lease;
         g->switch_ewma_ns = ewma(g->sw_prev_ewma, s);
+    } else {
+        g->sw_sample_lease = 0;
     }
     g->revoke_mark_ns = 0;
     g->sw_drain_ns = 0;
@@ -238,6 +241,25 @@ void sd_switch_restored(struct sd_gpu *g, uint64_t lease_id, uint64_t ns)
     cs_debug("gpu %u: switch overhead %.3f ms (restore %.3f ms), smoothed %.3f ms", g->index,
              (double)g->sw_sample_ns / 1e6, (double)ns / 1e6, (double)g->switch_ewma_ns / 1e6);
     switch_flush(g);
+}
+
+/* Room the holder waited for in the lease a switch gave it (its allocation
+ * blocked while evictions made room): time in which the GPU did nobody's
+ * work, as much as a swap-out before the grant, so it belongs to that
+ * switch's sample. On the H100 a job granted on an oversubscribed GPU
+ * asked for its room right after the grant and waited 0.2-0.4 s, while the
+ * switch measured 0.3 ms: the quantum stayed at 4-6 s beside 8-13 s jobs,
+ * and most were switched out once mid-run (bench/results/oversubscription.md,
+ * issue 20). Not in the switch-cost histogram, which has the sample already. */
+void sd_switch_room_waited(struct sd_gpu *g, const struct sd_member *m, uint64_t ns)
+{
+    if (!ns || !g->sw_sample_lease || g->sw_sample_lease != m->lease_id)
+        return;
+    g->sw_sample_ns = sd_add_sat(g->sw_sample_ns, ns);
+    g->switch_ewma_ns = ewma(g->sw_prev_ewma, g->sw_sample_ns);
+    cs_debug("gpu %u: switch overhead %.3f ms with %.3f ms of room waited for, smoothed %.3f ms",
+             g->index, (double)g->sw_sample_ns / 1e6, (double)ns / 1e6,
+             (double)g->switch_ewma_ns / 1e6);
 }
 
 static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)

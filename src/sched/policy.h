@@ -269,6 +269,8 @@ struct sd_gpu {
     uint64_t sw_lease;        /* the granted lease, 0 = none pending */
     uint64_t sw_sample_ns;    /* REVOKE->GRANT minus drain */
     uint64_t sw_prev_ewma;    /* switch_ewma_ns before the sample */
+    uint64_t sw_sample_lease; /* the lease the last sample belongs to (kept after the
+                                 RESTORED: room waited for in that lease adds to it) */
     /* memory planning (mem.c) */
     uint64_t freed_epoch;     /* moves whenever memory was freed on the GPU */
     uint64_t room_wait_since; /* the best waiter's grant held back for room since */

@@ -64,6 +64,8 @@ static void answer(struct sd_policy *p, struct sd_member *m, int32_t status, uin
     if (now && sd_is_holder(m) && now > m->room_since) {
         uint64_t paused = now - m->room_since;
         m->slice_ns = m->slice_ns + paused < now ? m->slice_ns + paused : now;
+        if (status == 0)
+            sd_switch_room_waited(m->gpu, m, paused);
     }
     m->room_active = false;
     m->room_wait = 0;
