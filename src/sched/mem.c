@@ -443,8 +443,9 @@ static void send_prepare(struct sd_policy *p, struct sd_gpu *g, struct sd_member
     m->prep_asked = have + ask;
     m->st.prepares++;
     g->st.prepares++;
-    /* Until the lender says so after the client's BORROW, what this asks
-     * is spoken for: nothing else is planned against it meanwhile. */
+    /* What this asks is spoken for until the lender reads the pool again
+     * (at the end of this loop iteration, and after the client's BORROW):
+     * nothing else planned meanwhile counts on it. */
     if (p->pool_lends)
         p->pool_free = sub0(p->pool_free, ask);
     cs_debug("gpu %u: prepare pid %u: pin %llu bytes ahead", g->index, m->client->info.pid,
