@@ -17,6 +17,7 @@ command -v protoc-c >/dev/null 2>&1 || need="$need protobuf-c-compiler"
 python3 -c 'import yaml' 2>/dev/null || /usr/bin/python3 -c 'import yaml' 2>/dev/null ||
     need="$need python3-yaml"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+command -v spin >/dev/null 2>&1 || need="$need spin" # the lease model (model/check.sh)
 
 [ -z "$need" ] && exit 0
 

@@ -60,11 +60,16 @@ static void job_revoke(struct cs_dev *d, const struct cs_job *job)
  * is gone (a new daemon knows nothing of it: the device re-attached as
  * WAITING) or when the daemon has already revoked it (the queued REVOKE then
  * answers with RELEASE). */
+static bool grant_stale_locked(const struct cs_dev *d, const struct cs_job *job)
+{
+    return job->conn != cs_client_generation() ||
+           cs_worker_has_locked(d, CS_JOB_REVOKE, job->id);
+}
+
 static bool grant_stale(struct cs_dev *d, const struct cs_job *job)
 {
     pthread_mutex_lock(&d->mu);
-    bool stale = job->conn != cs_client_generation() ||
-                 cs_worker_has_locked(d, CS_JOB_REVOKE, job->id);
+    bool stale = grant_stale_locked(d, job);
     pthread_mutex_unlock(&d->mu);
     return stale;
 }
@@ -98,6 +103,19 @@ static void granted(struct cs_dev *d, uint64_t bytes, void *arg)
     const struct cs_job *job = c->job;
     c->restored += bytes;
     pthread_mutex_lock(&d->mu);
+    /* A grant that went stale while its memory came back never opens the
+     * gate: revoked meanwhile (its REVOKE is queued and answers with
+     * RELEASE; after its revoke timeout the daemon may already have given
+     * the GPU to someone else), or given by a daemon that has since gone (a
+     * new one knows this client as waiting and grants anew). Opening it
+     * would let this job's work run beside the next holder's: the lease
+     * model found both orderings (docs/model.md). */
+    if (grant_stale_locked(d, job)) {
+        cs_debug("GPU %d: grant %llu went stale during its restore: gate kept closed",
+                 d->ordinal, (unsigned long long)job->id);
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
     if (d->lease.state != CS_LEASE_DETACHED)
         cs_lease_hold_locked(d, job->id);
     cs_debug("GPU %d: lease %llu open after restoring %llu bytes in %.1f ms", d->ordinal,
