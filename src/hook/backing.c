@@ -426,7 +426,6 @@ bool cs_backing_grow(struct cs_backing *b, uint64_t size, int dev, _Atomic uint6
     return true;
 }
 
-
 void cs_backing_drop(struct cs_backing *b, _Atomic uint64_t *held)
 {
     if (!b->size)

@@ -94,13 +94,6 @@ bool cs_backing_step(struct cs_backing *b, uint64_t size, int dev);
 /* cs_backing_step, adding what it took in to *held. */
 bool cs_backing_grow(struct cs_backing *b, uint64_t size, int dev, _Atomic uint64_t *held);
 
-
-/* Bytes of b usable now: its pinned prefix. */
-static inline uint64_t cs_backing_ready(const struct cs_backing *b)
-{
-    return b->pinned;
-}
-
 /* ---- showing host memory at a segment's addresses ----------------------
  * Host memory that is not on the GPU stays visible to the driver at the
  * segment's own addresses (seg.h): the same physical allocations are

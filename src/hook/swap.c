@@ -96,7 +96,7 @@ static int choose_victims_locked(struct cs_segs *s, uint64_t want, struct cs_seg
 static CUresult copy_out_locked(struct cs_segs *s, struct cs_seg *g)
 {
     for (uint64_t done = 0;;) {
-        uint64_t ready = cs_backing_ready(&g->backing);
+        uint64_t ready = g->backing.pinned; /* the usable prefix */
         if (ready > done) {
             CUresult r = cs_real.cuMemcpyAsync(g->backing.va + done, g->va + done, ready - done,
                                                s->stream);
