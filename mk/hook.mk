@@ -33,7 +33,7 @@ ALL_TARGETS += $(HOOK_LIB)
 # in-process mock (mock_sched.c) or a real cushared.
 HOOK_TDIR   := $(BUILD)/tests/hook
 HOOK_TUTIL  := $(OBJ)/tests/hook/hooktest.o $(OBJ)/tests/hook/mock_sched.o $(FCK_OBJS)
-HOOK_TESTS  := hook_routes hook_quota hook_swap hook_addr hook_gate_stress hook_fork hook_pinkeep hook_pinpiece hook_idle hook_ctxroom \
+HOOK_TESTS  := hook_routes hook_quota hook_swap hook_peer hook_addr hook_gate_stress hook_fork hook_pinkeep hook_pinpiece hook_idle hook_ctxroom \
                hook_tsg_preload hook_hostguard hook_oldcaps hook_ipc hook_vmm hook_terms \
                hook_refused
 HOOK_TBINS  := $(HOOK_TESTS:%=$(HOOK_TDIR)/%)

@@ -84,6 +84,15 @@ else
     fail "the plugin did not load NVML:"; cat "$W/plugin.log"
 fi
 
+# Every GPU of the node found, and every GPU's shares listed (IDs are
+# GPU-<uuid>::<n>): on a node of several GPUs, both counts must be its count.
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+nfound=$(grep -c 'info: GPU [0-9]*: ' "$W/plugin.log")
+nlisted=$(grep -o '^  GPU-[0-9a-f-]*::' "$W/tkubelet-lc.log" | sort -u | wc -l)
+[ "$nfound" = "$ngpu" ] && [ "$nlisted" = "$ngpu" ] &&
+    pass "all $ngpu GPUs found by the plugin and listed to the kubelet" ||
+    fail "GPUs: nvidia-smi $ngpu, found by the plugin $nfound, listed by ListAndWatch $nlisted"
+
 # The same kubelet again, as after a restart: the plugin must register anew.
 kubelet cushare.io/gpu-low be
 kubelet_result be

@@ -41,6 +41,14 @@
 #             at 48 GB and graph_replay.py x3 with 30 GiB of ballast under
 #             cushared, each also solo natively: makespan vs the sum of
 #             solo runs, every result checked
+#   multigpu  issue 23, on a machine of two GPUs or more (skipped on one):
+#             one process on two GPUs (peer copies, a split model, both
+#             GPUs busy), an NCCL DDP job, natively and under cushared;
+#             the DDP job beside a job on each GPU; GPU 1 oversubscribed
+#             under a DDP rank and under the two-GPU process (only GPU 1's
+#             memory may move, GPU 0 must keep running); a high job on GPU
+#             1 beside low jobs on both. MG_REPS, MG_PREFILL_GB (host
+#             memory touched first, for VMs whose RAM appears as it is used)
 # --quick (about 13 minutes on an H100) runs every section once through:
 # one run per workload and side, one LC repetition, one oversubscribed case,
 # a short swap benchmark. Recorded results come from the full run (about 25
@@ -54,11 +62,14 @@ B=${CUSHARE_BUILD:-build}
 OUT=${OUT:-$PWD/gpu-out}
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
-SECTIONS=${*:-info tests overhead torch workloads sched lc lctorch k8s swap pin oversub graphs}
+SECTIONS=${*:-info tests overhead torch workloads sched lc lctorch k8s swap pin oversub graphs multigpu}
 mkdir -p "$OUT"
 SUM=$OUT/summary.md
 : >"$SUM"
 export CUSHARE_BUILD=$B PYTHONUNBUFFERED=1
+# NVLink multicast stays off on shared multi-GPU hosts (it can take the
+# host's GPUs out of service): for every program this suite starts.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 GL=$PWD/$B/gpu-libs
 HOOK=$PWD/$B/lib/libcushare.so
 W=bench/gpu/workloads
@@ -71,6 +82,14 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else p
 # The last JSON line a workload printed (libraries may print warnings first).
 jget() { python3 -c "import json,sys; print([json.loads(l) for l in sys.stdin if l.startswith('{')][-1]['$1'])"; }
 now() { date +%s.%N; }
+
+# Daemon settings for jobs of tens of GB: drains and restores of ~50 GB get
+# a minute, a context's ~500 MiB is reserved per client (section_oversub).
+LONG_SWITCHES="[cushared]
+quantum_floor_ms = 1000
+quantum_cap_ms = 30000
+client_reserve_mb = 768
+revoke_timeout_ms = 60000"
 
 start_daemon() { # $1 = config text; sets SOCK, DPID
     local dir
@@ -105,10 +124,11 @@ section_tests() {
     # driver's slow cuMemCreate and pinning (FAKECUDA_MEMCREATE_GBPS,
     # FAKECUDA_PIN_GBPS); on an H100 those calls take milliseconds and the
     # tests stop at their precondition.
-    for t in fakecuda/fc_api_test hook/hook_routes hook/hook_quota hook/hook_swap hook/hook_addr \
+    # GPU_TESTS picks some of them (the names below).
+    for t in ${GPU_TESTS:-fakecuda/fc_api_test hook/hook_routes hook/hook_quota hook/hook_swap hook/hook_addr \
         hook/hook_gate_stress hook/hook_rtld_next hook/hook_pinkeep \
         hook/hook_ctxroom hook/hook_tsg_preload hook/hook_ipc hook/hook_vmm hook/hook_terms \
-        hook/hook_refused; do
+        hook/hook_refused}; do
         local tmp
         tmp=$(mktemp -d)
         if TEST_TMP=$tmp ours timeout 300 "$B/tests/$t" >"$OUT/test-$(basename $t).log" 2>&1; then
@@ -117,6 +137,7 @@ section_tests() {
             fail "$t (see test-$(basename $t).log)"
         fi
     done
+    [ -n "${GPU_TESTS:-}" ] && return
     if TEST_TMP=$(mktemp -d) ours tests/hook/standalone.sh >"$OUT/test-standalone.log" 2>&1; then
         say "PASS standalone (no daemon)"
     else fail "standalone (no daemon)"; fi
@@ -628,11 +649,7 @@ section_graphs() {
     # The switch summaries read the daemon's debug lines; drains and
     # restores of ~50 GB get a minute (see section_oversub).
     local DAEMON_LOG_LEVEL=${DAEMON_LOG_LEVEL:-debug}
-    start_daemon "[cushared]
-quantum_floor_ms = 1000
-quantum_cap_ms = 30000
-client_reserve_mb = 768
-revoke_timeout_ms = 60000"
+    start_daemon "$LONG_SWITCHES"
     local it=4000 steps=300
     [ $QUICK = 1 ] && it=1000 steps=60
     GRAPHS_NOTES=
@@ -647,6 +664,206 @@ revoke_timeout_ms = 60000"
     graphs_case replay3x30 3 30 "" python3 $W/graph_replay.py --ballast-gb 30 --steps "$steps"
     say "$GRAPHS_NOTES"
     ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/graphs-status.txt" 2>&1
+    stop_daemon
+}
+
+# ---- several GPUs (issue 23) ---------------------------------------------------
+# The daemon's per-GPU series NAME for the GPU of index IDX (its metrics).
+gpu_metric() { # NAME IDX
+    local port
+    port=$(ours "$B/bin/cusharectl" --socket "$SOCK" status --json | grep -o '"metrics_port": [0-9]*' |
+        grep -o '[0-9]*$')
+    python3 -c "import sys, urllib.request
+for l in urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode().splitlines():
+    if l.startswith(sys.argv[1] + '{') and 'index=\"%s\"' % sys.argv[2] in l: print(l.split(' ')[-1])" "$1" "$2"
+}
+# Revoke timeouts, forced releases and unresponsive clients on every GPU: the
+# signs of a drain that waited for another GPU (an NCCL kernel spinning for
+# its peer) past revoke_timeout_ms.
+mg_trouble() {
+    local i m v out=
+    for m in revoke_timeouts forced_releases unresponsive_clients; do
+        v=0
+        for i in 0 1; do v=$((v + $(gpu_metric "cushare_gpu_${m}_total" $i | cut -d. -f1))); done
+        out="$out $m=$v"
+    done
+    echo "${out# }"
+}
+# Bytes swapped out on GPU 0 and GPU 1 so far.
+mg_swapped() {
+    echo "GPU0 $(gpu_metric cushare_gpu_swap_out_bytes_total 0 | awk '{printf "%.1f GB", $1/1e9}'), GPU1 $(gpu_metric cushare_gpu_swap_out_bytes_total 1 | awk '{printf "%.1f GB", $1/1e9}')"
+}
+mg_ok() { grep -q '"ok": true' "$1"; }
+# Runs CMD natively then under cushared (no other job), MG_REPS times,
+# alternating; prints the medians of KEY and the results.
+mg_pair() { # TAG KEY LABEL CMD...
+    local tag=$1 key=$2 label=$3 r okn=0 n h
+    shift 3
+    for r in $(seq "$MG_REPS"); do
+        "$@" >"$OUT/mg-$tag-native-$r.log" 2>&1; mg_ok "$OUT/mg-$tag-native-$r.log" && okn=$((okn + 1))
+        CUSHARE_SOCKET="$SOCK" LD_PRELOAD="$HOOK" CUSHARE_NAME="$tag" "$@" \
+            >"$OUT/mg-$tag-cushare-$r.log" 2>&1; mg_ok "$OUT/mg-$tag-cushare-$r.log" && okn=$((okn + 1))
+    done
+    [ $okn = $((2 * MG_REPS)) ] || fail "$label: $okn of $((2 * MG_REPS)) runs correct (mg-$tag-*.log)"
+    n=$(for f in "$OUT"/mg-$tag-native-*.log; do jfield "$f" "$key"; done | median)
+    h=$(for f in "$OUT"/mg-$tag-cushare-*.log; do jfield "$f" "$key"; done | median)
+    say "$(awk -v n="$n" -v h="$h" -v l="$label" -v k="$key" -v r="$MG_REPS" -v ok=$okn \
+        'BEGIN {printf "| %s | %s | %.3f | %.3f | %.3f | %d/%d ok |", l, k, n, h, h/n, ok, 2*r}')"
+}
+# Starts a background job under cushared; its pid is appended to MG_PIDS.
+mg_bg() { # TAG ENV CMD...
+    local tag=$1 envs=$2
+    shift 2
+    env $envs CUSHARE_SOCKET="$SOCK" LD_PRELOAD="$HOOK" CUSHARE_NAME="$tag" \
+        timeout -k 10 "${MG_JOB_LIMIT:-240}" "$@" >"$OUT/mg-$tag.log" 2>&1 &
+    MG_PIDS+=($!)
+}
+# Waits for MG_PIDS; MG_OK = how many exited 0. (Not in $(...): a subshell
+# cannot wait for its parent's children.)
+mg_wait() {
+    local p
+    MG_OK=0
+    for p in "${MG_PIDS[@]}"; do wait "$p" && MG_OK=$((MG_OK + 1)); done
+    MG_PIDS=()
+}
+
+# One process on both GPUs, an NCCL data-parallel job, jobs beside them on
+# each GPU, oversubscription of one GPU, a high job on one GPU beside low
+# jobs on the other, under one daemon with the oversubscription settings of
+# section_oversub. Skipped on a machine of one GPU. MG_REPS (default 2)
+# repeats the native/cushare pairs.
+mg_want() { [[ " $MG_CASES " == *" $1 "* ]]; }
+
+# Alone: each multi-GPU program natively and under cushared, side by side.
+mg_alone() {
+    say "| alone (no other job) | measure | native | cushare | ratio | results |"
+    say "|---|---|---|---|---|---|"
+    mg_pair split split_s "one process, MLP split over 2 GPUs, 200 steps (s)" $MGP --duration 8
+    say "  peer access: $(jfield "$OUT/mg-split-native-1.log" peer_access); GEMM steps in 8 s, native GPU0/GPU1: $(jfield "$OUT/mg-split-native-1.log" gemm_steps0)/$(jfield "$OUT/mg-split-native-1.log" gemm_steps1), cushare: $(jfield "$OUT/mg-split-cushare-1.log" gemm_steps0)/$(jfield "$OUT/mg-split-cushare-1.log" gemm_steps1)"
+    if mg_want ddpalone; then
+        mg_pair ddp median_s "NCCL DDP 2 ranks, 268M params, step (s)" $DDP --steps 300
+    fi
+    say "  $(mg_trouble)"
+}
+
+# The DDP job beside a ResNet-50 training job on each GPU (taking the
+# leases in either order): all finish, correct, nobody is forced.
+mg_beside() {
+    say "### DDP beside single-GPU jobs"
+    local rn="python3 $W/train_resnet.py --steps 400 --warmup 5" solo_r solo_d m from t0 t1
+    t0=$(now); CUDA_VISIBLE_DEVICES=0 $rn >"$OUT/mg-solo-resnet.log" 2>&1 || fail "ResNet solo"; t1=$(now)
+    solo_r=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    t0=$(now); $DDP --steps 600 >"$OUT/mg-solo-ddp600.log" 2>&1 || fail "DDP solo"; t1=$(now)
+    solo_d=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    from=$(wc -l <"$OUT/cushared.log")
+    t0=$(now)
+    mg_bg beside-r0 CUDA_VISIBLE_DEVICES=0 $rn
+    sleep 3
+    mg_bg beside-ddp "" $DDP --steps 600
+    mg_bg beside-r1 CUDA_VISIBLE_DEVICES=1 $rn
+    mg_wait; t1=$(now)
+    [ "$MG_OK" = 3 ] || fail "DDP beside ResNet-50 on each GPU: $MG_OK of 3 correct (mg-beside-*.log)"
+    m=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    say "$(awk -v m="$m" -v r="$solo_r" -v d="$solo_d" -v ok="$MG_OK" 'BEGIN {printf "DDP (600 steps) + ResNet-50 (400 steps) on each GPU: makespan %.1f s vs DDP solo %.1f + ResNet solo %.1f = %.1f s: ratio %.3f; %d/3 correct", m, d, r, d + r, m / (d + r), ok}')"
+    say "  switches: $(switch_summary "$from"); $(mg_trouble)"
+}
+
+# Oversubscribed GPU 1: the DDP job's rank 1 holds 90 GiB of ballast, a
+# pytorch-add job of 60 GB runs on GPU 1: only GPU 1's memory may move.
+mg_osddp() {
+    say "### GPU 1 oversubscribed (90 GiB DDP rank + 60 GB job on GPU 1)"
+    local s0 from t0 t1
+    s0="$(mg_swapped)"
+    from=$(wc -l <"$OUT/cushared.log")
+    t0=$(now)
+    mg_bg os-ddp CUSHARE_LOG_LEVEL=debug $DDP --steps 600 --ballast-gb 90 --ballast-rank 1
+    sleep 8
+    mg_bg os-add CUDA_VISIBLE_DEVICES=1 python3 $W/pytorch_add.py --gb 60 --iters 800
+    mg_wait; t1=$(now)
+    [ "$MG_OK" = 2 ] || fail "DDP + 60 GB on GPU 1: $MG_OK of 2 correct (mg-os-*.log)"
+    say "DDP (600 steps, rank 1: 90 GiB ballast) + pytorch-add 60 GB x 800 on GPU 1: $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s, $MG_OK/2 correct; DDP step median $(jfield "$OUT/mg-os-ddp.log" median_s) s, train $(jfield "$OUT/mg-os-ddp.log" train_s) s; add $(jfield "$OUT/mg-os-add.log" elapsed_s) s; swapped out before: $s0, after: $(mg_swapped)"
+    say "  switches: $(switch_summary "$from"); $(mg_trouble)"
+}
+
+# One process on both GPUs while another job forces GPU 1's memory out.
+# Used independently (no peer access: ossplit), GPU 0 keeps running while
+# GPU 1's lease is away; with peer access enabled (the split model and
+# peer copies first: ossplitpeer) the process's GPUs are coupled and its
+# GPU 0 work waits for GPU 1's lease too (gate.c).
+mg_ossplit() { mg_ossplit_case os-split "used independently (no peer access)" --no-peer; }
+mg_ossplitpeer() { mg_ossplit_case os-splitp "with peer access (split model first)"; }
+mg_ossplit_case() { # TAG LABEL ARGS...
+    local tag=$1 label=$2 s0 from f=$OUT/mg-$1.log
+    shift 2
+    say "### one process on 2 GPUs $label, GPU 1 oversubscribed (80 GiB ballast + 70 GB job)"
+    s0="$(mg_swapped)"
+    from=$(wc -l <"$OUT/cushared.log")
+    mg_bg "$tag" "" $MGP --steps 50 --duration 40 --ballast1-gb 80 "$@"
+    sleep 12
+    mg_bg "$tag-add" CUDA_VISIBLE_DEVICES=1 python3 $W/pytorch_add.py --gb 70 --iters 800
+    mg_wait
+    [ "$MG_OK" = 2 ] || fail "2-GPU process $label + 70 GB on GPU 1: $MG_OK of 2 correct (mg-$tag*.log)"
+    say "$MG_OK/2 correct; GEMM steps GPU0 $(jfield "$f" gemm_steps0), GPU1 $(jfield "$f" gemm_steps1) in $(jfield "$f" duration_s) s; longest gap GPU0 $(jfield "$f" max_gap0_s) s, GPU1 $(jfield "$f" max_gap1_s) s; GPU1 stalled $(jfield "$f" stalled1_s) s, GPU0 made $(jfield "$f" steps0_while_1_stalled) steps meanwhile; swapped out before: $s0, after: $(mg_swapped)"
+    say "  switches: $(switch_summary "$from"); $(mg_trouble)"
+}
+
+# A high job on GPU 1 must not disturb the low job on GPU 0: ResNet-50
+# training on GPU 0 alone vs with ResNet-50 b1 inference (high) beside a
+# low training job on GPU 1.
+mg_highlow() {
+    say "### high on GPU 1, low on GPU 0"
+    local tr="python3 $W/train_resnet.py --seconds 20 --warmup 5" ok
+    mg_bg hl-alone "CUDA_VISIBLE_DEVICES=0 CUSHARE_PRIORITY=low" $tr
+    mg_wait; ok=$MG_OK
+    mg_bg hl-r0 "CUDA_VISIBLE_DEVICES=0 CUSHARE_PRIORITY=low" $tr
+    mg_bg hl-r1 "CUDA_VISIBLE_DEVICES=1 CUSHARE_PRIORITY=low" $tr
+    mg_bg hl-inf "CUDA_VISIBLE_DEVICES=1 CUSHARE_PRIORITY=high" python3 $W/infer_resnet.py --seconds 20
+    mg_wait; ok=$((ok + MG_OK))
+    [ "$ok" = 4 ] || fail "high/low: $ok of 4 correct (mg-hl-*.log)"
+    say "$(awk -v a="$(jfield "$OUT/mg-hl-alone.log" median_s)" -v b="$(jfield "$OUT/mg-hl-r0.log" median_s)" \
+        -v c="$(jfield "$OUT/mg-hl-r1.log" median_s)" -v p="$(jfield "$OUT/mg-hl-inf.log" p99_s)" \
+        'BEGIN {printf "ResNet-50 train step on GPU 0 (low): alone %.1f ms, beside high inference on GPU 1 %.1f ms (ratio %.3f); GPU 1 low train step %.1f ms, inference p99 %.2f ms", a*1e3, b*1e3, b/a, c*1e3, p*1e3}')"
+    say "  $(mg_trouble)"
+}
+
+# One process on both GPUs, an NCCL data-parallel job, jobs beside them on
+# each GPU, oversubscription of one GPU, a high job on one GPU beside low
+# jobs on the other, under one daemon with the oversubscription settings of
+# section_oversub. Skipped on a machine of one GPU. MG_CASES picks among
+# alone ddpalone beside osddp ossplit ossplitpeer highlow (all by default); MG_REPS
+# (default 2) repeats the native/cushare pairs; every job of a shared case
+# is killed after MG_JOB_LIMIT seconds (default 240: a case that hangs
+# fails instead of eating the device call).
+section_multigpu() {
+    local ngpu
+    ngpu=$(nvidia-smi -L | grep -c '^GPU ')
+    if [ "$ngpu" -lt 2 ]; then say "## several GPUs: SKIP ($ngpu GPU)"; return; fi
+    say "## several GPUs (issue 23): $ngpu x $(nvidia-smi -i 0 --query-gpu=name --format=csv,noheader)"
+    say "$(nvidia-smi topo -m 2>/dev/null | sed -n 2p | tr -s ' \t' ' ')"
+    MG_REPS=${MG_REPS:-$([ $QUICK = 1 ] && echo 1 || echo 2)}
+    MG_CASES=${MG_CASES:-alone ddpalone beside osddp ossplit ossplitpeer highlow}
+    # The hook's peer-access coupling on the real driver (a scripted
+    # scheduler, no daemon): GPU 0's work waits for GPU 1's lease once it
+    # has peer access to GPU 1, and not before.
+    if TEST_TMP=$(mktemp -d) ours timeout 300 "$B/tests/hook/hook_peer" >"$OUT/test-hook_peer.log" 2>&1
+    then say "PASS hook/hook_peer"; else fail "hook/hook_peer (see test-hook_peer.log)"; fi
+    # This machine's RAM may appear as it is used (MemTotal starts small on
+    # some VMs): touch what the swap cases need once, so that the host
+    # reserve sees it.
+    say "host memory: $(awk '/MemTotal|MemAvailable/ {printf "%s %.0f GiB ", $1, $2/1048576}' /proc/meminfo)"
+    if [ "$(awk '/MemTotal/ {print int($2 / 1048576)}' /proc/meminfo)" -lt $((2 * ${MG_PREFILL_GB:-96})) ]; then
+        python3 -c "b = bytearray(${MG_PREFILL_GB:-96} << 30); del b"
+        say "host memory after touching ${MG_PREFILL_GB:-96} GiB: $(awk '/MemTotal|MemAvailable/ {printf "%s %.0f GiB ", $1, $2/1048576}' /proc/meminfo)"
+    fi
+    local DAEMON_LOG_LEVEL=${DAEMON_LOG_LEVEL:-debug}
+    start_daemon "$LONG_SWITCHES"
+    MGP="python3 $W/multi_gpu.py" DDP="python3 $W/ddp_train.py"
+    MG_PIDS=()
+    local c
+    for c in alone beside osddp ossplit ossplitpeer highlow; do
+        mg_want $c && "mg_$c"
+    done
+    ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/mg-status.txt" 2>&1
     stop_daemon
 }
 

@@ -48,6 +48,7 @@ static void ctx_reset_fields(struct fc_ctx *c, unsigned flags)
     c->limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
     c->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
     c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32;
+    c->peers = 0;
 }
 
 static struct fc_ctx *ctx_alloc(int dev, bool primary)
@@ -359,6 +360,58 @@ CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     if (r == CUDA_SUCCESS)
         *device = c->dev;
     return r;
+}
+
+/* Peer access is bookkeeping here: every device's memory is reachable
+ * from every context anyway (docs/fakecuda.md, Not simulated). What is
+ * modelled is the driver's answers: FAKECUDA_PEER=1 lets distinct devices
+ * access each other, once per (context, peer device). */
+static CUresult peer_target(CUcontext peer, struct fc_ctx **cur, uint32_t *bit)
+{
+    CUresult r = fc_ctx_current(cur);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!peer || !fc_ctx_valid((struct fc_ctx *)peer))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    int dev = ((struct fc_ctx *)peer)->dev;
+    if (dev == (*cur)->dev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *bit = 1u << dev;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags)
+{
+    FC_FAULT(cuCtxEnablePeerAccess);
+    struct fc_ctx *c;
+    uint32_t bit;
+    CUresult r = peer_target(peer, &c, &bit);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!fc_proc.peer)
+        return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+    pthread_mutex_lock(&c->lock);
+    bool had = c->peers & bit;
+    c->peers |= bit;
+    pthread_mutex_unlock(&c->lock);
+    return had ? CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED : CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peer)
+{
+    FC_FAULT(cuCtxDisablePeerAccess);
+    struct fc_ctx *c;
+    uint32_t bit;
+    CUresult r = peer_target(peer, &c, &bit);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&c->lock);
+    bool had = c->peers & bit;
+    c->peers &= ~bit;
+    pthread_mutex_unlock(&c->lock);
+    return had ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
 }
 
 static CUresult ctx_synchronize(CUcontext ctx)

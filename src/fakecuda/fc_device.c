@@ -23,6 +23,9 @@
  *                      bench/results/addresses.md); default 0: instant
  *   FAKECUDA_FD_HANDLES 0 models a driver without POSIX file descriptor
  *                      handles for VMM memory (default 1), per process
+ *   FAKECUDA_PEER      1: distinct devices can access each other's memory
+ *                      (cuDeviceCanAccessPeer, cuCtxEnablePeerAccess);
+ *                      default 0, per process
  *
  * Fork: a child inherits none of the parent's CUDA state. Its first call
  * after fork sees an uninitialized driver (CUDA_ERROR_NOT_INITIALIZED, the
@@ -148,6 +151,7 @@ static CUresult init_locked(void)
     fc_proc.pid = getpid();
     fc_proc.start = fc_proc_start(fc_proc.pid);
     fc_proc.fd_handles = fc_env_u64("FAKECUDA_FD_HANDLES", 1, 0, 1) == 1;
+    fc_proc.peer = fc_env_u64("FAKECUDA_PEER", 0, 0, 1) == 1;
     CUresult r = fc_shm_attach(&want, &fc_proc.cfg, &fc_proc.shm, &fc_proc.shm_size);
     if (r != CUDA_SUCCESS)
         return r;
@@ -422,7 +426,7 @@ CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevic
     if (r == CUDA_SUCCESS)
         r = fc_check_device(peerDev);
     if (r == CUDA_SUCCESS)
-        *canAccessPeer = 0;
+        *canAccessPeer = fc_proc.peer && dev != peerDev;
     return r;
 }
 

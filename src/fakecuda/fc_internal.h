@@ -139,6 +139,7 @@ struct fc_proc {
     size_t shm_size;
     int trace_fd;                    /* -1 when FAKECUDA_TRACE is unset */
     bool fd_handles;                 /* FAKECUDA_FD_HANDLES: POSIX-fd export (default 1) */
+    bool peer;                       /* FAKECUDA_PEER: devices may access each other (default 0) */
     pid_t pid;
     uint64_t start;                  /* our start time, see fc_proc_start */
     struct fc_ctx *primary[FC_MAX_DEVICES];
@@ -210,7 +211,8 @@ bool fc_error_by_name(const char *name, size_t len, CUresult *out);
     X(cuIpcGetMemHandle, 0) X(cuMemAdvise, 0) X(cuMemAdvise_v2, 0)             \
     X(cuMemRangeGetAttribute, 0) X(cuMemRangeGetAttributes, 0)                 \
     X(cuMemPrefetchAsync, 0) X(cuMemPrefetchAsync_ptsz, 0)                     \
-    X(cuMemPrefetchAsync_v2, 0) X(cuMemPrefetchAsync_v2_ptsz, 0)
+    X(cuMemPrefetchAsync_v2, 0) X(cuMemPrefetchAsync_v2_ptsz, 0)              \
+    X(cuCtxEnablePeerAccess, 0) X(cuCtxDisablePeerAccess, 0)
 
 enum fc_fault_sym {
 #define FC_FAULT_ENUM_(sym, alloc) FC_FAULT_##sym,
@@ -361,6 +363,7 @@ struct fc_ctx {
     struct fc_stream *legacy;        /* the NULL stream, made on first use */
     size_t limits[CU_LIMIT_MAX];
     int cache_config;
+    uint32_t peers;                  /* devices it enabled peer access to (bit = ordinal) */
 };
 
 uint64_t fc_ctx_owner(const struct fc_ctx *c);

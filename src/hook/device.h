@@ -70,9 +70,21 @@ struct cs_jobq {
  * it and which module writes it. Lock order: locks.h. */
 
 /* The gate: lock-free atomics, every gated call's only shared memory.
- * Written by the gate (gate.h: subm) and the lease (lease.c: open). */
+ * Written by the gate (gate.h: subm; gate.c: couple) and the lease
+ * (lease.c: open).
+ *
+ * couple: bit i set = work on this device may touch device i's memory (the
+ * application enabled peer access to it), so a gated call here also passes
+ * device i's gate (gate.c). Memory of a device whose lease is away is not
+ * on that GPU: host backing or a shared placeholder sits at its addresses,
+ * and its worker may be moving it; a peer-access kernel or copy running
+ * under this device's lease alone would read or write the wrong place
+ * (seen on two H200s: a cuda:0 -> cuda:1 copy into memory allocated before
+ * GPU 1's first grant was lost). Bits are only ever set (fork clears them
+ * with the rest of the device table). */
 struct cs_dev_gate {
     _Atomic uint32_t open;
+    _Atomic uint32_t couple;
     _Atomic uint64_t subm;
 };
 

@@ -2,6 +2,7 @@
 #include "hook/gate.h"
 #include "hook/config.h"
 #include "hook/lease.h"
+#include "common/log.h"
 
 int cs_hook_init_slow(void)
 {
@@ -26,11 +27,17 @@ static bool absent(struct cs_dev *d)
     return atomic_load_explicit(&d->mem.absent, memory_order_relaxed) != 0;
 }
 
+static bool try_inside(struct cs_dev *d);
+static CUresult enter_coupled(struct cs_ticket *t, uint32_t couple);
+
 CUresult cs_gate_slow(struct cs_ticket *t, CUstream s, int per_thread)
 {
     struct cs_dev *d = t->dev;
     if (stream_is_capturing(s, per_thread) && (!cs_cfg.swap || !absent(d)))
         return CUDA_SUCCESS; /* recorded into a graph, not run: nothing to bound */
+    uint32_t couple = atomic_load_explicit(&d->gate.couple, memory_order_acquire);
+    if (couple)
+        return enter_coupled(t, couple);
     bool admitted = false;
     for (;;) {
         uint32_t o = atomic_load_explicit(&d->gate.open, memory_order_seq_cst);
@@ -75,10 +82,69 @@ static bool try_inside(struct cs_dev *d)
     return false;
 }
 
+static void leave_all(uint32_t mask)
+{
+    for (int i = 0; mask; i++, mask >>= 1)
+        if (mask & 1)
+            atomic_fetch_sub_explicit(&cs_devs[i].gate.subm, CS_SUBM_INSIDE, memory_order_release);
+}
+
+/* t->dev's gate (inside already counted, maybe closed) and every coupled
+ * device's gate, all open at once. Whichever is closed is waited for with
+ * none of them held, as in cs_gate_enter2: a revoke of any of them waits
+ * only for calls that are running. A bounded gate (a best-effort job
+ * beside a latency-critical one) counts as open here: a coupled call goes
+ * unbounded rather than bounded on one device and not the other. */
+static CUresult enter_coupled(struct cs_ticket *t, uint32_t couple)
+{
+    struct cs_dev *d = t->dev;
+    t->bound = false;
+    for (;;) {
+        struct cs_dev *closed = NULL;
+        uint32_t got = 0;
+        if (!atomic_load_explicit(&d->gate.open, memory_order_seq_cst))
+            closed = d;
+        for (int i = 0; !closed && i < CS_MAX_DEVICES; i++) {
+            if (!(couple & (1u << i)) || &cs_devs[i] == d)
+                continue;
+            if (try_inside(&cs_devs[i]))
+                got |= 1u << i;
+            else
+                closed = &cs_devs[i];
+        }
+        if (!closed) {
+            t->coupled = got;
+            return CUDA_SUCCESS;
+        }
+        leave_all(got);
+        atomic_fetch_sub_explicit(&d->gate.subm, CS_SUBM_INSIDE, memory_order_release);
+        cs_lease_wait_open(closed);
+        atomic_fetch_add_explicit(&d->gate.subm, CS_SUBM_INSIDE, memory_order_seq_cst);
+    }
+}
+
+void cs_gate_exit_coupled(struct cs_ticket *t)
+{
+    leave_all(t->coupled);
+    t->coupled = 0;
+}
+
+void cs_gate_couple(struct cs_dev *a, struct cs_dev *b)
+{
+    if (!a || !b || a == b || b->ordinal < 0 || b->ordinal >= CS_MAX_DEVICES)
+        return;
+    uint32_t bit = 1u << b->ordinal;
+    if (atomic_fetch_or_explicit(&a->gate.couple, bit, memory_order_acq_rel) & bit)
+        return;
+    cs_info("GPU %d: peer access to GPU %d: its work now waits for both GPUs' leases",
+            a->ordinal, b->ordinal);
+}
+
 CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_dev *a,
                         struct cs_dev *b, CUstream s, int per_thread)
 {
     ta->dev = tb->dev = NULL;
+    ta->coupled = tb->coupled = 0;
     ta->bound = tb->bound = false;
     if (cs_tls_depth++ != 0)
         return CUDA_SUCCESS;
@@ -123,6 +189,7 @@ void cs_gate_exit2(struct cs_ticket *ta, struct cs_ticket *tb)
 CUresult cs_gate_enter_placed(struct cs_ticket *t)
 {
     t->dev = NULL;
+    t->coupled = 0;
     t->bound = false;
     if (cs_unlikely(!cs_real_ready()) && cs_hook_init_slow() < 0)
         return CUDA_ERROR_NOT_INITIALIZED;

@@ -2,8 +2,13 @@
  *
  * Hot path (lease held): one driver TLS read to find the current context, a
  * per-thread cache hit for its device, one atomic add (count the call as
- * inside, and as activity) and one load of the gate word; on the way out one
- * atomic subtract. No lock, allocation, system call or getenv.
+ * inside, and as activity) and loads of the gate word and of the coupling
+ * word beside it; on the way out one atomic subtract. No lock, allocation,
+ * system call or getenv.
+ *
+ * A device coupled to others (peer access: struct cs_dev_gate's couple)
+ * takes the slow path, which also passes each coupled device's gate, never
+ * waiting while inside any of them (as cs_gate_enter2).
  *
  * The gate word is CS_GATE_OPEN on the hot path. CS_GATE_BOUNDED (a
  * best-effort job beside a latency-critical one, bound.h) also lets work
@@ -23,6 +28,7 @@
 
 struct cs_ticket {
     struct cs_dev *dev; /* the gate passed, to leave on exit; NULL if none */
+    uint32_t coupled;   /* the other devices' gates passed with it (bit = ordinal) */
     bool bound;         /* passed a bounded gate: record the work's event on exit */
     int per_thread;     /* with bound: the call's stream and its flavour */
     CUstream stream;
@@ -39,6 +45,7 @@ CUresult cs_gate_slow(struct cs_ticket *t, CUstream s, int per_thread);
 static inline CUresult cs_gate_enter(struct cs_ticket *t, CUstream s, int per_thread)
 {
     t->dev = NULL;
+    t->coupled = 0;
     t->bound = false;
     if (cs_unlikely(!cs_real_ready()) && cs_hook_init_slow() < 0)
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -49,19 +56,24 @@ static inline CUresult cs_gate_enter(struct cs_ticket *t, CUstream s, int per_th
         return CUDA_SUCCESS;
     t->dev = d;
     atomic_fetch_add_explicit(&d->gate.subm, CS_SUBM_ENTRY | CS_SUBM_INSIDE, memory_order_seq_cst);
-    if (cs_likely(atomic_load_explicit(&d->gate.open, memory_order_seq_cst) == CS_GATE_OPEN))
+    if (cs_likely(atomic_load_explicit(&d->gate.open, memory_order_seq_cst) == CS_GATE_OPEN &&
+                  !atomic_load_explicit(&d->gate.couple, memory_order_relaxed)))
         return CUDA_SUCCESS;
     return cs_gate_slow(t, s, per_thread);
 }
 
 /* The bounded exit: records the submitted work's event (gate.c). */
 void cs_gate_exit_bound(struct cs_ticket *t);
+/* Leaves the coupled devices' gates (gate.c). */
+void cs_gate_exit_coupled(struct cs_ticket *t);
 
 static inline void cs_gate_exit(struct cs_ticket *t)
 {
     if (t->dev) {
         if (cs_unlikely(t->bound))
             cs_gate_exit_bound(t);
+        if (cs_unlikely(t->coupled))
+            cs_gate_exit_coupled(t);
         atomic_fetch_sub_explicit(&t->dev->gate.subm, CS_SUBM_INSIDE, memory_order_release);
     }
     cs_tls_depth--;
@@ -73,6 +85,10 @@ static inline void cs_gate_exit(struct cs_ticket *t)
 CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_dev *a,
                         struct cs_dev *b, CUstream s, int per_thread);
 void cs_gate_exit2(struct cs_ticket *ta, struct cs_ticket *tb);
+
+/* From now on work on device a may touch device b's memory (peer access):
+ * a's gated calls also pass b's gate (struct cs_dev_gate's couple). */
+void cs_gate_couple(struct cs_dev *a, struct cs_dev *b);
 
 /* For calls that submit no work but record where device memory is (the
  * generated wrappers of class `placed`, src/hook/api_classes.txt): waits

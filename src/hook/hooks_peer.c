@@ -1,4 +1,5 @@
-/* hooks_peer.c: copies between two devices wait for both leases. */
+/* hooks_peer.c: copies between two devices wait for both leases; so does
+ * all work of a device with peer access to another. */
 #include "hook/hook.h"
 #include "hook/gate.h"
 
@@ -58,3 +59,25 @@ PEER_WRAPPER(cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hSt
 PEER_WRAPPER(cuMemcpy3DPeerAsync_ptsz, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream),
              pCopy ? pCopy->dstContext : NULL, pCopy ? pCopy->srcContext : NULL, hStream, 1,
              (pCopy, hStream))
+
+/* Peer access lets work of the current context's device reach the peer
+ * context's memory by its addresses. cushare's memory of a device whose
+ * lease is away is not on that GPU, so from here on this device's work also
+ * waits for the peer device's lease (cs_gate_couple; struct cs_dev_gate
+ * says what went wrong without it). One direction: the peer's own work
+ * couples only when it enables access back, as frameworks do for copies in
+ * both directions. */
+CS_EXPORT CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    if (cs_unlikely(!cs_real_ready()) && cs_hook_init_slow() < 0)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = cs_real.cuCtxEnablePeerAccess(peerContext, Flags);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+        return r;
+    cs_nest_enter(); /* context lookups below may call the driver */
+    CUcontext cur = NULL;
+    if (cs_real.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur)
+        cs_gate_couple(cs_dev_of_ctx(cur), cs_dev_of_ctx(peerContext));
+    cs_nest_exit();
+    return r;
+}

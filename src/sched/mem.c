@@ -416,7 +416,7 @@ static bool node_pinning(const struct sd_policy *p)
 static uint64_t prepare_ask(const struct sd_member *m, uint64_t over, uint64_t budget,
                             uint64_t pinned, uint64_t *have_out)
 {
-    if (m->no_swap || m->state == CS_STATE_REVOKING || m->client->unresponsive)
+    if (m->no_swap || m->prep_off || m->state == CS_STATE_REVOKING || m->client->unresponsive)
         return 0;
     uint64_t movable = prepare_target(m, over);
     /* What a client reports pinned beyond its swapped bytes backs resident
@@ -575,9 +575,9 @@ static const char *overdue(const struct sd_policy *p, const struct sd_member *m,
                            uint64_t *next)
 {
     struct { bool out; uint64_t sent, bytes; const char *what; } rq[] = {
+        {m->prep_id != 0, m->prep_ns, sub0(m->prep_asked, m->prep_covered), "EVICT PREPARE"},
         {m->evict_id != 0, m->evict_ns, m->evict_bytes, "EVICT"},
         {m->prefetch_id != 0, m->prefetch_ns, m->prefetch_bytes, "PREFETCH"},
-        {m->prep_id != 0, m->prep_ns, sub0(m->prep_asked, m->prep_covered), "EVICT PREPARE"},
     };
     for (size_t i = 0; i < sizeof rq / sizeof rq[0]; i++) {
         if (!rq[i].out)
@@ -591,11 +591,30 @@ static const char *overdue(const struct sd_policy *p, const struct sd_member *m,
     return NULL;
 }
 
+/* An EVICT PREPARE past its deadline. Nobody waits for pin-ahead, so it
+ * does not make the client unresponsive: on two H200s an honest DDP rank's
+ * borrow waited behind the daemon's own pool pinning (a cold pool holds the
+ * driver's lock that imports need) and was demoted for it, and its job
+ * then crawled. But the node pins one PREPARE at a time, so this one is
+ * forgotten and its member asked no more: it pins when it swaps, and its
+ * late answer is ignored. */
+static void prepare_missed(struct sd_gpu *g, struct sd_member *m)
+{
+    m->prep_id = 0;
+    m->prep_off = true;
+    cs_warn("gpu %u: %s (pid %u) did not answer EVICT PREPARE in time: no more pin-ahead for "
+            "it on this GPU (it pins its backing when it swaps)", g->index,
+            m->client->info.name, m->client->info.pid);
+}
+
 void sd_mem_check_answers(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
     for (size_t i = 0; i < g->n; i++) {
         struct sd_member *m = g->m[i];
         uint64_t next = 0;
+        if (m->prep_id &&
+            now >= sd_answer_deadline(p, m->prep_ns, sub0(m->prep_asked, m->prep_covered)))
+            prepare_missed(g, m);
         const char *what = overdue(p, m, now, &next);
         if (what) {
             char why[64];

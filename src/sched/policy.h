@@ -174,6 +174,8 @@ struct sd_member {
     uint64_t prep_covered;    /* movable bytes known to have host backing */
     bool prep_more;           /* its last PREPARE was pinned in full: the next
                                  chunk goes without the rate limit */
+    bool prep_off;            /* missed a PREPARE's deadline: asked no more
+                                 (it pins when it swaps; mem.c) */
     bool pinned_known;        /* a PINNED came: pinned is the client's word */
     uint64_t pinned;          /* host bytes pinned as swap backing (PINNED) */
     /* a ROOM this member asked for, being made (room.c) */

@@ -86,3 +86,37 @@ def summary(times):
         "mean_s": sum(times) / len(times),
         "n": len(times),
     }
+
+
+BALLAST_TENSOR = 1 << 28  # int32 elements per ballast tensor (1 GiB)
+SLICE = 1 << 26           # elements made or compared at once (int64 temporaries: 512 MiB)
+
+
+def _pattern(seed, tensor, start, n, device):
+    """Elements start..start+n of ballast tensor `tensor`, below 2^31."""
+    i = torch.arange(start, start + n, dtype=torch.int64, device=device)
+    return ((i * 2654435761 + (seed * 1000003 + tensor) * 97) % 2147483647).to(torch.int32)
+
+
+def make_ballast(gib, seed, device="cuda"):
+    """gib GiB of int32 tensors (1 GiB each) holding a pattern derived from
+    seed: memory a job holds all along, to make it large, checked at the end
+    with ballast_intact (the same seed and device)."""
+    tensors, left = [], int(gib * (1 << 30) / 4)
+    while left > 0:
+        t = torch.empty(min(BALLAST_TENSOR, left), dtype=torch.int32, device=device)
+        for s0 in range(0, t.numel(), SLICE):
+            m = min(SLICE, t.numel() - s0)
+            t[s0:s0 + m] = _pattern(seed, len(tensors), s0, m, device)
+        tensors.append(t)
+        left -= t.numel()
+    return tensors
+
+
+def ballast_intact(tensors, seed, device="cuda"):
+    for k, t in enumerate(tensors):
+        for s0 in range(0, t.numel(), SLICE):
+            m = min(SLICE, t.numel() - s0)
+            if not torch.equal(t[s0:s0 + m], _pattern(seed, k, s0, m, device)):
+                return False
+    return True

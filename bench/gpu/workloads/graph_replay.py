@@ -12,7 +12,7 @@ import argparse
 
 import torch
 
-from common import result, summary, timed_steps
+from common import ballast_intact, make_ballast, result, summary, timed_steps
 
 p = argparse.ArgumentParser()
 p.add_argument("--width", type=int, default=4096)
@@ -24,38 +24,7 @@ p.add_argument("--ballast-gb", type=float, default=0.0)
 p.add_argument("--seed", type=int, default=1)
 a = p.parse_args()
 
-BALLAST_TENSOR = 1 << 28  # int32 elements per ballast tensor (1 GiB)
-SLICE = 1 << 26           # elements made or compared at once (int64 temporaries: 512 MiB)
-
-
-def pattern(tensor, start, n):
-    """Elements start..start+n of ballast tensor `tensor`, below 2^31."""
-    i = torch.arange(start, start + n, dtype=torch.int64, device="cuda")
-    return ((i * 2654435761 + (a.seed * 1000003 + tensor) * 97) % 2147483647).to(torch.int32)
-
-
-def make_ballast(gib):
-    tensors, left = [], int(gib * (1 << 30) / 4)
-    while left > 0:
-        t = torch.empty(min(BALLAST_TENSOR, left), dtype=torch.int32, device="cuda")
-        for s0 in range(0, t.numel(), SLICE):
-            m = min(SLICE, t.numel() - s0)
-            t[s0:s0 + m] = pattern(len(tensors), s0, m)
-        tensors.append(t)
-        left -= t.numel()
-    return tensors
-
-
-def ballast_intact(tensors):
-    for k, t in enumerate(tensors):
-        for s0 in range(0, t.numel(), SLICE):
-            m = min(SLICE, t.numel() - s0)
-            if not torch.equal(t[s0:s0 + m], pattern(k, s0, m)):
-                return False
-    return True
-
-
-ballast = make_ballast(a.ballast_gb)
+ballast = make_ballast(a.ballast_gb, a.seed)
 torch.cuda.synchronize()
 torch.manual_seed(0)
 model = torch.nn.Sequential(*[torch.nn.Linear(a.width, a.width) for _ in range(4)]).cuda()
@@ -94,7 +63,7 @@ def step():
 
 times = timed_steps(step, a.steps, a.warmup)
 ok = ok and abs(static_out.item() - eager) <= 1e-5 * abs(eager)
-intact = ballast_intact(ballast)
+intact = ballast_intact(ballast, a.seed)
 result(workload="graph_replay", ok=bool(ok and intact), replays=a.replays,
        ballast_gb=a.ballast_gb, ballast_intact=intact, **summary(times))
 ok = ok and intact
