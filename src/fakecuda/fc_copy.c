@@ -89,22 +89,32 @@ CUresult fc_copy_check(const struct fc_copy *cp)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-static CUresult copy_submit(const struct fc_copy *cp, CUstream hs, bool pt, bool sync)
+/* Submits cp in context c: refused while c has a sticky error; the default
+ * streams are c's. */
+static CUresult copy_submit_in(struct fc_ctx *c, const struct fc_copy *cp, CUstream hs, bool pt,
+                               bool sync)
 {
-    struct fc_ctx *c;
-    CUresult r = fc_ctx_enter(&c);
+    CUresult r = (CUresult)atomic_load(&c->sticky);
     if (r == CUDA_SUCCESS)
         r = fc_copy_check(cp);
     if (r != CUDA_SUCCESS)
         return r;
     struct fc_stream *s;
-    r = fc_stream_resolve(hs, pt, &s);
+    r = fc_stream_resolve_in(c, hs, pt, &s);
     if (r != CUDA_SUCCESS || copy_bytes(cp) == 0)
         return r;
     struct fc_op *op = fc_op_new(FC_OP_COPY);
     if (op)
         op->u.copy = *cp;
     return sync ? fc_submit_sync(s, op) : fc_submit(s, op, NULL);
+}
+
+/* In the current context. */
+static CUresult copy_submit(const struct fc_copy *cp, CUstream hs, bool pt, bool sync)
+{
+    struct fc_ctx *c;
+    CUresult r = fc_ctx_current(&c);
+    return r == CUDA_SUCCESS ? copy_submit_in(c, cp, hs, pt, sync) : r;
 }
 
 static CUresult copy1d(uintptr_t dst, uintptr_t src, size_t n, int dir, CUstream hs, bool pt, bool sync)
@@ -160,15 +170,24 @@ CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n
 CUresult CUDAAPI cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return copy1d(dst, src, n, FC_D2D, s, false, false); }
 CUresult CUDAAPI cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return copy1d(dst, src, n, FC_D2D, s, true, false); }
 
+/* A peer copy names both its contexts, so it needs no current one (a
+ * thread that only copies between two GPUs may have none). Without a
+ * stream it runs on the source context's default stream; a sticky error
+ * of either context refuses it. */
 static CUresult copy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
                           size_t n, CUstream hs, bool pt, bool sync)
 {
     CUresult r = fc_ready();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!fc_ctx_valid((struct fc_ctx *)dctx) || !fc_ctx_valid((struct fc_ctx *)sctx))
+    struct fc_ctx *dc = (struct fc_ctx *)dctx, *sc = (struct fc_ctx *)sctx;
+    if (!fc_ctx_valid(dc) || !fc_ctx_valid(sc))
         return CUDA_ERROR_INVALID_CONTEXT;
-    return copy1d(dst, src, n, FC_D2D, hs, pt, sync);
+    r = (CUresult)atomic_load(&dc->sticky);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct fc_copy cp = { .dst = dst, .src = src, .width = n, .height = 1, .depth = 1, .dir = FC_D2D };
+    return copy_submit_in(sc, &cp, hs, pt, sync);
 }
 
 CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n)

@@ -470,6 +470,10 @@ struct fc_op *fc_op_new(int kind);
  * stream when per_thread), CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
  * handle. Needs a current context for the default streams. */
 CUresult fc_stream_resolve(CUstream h, bool per_thread, struct fc_stream **out);
+/* The same with the default streams taken in context c (a peer copy's
+ * source context) instead of the current one. */
+CUresult fc_stream_resolve_in(struct fc_ctx *c, CUstream h, bool per_thread,
+                              struct fc_stream **out);
 /* Queues op on s in the context's submission order, adding the implicit
  * legacy-stream dependencies; records it instead while s is capturing.
  * Takes ownership of op in every case. *seq_out (may be NULL) receives

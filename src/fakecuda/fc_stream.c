@@ -499,15 +499,28 @@ void fc_stream_atfork_child(void)
     tls_npts = 0;
 }
 
+static bool default_stream(CUstream h)
+{
+    return !h || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
+}
+
 CUresult fc_stream_resolve(CUstream h, bool per_thread, struct fc_stream **out)
+{
+    struct fc_ctx *c = NULL;
+    if (default_stream(h)) {
+        CUresult r = fc_ctx_current(&c);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    return fc_stream_resolve_in(c, h, per_thread, out);
+}
+
+CUresult fc_stream_resolve_in(struct fc_ctx *c, CUstream h, bool per_thread,
+                              struct fc_stream **out)
 {
     if (!h)
         h = per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
     if (h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
-        struct fc_ctx *c;
-        CUresult r = fc_ctx_current(&c);
-        if (r != CUDA_SUCCESS)
-            return r;
         struct fc_stream *s;
         if (h == CU_STREAM_LEGACY) {
             pthread_mutex_lock(&c->lock);

@@ -94,6 +94,8 @@ struct cs_dev_lease {
     enum cs_lease state;
     uint64_t id;              /* the lease held (or last held) */
     int waiters;              /* app threads blocked in the gate */
+    int pairs;                /* app threads waiting for it and another device's
+                                 lease at once (a peer copy: cs_lease_pair_begin) */
     bool attach_sent;         /* the daemon knows this device (this connection) */
     bool acquire_sent;        /* an ACQUIRE (or ATTACH WAITING) is with the daemon */
     bool lost_warned;         /* "running unmanaged" said for this outage */

@@ -95,9 +95,18 @@ static void leave_all(uint32_t mask)
  * only for calls that are running. A bounded gate (a best-effort job
  * beside a latency-critical one) counts as open here: a coupled call goes
  * unbounded rather than bounded on one device and not the other. */
+static void pair_all(struct cs_dev *d, uint32_t couple, bool begin)
+{
+    (begin ? cs_lease_pair_begin : cs_lease_pair_end)(d);
+    for (int i = 0; i < CS_MAX_DEVICES; i++)
+        if ((couple & (1u << i)) && &cs_devs[i] != d)
+            (begin ? cs_lease_pair_begin : cs_lease_pair_end)(&cs_devs[i]);
+}
+
 static CUresult enter_coupled(struct cs_ticket *t, uint32_t couple)
 {
     struct cs_dev *d = t->dev;
+    bool waited = false;
     t->bound = false;
     for (;;) {
         struct cs_dev *closed = NULL;
@@ -113,11 +122,18 @@ static CUresult enter_coupled(struct cs_ticket *t, uint32_t couple)
                 closed = &cs_devs[i];
         }
         if (!closed) {
+            if (waited)
+                pair_all(d, couple, false);
             t->coupled = got;
             return CUDA_SUCCESS;
         }
         leave_all(got);
         atomic_fetch_sub_explicit(&d->gate.subm, CS_SUBM_INSIDE, memory_order_release);
+        /* All the leases wanted for the whole wait, none held one idle
+         * meanwhile (as wait_both). */
+        if (!waited)
+            pair_all(d, couple, true);
+        waited = true;
         cs_lease_wait_open(closed);
         atomic_fetch_add_explicit(&d->gate.subm, CS_SUBM_INSIDE, memory_order_seq_cst);
     }
@@ -140,6 +156,45 @@ void cs_gate_couple(struct cs_dev *a, struct cs_dev *b)
             a->ordinal, b->ordinal);
 }
 
+/* Inside both gates (a or b may be NULL), or inside neither. */
+static bool try_both(struct cs_dev *a, struct cs_dev *b)
+{
+    if (a && !try_inside(a))
+        return false;
+    if (b && !try_inside(b)) {
+        if (a)
+            atomic_fetch_sub_explicit(&a->gate.subm, CS_SUBM_INSIDE, memory_order_release);
+        return false;
+    }
+    return true;
+}
+
+/* Blocks, never inside either gate, until both let us in. With two
+ * devices both leases are wanted for the whole wait (cs_lease_pair_begin):
+ * asked for together, and the one held is not idle while the thread waits
+ * for the other. Before, they were asked for one at a time and the one
+ * held looked idle: two jobs copying between two GPUs in opposite orders,
+ * each GPU also busy with a job of its own, were handed one GPU each by
+ * turns, each lease taken back as idle before the other came
+ * (e2e_multigpu.sh: up to 560 grants and 14 s for jobs that otherwise
+ * take 20 to 120 grants and 1-4 s; hook_idle's peer_waiter_is_not_idle). */
+static void wait_both(struct cs_dev *a, struct cs_dev *b)
+{
+    bool pair = a && b;
+    if (pair) {
+        cs_lease_pair_begin(a);
+        cs_lease_pair_begin(b);
+    }
+    do {
+        bool a_closed = a && !atomic_load_explicit(&a->gate.open, memory_order_seq_cst);
+        cs_lease_wait_open(a_closed || !b ? a : b);
+    } while (!try_both(a, b));
+    if (pair) {
+        cs_lease_pair_end(a);
+        cs_lease_pair_end(b);
+    }
+}
+
 CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_dev *a,
                         struct cs_dev *b, CUstream s, int per_thread)
 {
@@ -155,21 +210,11 @@ CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_de
     if (stream_is_capturing(s, per_thread) &&
         (!cs_cfg.swap || ((!a || !absent(a)) && (!b || !absent(b)))))
         return CUDA_SUCCESS;
-    for (;;) {
-        if (a && !try_inside(a)) {
-            cs_lease_wait_open(a);
-            continue;
-        }
-        if (b && !try_inside(b)) {
-            if (a)
-                atomic_fetch_sub_explicit(&a->gate.subm, CS_SUBM_INSIDE, memory_order_release);
-            cs_lease_wait_open(b);
-            continue;
-        }
-        ta->dev = a;
-        tb->dev = b;
-        return CUDA_SUCCESS;
-    }
+    if (!try_both(a, b))
+        wait_both(a, b);
+    ta->dev = a;
+    tb->dev = b;
+    return CUDA_SUCCESS;
 }
 
 void cs_gate_exit2(struct cs_ticket *ta, struct cs_ticket *tb)

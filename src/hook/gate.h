@@ -81,7 +81,9 @@ static inline void cs_gate_exit(struct cs_ticket *t)
 
 /* Two gates at once (peer copies). Never blocks while inside either gate,
  * so two threads taking the same pair in opposite orders cannot deadlock
- * with a revoke that waits for one of them. a or b may be NULL. */
+ * with a revoke that waits for one of them. While it waits, both leases
+ * are asked for and the one held is not idle (cs_lease_pair_begin). a or
+ * b may be NULL. */
 CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_dev *a,
                         struct cs_dev *b, CUstream s, int per_thread);
 void cs_gate_exit2(struct cs_ticket *ta, struct cs_ticket *tb);

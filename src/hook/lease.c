@@ -87,11 +87,26 @@ static void send_acquire_locked(struct cs_dev *d)
     d->lease.acquire_sent = cs_client_send(&m) == 0;
 }
 
+/* Threads wait for the lease, or want it with another device's (pairs). */
+static bool wanted_locked(const struct cs_dev *d)
+{
+    return d->lease.waiters > 0 || d->lease.pairs > 0;
+}
+
+/* Gate closed, the lease wanted: ask for it, once. */
+static void request_locked(struct cs_dev *d)
+{
+    if (d->lease.state == CS_LEASE_IDLE)
+        d->lease.state = CS_LEASE_WAITING;
+    if (d->lease.state == CS_LEASE_WAITING)
+        send_acquire_locked(d);
+}
+
 void cs_lease_released_locked(struct cs_dev *d)
 {
     d->lease.state = CS_LEASE_IDLE;
     cs_report_released_locked(d); /* idleness belongs to the lease just ended */
-    if (d->lease.waiters > 0) {
+    if (wanted_locked(d)) {
         d->lease.state = CS_LEASE_WAITING;
         send_acquire_locked(d);
     }
@@ -111,7 +126,7 @@ static void attach_msg_locked(struct cs_dev *d, struct cs_msg *m)
     if (d->lease.state == CS_LEASE_HELD || d->lease.state == CS_LEASE_UNMANAGED) {
         m->u.attach.flags = CS_ATTACH_HELD;
         m->u.attach.lease_id = d->lease.id;
-    } else if (d->lease.state == CS_LEASE_WAITING || d->lease.waiters > 0) {
+    } else if (d->lease.state == CS_LEASE_WAITING || wanted_locked(d)) {
         m->u.attach.flags = CS_ATTACH_WAITING;
     }
 }
@@ -196,14 +211,27 @@ void cs_lease_wait_open(struct cs_dev *d)
         !atomic_load_explicit(&d->gate.open, memory_order_seq_cst))
         d->lc.wait_t0 = t0; /* the burst's first submission waits from here */
     while (!atomic_load_explicit(&d->gate.open, memory_order_seq_cst)) {
-        if (d->lease.state == CS_LEASE_IDLE)
-            d->lease.state = CS_LEASE_WAITING;
-        if (d->lease.state == CS_LEASE_WAITING)
-            send_acquire_locked(d);
+        request_locked(d);
         pthread_cond_wait(&d->lease.gate_cv, &d->mu);
     }
     d->lease.waiters--;
     d->stats.wait_ns += cs_now_ns() - t0;
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cs_lease_pair_begin(struct cs_dev *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->lease.pairs++;
+    if (!atomic_load_explicit(&d->gate.open, memory_order_seq_cst))
+        request_locked(d);
+    pthread_mutex_unlock(&d->mu);
+}
+
+void cs_lease_pair_end(struct cs_dev *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->lease.pairs--;
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -344,10 +372,7 @@ void cs_lease_hint(struct cs_dev *d, uint32_t expected_us)
         if (until > d->lc.hint_until_ns)
             d->lc.hint_until_ns = until;
         d->lc.hints++;
-        if (d->lease.state == CS_LEASE_IDLE)
-            d->lease.state = CS_LEASE_WAITING;
-        if (d->lease.state == CS_LEASE_WAITING)
-            send_acquire_locked(d);
+        request_locked(d);
     }
     pthread_mutex_unlock(&d->mu);
 }
@@ -384,7 +409,8 @@ static void rescan(struct cs_dev *d)
 
 static void tick_lost_daemon_locked(struct cs_dev *d, uint64_t now)
 {
-    bool wants = d->lease.state == CS_LEASE_WAITING || (d->lease.state == CS_LEASE_IDLE && d->lease.waiters > 0);
+    bool wants = d->lease.state == CS_LEASE_WAITING ||
+                 (d->lease.state == CS_LEASE_IDLE && wanted_locked(d));
     uint64_t lost = cs_client_lost_ns();
     if (!wants || cs_cfg.require_daemon || lost == 0)
         return;

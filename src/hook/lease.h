@@ -33,6 +33,11 @@ void cs_lease_init(void);
 /* Application thread, gate closed: request the lease if needed and block
  * until the gate opens. */
 void cs_lease_wait_open(struct cs_dev *d);
+/* Application thread, around a wait for two gates at once (gate.c's
+ * cs_gate_enter2): while it lasts the lease is asked for (now, and again
+ * whenever it goes back) and, while held, is not idle. */
+void cs_lease_pair_begin(struct cs_dev *d);
+void cs_lease_pair_end(struct cs_dev *d);
 /* cushare_hint(WORK_SOON): in RELEASE_IDLE mode, ask for the lease now and
  * keep it until expected_us after the grant (plus the linger). */
 void cs_lease_hint(struct cs_dev *d, uint32_t expected_us);

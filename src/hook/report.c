@@ -40,9 +40,12 @@ static bool idle_changed_locked(struct cs_dev *d, uint64_t now, bool *idle_now)
     uint32_t entries = (uint32_t)(subm >> 32), inside = (uint32_t)subm;
     uint32_t host_done = atomic_load_explicit(&d->host.done, memory_order_relaxed);
     /* A thread still inside a gated call (a synchronous copy, a launch the
-     * driver holds back while its queue is full) is busy too. */
+     * driver holds back while its queue is full) is busy too, and so is one
+     * that holds this lease while it waits for another GPU's (a peer copy
+     * needs both: taken back as idle, two jobs copying between the same
+     * GPUs in opposite orders took turns holding one GPU each). */
     if (entries != d->rep.last_entries || inside > 0 || host_done != d->rep.last_host_done ||
-        atomic_load_explicit(&d->host.busy, memory_order_relaxed) > 0) {
+        atomic_load_explicit(&d->host.busy, memory_order_relaxed) > 0 || d->lease.pairs > 0) {
         d->rep.last_entries = entries;
         d->rep.last_host_done = host_done;
         d->rep.last_activity_ns = now;

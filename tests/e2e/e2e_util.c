@@ -11,7 +11,7 @@
  *       fails) and prints it as key=value lines for the shell:
  *         daemon pid=.. clients=.. mode=.. protocol_errors=..
  *         gpu index=.. holders=.. waiters=.. switches=.. quantum_ms=..
- *             restoring=0|1
+ *             restoring=0|1 revoke_timeouts=.. forced_releases=..
  *         client gpu=.. pid=.. uid=.. name=.. priority=.. weight=.. state=..
  *                gpu_ms=.. wait_ms=.. slices=.. preemptions=.. revokes=..
  *                forced=.. footprint=.. idle=0|1 timeslice_us=.. tsg=..
@@ -96,9 +96,10 @@ static int cmd_status(const char *path)
     for (size_t g = 0; g < gpus->n; g++) {
         const struct js *gp = js_at(gpus, g);
         printf("gpu index=%.0f holders=%.0f waiters=%.0f switches=%.0f quantum_ms=%.0f "
-               "restoring=%d\n",
+               "restoring=%d revoke_timeouts=%.0f forced_releases=%.0f\n",
                num(gp, "index"), num(gp, "holders"), num(gp, "waiters"), num(gp, "switches"),
-               num(gp, "quantum_ms"), need(gp, "restoring", JS_BOOL)->num != 0);
+               num(gp, "quantum_ms"), need(gp, "restoring", JS_BOOL)->num != 0,
+               num(gp, "revoke_timeouts"), num(gp, "forced_releases"));
         const struct js *cl = need(gp, "clients", JS_ARR);
         for (size_t c = 0; c < cl->n; c++) {
             const struct js *x = js_at(cl, c);

@@ -11,6 +11,10 @@
  *       max_kernel_ns=K runs=R`, where a run is a maximal sequence of the
  *       pid's kernels with no other pid's kernel starting in between
  *       (in exclusive mode, one run per lease at most).
+ *   trace_check TRACE devices
+ *       Per pid and device, in that order: `pid=P dev=D kernels=N
+ *       first_start=T last_end=T busy_ns=B`: which GPUs each process
+ *       ran on (multi-GPU jobs, tests/e2e/e2e_multigpu.sh).
  *   trace_check TRACE shares [PID...]
  *       The window where every pid (those given, or all in the trace) is
  *       running: from the latest first kernel start to the earliest last
@@ -191,22 +195,28 @@ static struct pstat *pstat_of(long pid)
     return p;
 }
 
+/* Kernel e into its pid's figures (all but runs). */
+static void account(const struct kern *e)
+{
+    struct pstat *p = pstat_of(e->pid);
+    p->kernels++;
+    if (e->start < p->first_start)
+        p->first_start = e->start;
+    if (e->end > p->last_end)
+        p->last_end = e->end;
+    uint64_t d = e->end - e->start;
+    p->busy += d;
+    if (d > p->max_kernel)
+        p->max_kernel = d;
+}
+
 static void collect(void)
 {
     long last_pid = 0;
     for (size_t i = 0; i < nk; i++) {
-        struct pstat *p = pstat_of(k[i].pid);
-        p->kernels++;
-        if (k[i].start < p->first_start)
-            p->first_start = k[i].start;
-        if (k[i].end > p->last_end)
-            p->last_end = k[i].end;
-        uint64_t d = k[i].end - k[i].start;
-        p->busy += d;
-        if (d > p->max_kernel)
-            p->max_kernel = d;
+        account(&k[i]);
         if (k[i].pid != last_pid)
-            p->runs++;
+            pstat_of(k[i].pid)->runs++;
         last_pid = k[i].pid;
     }
 }
@@ -219,6 +229,27 @@ static int cmd_summary(void)
                " busy_ns=%" PRIu64 " max_kernel_ns=%" PRIu64 " runs=%zu\n",
                ps[i].pid, ps[i].kernels, ps[i].first_start, ps[i].last_end, ps[i].busy,
                ps[i].max_kernel, ps[i].runs);
+    return 0;
+}
+
+/* Per (pid, device): the trace is sorted by device, so each device's pids
+ * are gathered in one pass over its kernels. */
+static int cmd_devices(void)
+{
+    for (size_t i = 0; i < nk;) {
+        int dev = k[i].dev;
+        size_t end = i;
+        while (end < nk && k[end].dev == dev)
+            end++;
+        nps = 0;
+        for (size_t j = i; j < end; j++)
+            account(&k[j]);
+        for (size_t j = 0; j < nps; j++)
+            printf("pid=%ld dev=%d kernels=%zu first_start=%" PRIu64 " last_end=%" PRIu64
+                   " busy_ns=%" PRIu64 "\n",
+                   ps[j].pid, dev, ps[j].kernels, ps[j].first_start, ps[j].last_end, ps[j].busy);
+        i = end;
+    }
     return 0;
 }
 
@@ -394,7 +425,7 @@ static int cmd_gaps(uint64_t w0, uint64_t w1, uint64_t over_ns, int npid, char *
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: trace_check TRACE overlap | summary | shares [PID...] |\n"
+    fprintf(stderr, "usage: trace_check TRACE overlap | summary | devices | shares [PID...] |\n"
                     "       first PID [AFTER_NS] | latency PID SUBMIT_NS |\n"
                     "       handoffs FROM_PID TO_PID |\n"
                     "       gaps FROM_NS TO_NS OVER_NS PID...\n");
@@ -411,6 +442,8 @@ int main(int argc, char **argv)
         return cmd_overlap();
     if (!strcmp(cmd, "summary") && argc == 3)
         return cmd_summary();
+    if (!strcmp(cmd, "devices") && argc == 3)
+        return cmd_devices();
     if (!strcmp(cmd, "shares"))
         return cmd_shares(argc - 3, argv + 3);
     if (!strcmp(cmd, "first") && (argc == 4 || argc == 5))

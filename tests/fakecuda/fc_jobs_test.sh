@@ -5,6 +5,7 @@
 #    job's after the other's;
 #  - cs_job is deterministic (same options, same sum; another seed, another);
 #  - the variants (streams, allocations, copies, gaps, JSON) work;
+#  - several devices (--devices, --peer-mb) and their usage errors;
 #  - a job asking for more than the device has fails cleanly;
 #  - a job SIGKILLed mid-run gives back its memory and the engine: a job
 #    needing both runs right after.
@@ -46,6 +47,31 @@ s3=$($JOB --mem-mb 2 --iters 3 --seed 8) || fail "$s3"
 [ "$(sum_of "$s1")" != "$(sum_of "$s3")" ] || fail "the seed changes nothing: $s1 / $s3"
 v=$($JOB --mem-mb 6 --allocs 5 --streams 3 --copy-mb 2 --gap-ms 3 --iters 4 --json --name v) || fail "$v"
 grep -q '^{"status":"ok","name":"v","pid":[0-9]*,"iters":4,' <<<"$v" || fail "json: $v"
+
+# --- several devices -----------------------------------------------------------
+# Two simulated devices, in a shared object of their own (the first process
+# on a name sets its device count). Each device of --devices gets a
+# context, memory and work; cs_job checks every allocation and every
+# --peer-mb mirror of the first device's allocation 0 (FAIL otherwise). A
+# list of one is --device, with the single-device output.
+mg=(env "FAKECUDA_SHM=${FAKECUDA_SHM:-fc-jobs}-mg" FAKECUDA_DEVICES=2)
+d=$("${mg[@]}" "$JOB" --devices 0,1 --mem-mb 4 --allocs 2 --streams 2 --copy-mb 1 --iters 5 \
+    --kernel-ns 100000 --peer-mb 2) || fail "two devices: $d"
+grep -q '^cs_job: ok name=job .* sum=[0-9]* devices=0,1$' <<<"$d" || fail "two devices: $d"
+d=$("${mg[@]}" "$JOB" --devices 1,0 --mem-mb 2 --iters 3 --peer-mb 1 --json) || fail "json: $d"
+grep -q '"sum":[0-9]*,"devices":\[1,0\]}$' <<<"$d" || fail "two devices, json: $d"
+d1=$("${mg[@]}" "$JOB" --device 1 --mem-mb 2 --iters 3) || fail "--device 1: $d1"
+d2=$("${mg[@]}" "$JOB" --devices 1 --mem-mb 2 --iters 3) || fail "--devices 1: $d2"
+[ "$(sum_of "$d1")" = "$(sum_of "$d2")" ] || fail "--devices 1 is not --device 1: $d1 / $d2"
+grep -q 'devices=' <<<"$d2" && fail "one device, yet devices= in: $d2"
+for bad in "--device 0 --devices 0,1" "--devices 0 --peer-mb 1" "--devices 0,0" "--devices 0," \
+           "--devices 0,1 --mem-mb 2 --allocs 2 --peer-mb 2"; do
+    rc=0
+    # shellcheck disable=SC2086 # the options are split on purpose
+    "${mg[@]}" "$JOB" $bad >/dev/null 2>&1 || rc=$?
+    [ $rc -eq 2 ] || fail "$bad: exit $rc, want 2 (usage)"
+done
+rm -f "/dev/shm/fakecuda-${FAKECUDA_SHM:-fc-jobs}-mg"
 
 # --- over capacity -------------------------------------------------------------
 if o=$($JOB --mem-mb 300 --iters 1); then fail "300 MiB on a 256 MiB device: $o"; fi

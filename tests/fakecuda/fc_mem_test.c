@@ -335,6 +335,17 @@ static void test_copies(void **state)
     /* Peer copies between two contexts of the device. */
     CK(cuMemcpyPeer(b, fct_ctx(), a, fct_ctx(), N));
     CKR(cuMemcpyPeer(b, (CUcontext)dst, a, fct_ctx(), N), CUDA_ERROR_INVALID_CONTEXT);
+    /* They name their contexts: no current one is needed (the default
+     * stream is the source context's). */
+    CK(cuMemsetD8(b, 0, N));
+    CK(cuCtxSetCurrent(NULL));
+    CK(cuMemcpyPeer(b, fct_ctx(), a, fct_ctx(), N));
+    CK(cuMemcpyPeerAsync(b, fct_ctx(), a, fct_ctx(), N, 0));
+    CK(cuCtxSetCurrent(fct_ctx()));
+    CK(cuCtxSynchronize());
+    memset(dst, 0, N);
+    CK(cuMemcpyDtoH(dst, b, N));
+    assert_memory_equal(src, dst, N);
     /* The per-thread-default-stream form through cuGetProcAddress. */
     CUresult (*htod_ptds)(CUdeviceptr, const void *, size_t) =
         fct_proc("cuMemcpyHtoD", 13000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);

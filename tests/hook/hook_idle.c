@@ -8,11 +8,15 @@
  * created at 0.25 GB/s here: 64 MiB takes ~270 ms) is not idle either: on
  * the H100 a job allocating its tensors right after its grant was revoked
  * as idle, then drained seconds of work it had queued meanwhile. Nor is
- * one inside a long synchronous copy (0.25 GB/s here).
+ * one inside a long synchronous copy (0.25 GB/s here). Nor one whose
+ * thread holds this GPU's lease and waits, in a copy to another GPU
+ * (cuMemcpyPeer), for that GPU's: it asks for both at once, and keeps the
+ * one it has (two GPUs, FAKECUDA_DEVICES=2).
  */
 #include "hooktest.h"
 #include "mock_sched.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,12 +128,87 @@ static void copying_holder_is_not_idle(void **state)
     CK(cuMemFree(p));
 }
 
+struct peer_copy {
+    CUdeviceptr dst, src;
+    CUcontext dctx, sctx;
+    size_t bytes;
+    CUresult r;
+};
+
+static void *run_peer_copy(void *arg)
+{
+    struct peer_copy *c = arg;
+    c->r = cuMemcpyPeer(c->dst, c->dctx, c->src, c->sctx, c->bytes);
+    return NULL;
+}
+
+/* Every ACQUIRE within timeout_ms, by slot (nothing is granted meanwhile). */
+static void acquires(bool *asked, int timeout_ms)
+{
+    struct cs_msg m;
+    while (!(asked[0] && asked[1]) && mock_wait(mock, CS_MSG_ACQUIRE, timeout_ms, &m, NULL))
+        if (m.u.acquire.slot < 2)
+            asked[m.u.acquire.slot] = true;
+}
+
+/* The copy waits for both leases (hooks_peer.c). Taken back as idle while
+ * its thread waited for the other, the lease it held was gone when the
+ * other came: two jobs copying between two busy GPUs in opposite orders
+ * took turns holding one GPU each (tests/e2e/e2e_multigpu.sh). */
+static void peer_waiter_is_not_idle(void **state)
+{
+    (void)state;
+    enum { N = 1024 };
+    ht_context();
+    struct peer_copy c = {.bytes = N * 4};
+    CK(cuCtxGetCurrent(&c.sctx));
+    CK(cuMemAlloc(&c.src, c.bytes));
+    CK(fck_fill32(0, c.src, N, 0x5eed)); /* takes GPU 0's lease */
+    CK(cuDevicePrimaryCtxRetain(&c.dctx, 1));
+    CK(cuCtxSetCurrent(c.dctx));
+    CK(cuMemAlloc(&c.dst, c.bytes));
+    CK(cuMemsetD32(c.dst, 0, N)); /* and GPU 1's */
+    CK(cuCtxSynchronize());
+    mock_set_auto_grant(mock, false);
+    struct cs_msg_release rel;
+    assert_true(mock_revoke_wait(mock, 0, 0, &rel));
+    assert_true(mock_revoke_wait(mock, 1, 0, &rel));
+    struct cs_msg m;
+    while (mock_wait(mock, CS_MSG_ACQUIRE, 0, NULL, NULL) || mock_wait(mock, CS_MSG_USAGE, 0, NULL, NULL))
+        ;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, run_peer_copy, &c), 0);
+    /* Both leases asked for before either is granted. */
+    bool asked[2] = {false, false};
+    acquires(asked, 2000);
+    if (!asked[0] || !asked[1])
+        fail_msg("the copy asked for GPU 0: %d, GPU 1: %d (both wanted at once)", asked[0],
+                 asked[1]);
+    /* GPU 0 granted, GPU 1 not: the copy holds GPU 0 without using it for
+     * four idle periods, and GPU 0 is not reported idle. */
+    assert_true(mock_grant(mock, 0, 901));
+    ht_sleep_ms(400);
+    uint64_t at;
+    while (mock_wait(mock, CS_MSG_USAGE, 0, &m, &at))
+        if (m.u.usage.slot == 0 && (m.u.usage.flags & CS_USAGE_IDLE))
+            fail_msg("GPU 0 reported idle while the copy waited for GPU 1's lease");
+    assert_true(mock_grant(mock, 1, 902));
+    assert_int_equal(pthread_join(th, NULL), 0);
+    CK(c.r);
+    uint32_t got[N];
+    CK(cuMemcpyDtoH(got, c.dst, c.bytes));
+    for (int i = 0; i < N; i++)
+        assert_int_equal(got[i], 0x5eed);
+    mock_set_auto_grant(mock, true);
+    ht_context();
+}
+
 int main(int argc, char **argv)
 {
     static char env_sock[4200];
     snprintf(env_sock, sizeof env_sock, "CUSHARE_SOCKET=%s", ht_path("idle.sock"));
     const char *const env[] = {env_sock, "FAKECUDA_MEMCREATE_GBPS=0.25", "FAKECUDA_PCIE_GBPS=0.25",
-                               NULL};
+                               "FAKECUDA_DEVICES=2", NULL};
     hooktest_preload(argc, argv, env);
     mock = mock_start(ht_path("idle.sock"), 100);
     assert_non_null(mock);
@@ -138,6 +217,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(busy_holder_is_not_idle),
         cmocka_unit_test(allocating_holder_is_not_idle),
         cmocka_unit_test(copying_holder_is_not_idle),
+        cmocka_unit_test(peer_waiter_is_not_idle),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mock_stop(mock);
