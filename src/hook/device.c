@@ -216,12 +216,10 @@ void cs_dev_wait_inside_zero(struct cs_dev *d)
     }
 }
 
-void cs_dev_drain(struct cs_dev *d)
+static void sync_device(int ordinal)
 {
     CUcontext ctxs[CS_MAX_CTX];
-    int n = ctx_list(d->ordinal, ctxs, CS_MAX_CTX);
-    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    cs_real.cuThreadExchangeStreamCaptureMode(&mode);
+    int n = ctx_list(ordinal, ctxs, CS_MAX_CTX);
     for (int i = 0; i < n; i++) {
         if (cs_real.cuCtxPushCurrent_v2(ctxs[i]) != CUDA_SUCCESS)
             continue;
@@ -229,5 +227,30 @@ void cs_dev_drain(struct cs_dev *d)
         CUcontext popped;
         cs_real.cuCtxPopCurrent_v2(&popped);
     }
+}
+
+static void drain(struct cs_dev *d, bool reaching)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     cs_real.cuThreadExchangeStreamCaptureMode(&mode);
+    sync_device(d->ordinal);
+    uint32_t others = reaching ? atomic_load_explicit(&d->reached_by, memory_order_acquire) : 0;
+    for (int i = 0; others; i++, others >>= 1)
+        if ((others & 1) && i != d->ordinal)
+            sync_device(i);
+    cs_real.cuThreadExchangeStreamCaptureMode(&mode);
+}
+
+void cs_dev_drain(struct cs_dev *d)
+{
+    drain(d, false);
+}
+
+/* Also the contexts of every device whose work may reach d's memory
+ * (reached_by). Their gates stay open, but work that can reach d passes
+ * d's gate too, which is closed and empty when a revoke drains: nothing
+ * new that touches d's memory can be queued meanwhile. */
+void cs_dev_drain_reaching(struct cs_dev *d)
+{
+    drain(d, true);
 }

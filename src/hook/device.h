@@ -194,6 +194,12 @@ struct cs_dev {
     struct cs_dev_stats stats;   /* mu */
     struct cs_dev_host host;     /* atomics */
     struct cs_dev_mem mem;       /* atomics */
+    /* Devices whose work may reach this device's memory (bit = ordinal):
+     * peer access to it (cs_gate_couple) or a peer copy with it (gate.c
+     * sets bits, never clears them). Its drain waits for their work too
+     * (cs_dev_drain_reaching): a revoke must not move memory that a kernel or copy
+     * queued on another GPU's stream is still writing. Atomic. */
+    _Atomic uint32_t reached_by;
     struct cs_bound bound;       /* LC_MODE BOUNDED: events of queued work (its own lock) */
 };
 
@@ -305,5 +311,8 @@ void cs_dev_wait_inside_zero(struct cs_dev *d);
 /* Waits for the work of every context of d (cuCtxSynchronize, in relaxed
  * capture mode so as not to invalidate an application's global capture). */
 void cs_dev_drain(struct cs_dev *d);
+/* The same, and the work of every device that may reach d's memory (a
+ * revoke: struct cs_dev's reached_by). */
+void cs_dev_drain_reaching(struct cs_dev *d);
 
 #endif

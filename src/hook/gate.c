@@ -145,10 +145,20 @@ void cs_gate_exit_coupled(struct cs_ticket *t)
     t->coupled = 0;
 }
 
+/* a's work may reach b's memory: b's drain waits for a's work too. Set
+ * once (a load first: peer copies call this every time). */
+static void reaches(struct cs_dev *a, struct cs_dev *b)
+{
+    uint32_t bit = 1u << a->ordinal;
+    if (!(atomic_load_explicit(&b->reached_by, memory_order_relaxed) & bit))
+        atomic_fetch_or_explicit(&b->reached_by, bit, memory_order_release);
+}
+
 void cs_gate_couple(struct cs_dev *a, struct cs_dev *b)
 {
     if (!a || !b || a == b || b->ordinal < 0 || b->ordinal >= CS_MAX_DEVICES)
         return;
+    reaches(a, b);
     uint32_t bit = 1u << b->ordinal;
     if (atomic_fetch_or_explicit(&a->gate.couple, bit, memory_order_acq_rel) & bit)
         return;
@@ -210,6 +220,10 @@ CUresult cs_gate_enter2(struct cs_ticket *ta, struct cs_ticket *tb, struct cs_de
     if (stream_is_capturing(s, per_thread) &&
         (!cs_cfg.swap || ((!a || !absent(a)) && (!b || !absent(b)))))
         return CUDA_SUCCESS;
+    if (a && b) { /* the copy runs on one's stream and writes either's memory */
+        reaches(a, b);
+        reaches(b, a);
+    }
     if (!try_both(a, b))
         wait_both(a, b);
     ta->dev = a;

@@ -30,7 +30,7 @@ static void job_revoke(struct cs_dev *d, const struct cs_job *job)
     }
     pthread_mutex_unlock(&d->mu);
     cs_dev_wait_inside_zero(d);
-    cs_dev_drain(d);
+    cs_dev_drain_reaching(d);
     uint64_t drain_ns = cs_now_ns() - job->t0;
     struct cs_swap_result sw = {CUDA_SUCCESS, 0, 0};
     if (job->bytes && cs_cfg.swap)

@@ -8,8 +8,10 @@
  * too, so that a kernel on GPU 0 writing GPU 1's memory finds it placed on
  * GPU 1, not the placeholder that stands at its addresses while GPU 1's
  * lease is away (found on two H200s: a cuda:0 -> cuda:1 copy into memory
- * allocated before GPU 1's first grant was lost). The peer test fails
- * without the coupling (gate.c).
+ * allocated before GPU 1's first grant was lost); and a revoke of GPU 1
+ * waits for GPU 0's queued work that may reach it. The last two fail
+ * without the coupling (gate.c) and the drain of reaching devices
+ * (device.c) respectively.
  */
 #include "hooktest.h"
 #include "mock_sched.h"
@@ -127,6 +129,32 @@ static void peer_work_waits_for_the_peer_lease(void **state)
     CK(cuMemFree(b));
 }
 
+/* A revoke of GPU 1 drains the work queued on GPU 0 that may reach GPU 1's
+ * memory (GPU 0 has peer access to it) before it RELEASEs: the swap-out
+ * that may follow must not move memory a kernel on another GPU's stream
+ * is still writing. Without it the RELEASE comes while GPU 0 still runs
+ * the 300 ms kernel. */
+static void revoke_drains_the_work_that_reaches_it(void **state)
+{
+    (void)state;
+    use(1);
+    CUdeviceptr b;
+    CK(cuMemAlloc(&b, N_WORDS * 4));
+    use(0);
+    CK(fck_fill32(0, b, N_WORDS, 1)); /* both GPUs held (coupled) */
+    CK(cuCtxSynchronize());
+    assert_int_equal(ht_stats(1).state, CUSHARE_LEASE_HELD);
+    CK(fck_sleep(0, 300000000ull));
+    CK(fck_fill32(0, b, N_WORDS, 9));
+    struct cs_msg_release rel;
+    assert_true(mock_revoke_wait(mock, 1, CS_ALL_BYTES, &rel));
+    CK(cuStreamQuery(0)); /* done, not CUDA_ERROR_NOT_READY */
+    assert_true(rel.swapped_bytes >= N_WORDS * 4);
+    use(1);
+    assert_int_equal(ht_device_sum(b, N_WORDS), 9ull * N_WORDS);
+    CK(cuMemFree(b));
+}
+
 int main(int argc, char **argv)
 {
     setenv("FAKECUDA_DEVICES", "2", 1);
@@ -135,6 +163,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpus_are_independent_without_peer_access),
         cmocka_unit_test(peer_work_waits_for_the_peer_lease),
+        cmocka_unit_test(revoke_drains_the_work_that_reaches_it),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     mock_stop(mock);
