@@ -89,12 +89,8 @@ static void leave_all(uint32_t mask)
             atomic_fetch_sub_explicit(&cs_devs[i].gate.subm, CS_SUBM_INSIDE, memory_order_release);
 }
 
-/* t->dev's gate (inside already counted, maybe closed) and every coupled
- * device's gate, all open at once. Whichever is closed is waited for with
- * none of them held, as in cs_gate_enter2: a revoke of any of them waits
- * only for calls that are running. A bounded gate (a best-effort job
- * beside a latency-critical one) counts as open here: a coupled call goes
- * unbounded rather than bounded on one device and not the other. */
+/* d's lease and every coupled device's, wanted together (begin) or no
+ * longer (end): cs_lease_pair_begin. */
 static void pair_all(struct cs_dev *d, uint32_t couple, bool begin)
 {
     (begin ? cs_lease_pair_begin : cs_lease_pair_end)(d);
@@ -103,6 +99,12 @@ static void pair_all(struct cs_dev *d, uint32_t couple, bool begin)
             (begin ? cs_lease_pair_begin : cs_lease_pair_end)(&cs_devs[i]);
 }
 
+/* t->dev's gate (inside already counted, maybe closed) and every coupled
+ * device's gate, all open at once. Whichever is closed is waited for with
+ * none of them held, as in cs_gate_enter2: a revoke of any of them waits
+ * only for calls that are running. A bounded gate (a best-effort job
+ * beside a latency-critical one) counts as open here: a coupled call goes
+ * unbounded rather than bounded on one device and not the other. */
 static CUresult enter_coupled(struct cs_ticket *t, uint32_t couple)
 {
     struct cs_dev *d = t->dev;
