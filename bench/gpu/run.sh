@@ -711,11 +711,12 @@ mg_pair() { # TAG KEY LABEL CMD...
         'BEGIN {printf "| %s | %s | %.3f | %.3f | %.3f | %d/%d ok |", l, k, n, h, h/n, ok, 2*r}')"
 }
 # Starts a background job under cushared; its pid is appended to MG_PIDS.
+# Its log is mg-TAG$MG_R.log (MG_R: the repetition of a shared case, -1 ...).
 mg_bg() { # TAG ENV CMD...
     local tag=$1 envs=$2
     shift 2
     env $envs CUSHARE_SOCKET="$SOCK" LD_PRELOAD="$HOOK" CUSHARE_NAME="$tag" \
-        timeout -k 10 "${MG_JOB_LIMIT:-240}" "$@" >"$OUT/mg-$tag.log" 2>&1 &
+        timeout -k 10 "${MG_JOB_LIMIT:-240}" "$@" >"$OUT/mg-$tag$MG_R.log" 2>&1 &
     MG_PIDS+=($!)
 }
 # Waits for MG_PIDS; MG_OK = how many exited 0. (Not in $(...): a subshell
@@ -750,11 +751,14 @@ mg_alone() {
 # leases in either order): all finish, correct, nobody is forced.
 mg_beside() {
     say "### DDP beside single-GPU jobs"
-    local rn="python3 $W/train_resnet.py --steps 400 --warmup 5" solo_r solo_d m from t0 t1
-    t0=$(now); CUDA_VISIBLE_DEVICES=0 $rn >"$OUT/mg-solo-resnet.log" 2>&1 || fail "ResNet solo"; t1=$(now)
-    solo_r=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
-    t0=$(now); $DDP --steps 600 >"$OUT/mg-solo-ddp600.log" 2>&1 || fail "DDP solo"; t1=$(now)
-    solo_d=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    local rn="python3 $W/train_resnet.py --steps 400 --warmup 5" m from t0 t1
+    # The solo runs once per invocation, before the first shared run.
+    if [ -z "${MG_SOLO_R:-}" ]; then
+        t0=$(now); CUDA_VISIBLE_DEVICES=0 $rn >"$OUT/mg-solo-resnet.log" 2>&1 || fail "ResNet solo"; t1=$(now)
+        MG_SOLO_R=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+        t0=$(now); $DDP --steps 600 >"$OUT/mg-solo-ddp600.log" 2>&1 || fail "DDP solo"; t1=$(now)
+        MG_SOLO_D=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
+    fi
     from=$(wc -l <"$OUT/cushared.log")
     t0=$(now)
     mg_bg beside-r0 CUDA_VISIBLE_DEVICES=0 $rn
@@ -762,9 +766,9 @@ mg_beside() {
     mg_bg beside-ddp "" $DDP --steps 600
     mg_bg beside-r1 CUDA_VISIBLE_DEVICES=1 $rn
     mg_wait; t1=$(now)
-    [ "$MG_OK" = 3 ] || fail "DDP beside ResNet-50 on each GPU: $MG_OK of 3 correct (mg-beside-*.log)"
+    [ "$MG_OK" = 3 ] || fail "DDP beside ResNet-50 on each GPU: $MG_OK of 3 correct (mg-beside-*$MG_R.log)"
     m=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
-    say "$(awk -v m="$m" -v r="$solo_r" -v d="$solo_d" -v ok="$MG_OK" 'BEGIN {printf "DDP (600 steps) + ResNet-50 (400 steps) on each GPU: makespan %.1f s vs DDP solo %.1f + ResNet solo %.1f = %.1f s: ratio %.3f; %d/3 correct", m, d, r, d + r, m / (d + r), ok}')"
+    say "$(awk -v m="$m" -v r="$MG_SOLO_R" -v d="$MG_SOLO_D" -v ok="$MG_OK" -v R="$MG_R" 'BEGIN {printf "run%s: DDP (600 steps) + ResNet-50 (400 steps) on each GPU: makespan %.1f s vs DDP solo %.1f + ResNet solo %.1f = %.1f s: ratio %.3f; %d/3 correct", R, m, d, r, d + r, m / (d + r), ok}')"
     say "  switches: $(switch_summary "$from"); $(mg_trouble)"
 }
 
@@ -780,8 +784,8 @@ mg_osddp() {
     sleep 8
     mg_bg os-add CUDA_VISIBLE_DEVICES=1 python3 $W/pytorch_add.py --gb 60 --iters 800
     mg_wait; t1=$(now)
-    [ "$MG_OK" = 2 ] || fail "DDP + 60 GB on GPU 1: $MG_OK of 2 correct (mg-os-*.log)"
-    say "DDP (600 steps, rank 1: 90 GiB ballast) + pytorch-add 60 GB x 800 on GPU 1: $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s, $MG_OK/2 correct; DDP step median $(jfield "$OUT/mg-os-ddp.log" median_s) s, train $(jfield "$OUT/mg-os-ddp.log" train_s) s; add $(jfield "$OUT/mg-os-add.log" elapsed_s) s; swapped out before: $s0, after: $(mg_swapped)"
+    [ "$MG_OK" = 2 ] || fail "DDP + 60 GB on GPU 1: $MG_OK of 2 correct (mg-os-*$MG_R.log)"
+    say "run$MG_R: DDP (600 steps, rank 1: 90 GiB ballast) + pytorch-add 60 GB x 800 on GPU 1: $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s, $MG_OK/2 correct; DDP step median $(jfield "$OUT/mg-os-ddp$MG_R.log" median_s) s, train $(jfield "$OUT/mg-os-ddp$MG_R.log" train_s) s; add $(jfield "$OUT/mg-os-add$MG_R.log" elapsed_s) s; swapped out before: $s0, after: $(mg_swapped)"
     say "  switches: $(switch_summary "$from"); $(mg_trouble)"
 }
 
@@ -793,7 +797,7 @@ mg_osddp() {
 mg_ossplit() { mg_ossplit_case os-split "used independently (no peer access)" --no-peer; }
 mg_ossplitpeer() { mg_ossplit_case os-splitp "with peer access (split model first)"; }
 mg_ossplit_case() { # TAG LABEL ARGS...
-    local tag=$1 label=$2 s0 from f=$OUT/mg-$1.log
+    local tag=$1 label=$2 s0 from f=$OUT/mg-$1$MG_R.log
     shift 2
     say "### one process on 2 GPUs $label, GPU 1 oversubscribed (80 GiB ballast + 70 GB job)"
     s0="$(mg_swapped)"
@@ -802,8 +806,8 @@ mg_ossplit_case() { # TAG LABEL ARGS...
     sleep 12
     mg_bg "$tag-add" CUDA_VISIBLE_DEVICES=1 python3 $W/pytorch_add.py --gb 70 --iters 800
     mg_wait
-    [ "$MG_OK" = 2 ] || fail "2-GPU process $label + 70 GB on GPU 1: $MG_OK of 2 correct (mg-$tag*.log)"
-    say "$MG_OK/2 correct; GEMM steps GPU0 $(jfield "$f" gemm_steps0), GPU1 $(jfield "$f" gemm_steps1) in $(jfield "$f" duration_s) s; longest gap GPU0 $(jfield "$f" max_gap0_s) s, GPU1 $(jfield "$f" max_gap1_s) s; GPU1 stalled $(jfield "$f" stalled1_s) s, GPU0 made $(jfield "$f" steps0_while_1_stalled) steps meanwhile; swapped out before: $s0, after: $(mg_swapped)"
+    [ "$MG_OK" = 2 ] || fail "2-GPU process $label + 70 GB on GPU 1: $MG_OK of 2 correct (mg-$tag*$MG_R.log)"
+    say "run$MG_R: $MG_OK/2 correct; GEMM steps GPU0 $(jfield "$f" gemm_steps0), GPU1 $(jfield "$f" gemm_steps1) in $(jfield "$f" duration_s) s; longest gap GPU0 $(jfield "$f" max_gap0_s) s, GPU1 $(jfield "$f" max_gap1_s) s; GPU1 stalled $(jfield "$f" stalled1_s) s, GPU0 made $(jfield "$f" steps0_while_1_stalled) steps meanwhile; loop start GPU0 $(jfield "$f" setup0_s) s, GPU1 $(jfield "$f" setup1_s) s, join after stop $(jfield "$f" join_s) s; swapped out before: $s0, after: $(mg_swapped)"
     say "  switches: $(switch_summary "$from"); $(mg_trouble)"
 }
 
@@ -819,10 +823,10 @@ mg_highlow() {
     mg_bg hl-r1 "CUDA_VISIBLE_DEVICES=1 CUSHARE_PRIORITY=low" $tr
     mg_bg hl-inf "CUDA_VISIBLE_DEVICES=1 CUSHARE_PRIORITY=high" python3 $W/infer_resnet.py --seconds 20
     mg_wait; ok=$((ok + MG_OK))
-    [ "$ok" = 4 ] || fail "high/low: $ok of 4 correct (mg-hl-*.log)"
-    say "$(awk -v a="$(jfield "$OUT/mg-hl-alone.log" median_s)" -v b="$(jfield "$OUT/mg-hl-r0.log" median_s)" \
-        -v c="$(jfield "$OUT/mg-hl-r1.log" median_s)" -v p="$(jfield "$OUT/mg-hl-inf.log" p99_s)" \
-        'BEGIN {printf "ResNet-50 train step on GPU 0 (low): alone %.1f ms, beside high inference on GPU 1 %.1f ms (ratio %.3f); GPU 1 low train step %.1f ms, inference p99 %.2f ms", a*1e3, b*1e3, b/a, c*1e3, p*1e3}')"
+    [ "$ok" = 4 ] || fail "high/low: $ok of 4 correct (mg-hl-*$MG_R.log)"
+    say "$(awk -v a="$(jfield "$OUT/mg-hl-alone$MG_R.log" median_s)" -v b="$(jfield "$OUT/mg-hl-r0$MG_R.log" median_s)" \
+        -v c="$(jfield "$OUT/mg-hl-r1$MG_R.log" median_s)" -v p="$(jfield "$OUT/mg-hl-inf$MG_R.log" p99_s)" -v R="$MG_R" \
+        'BEGIN {printf "run%s: ResNet-50 train step on GPU 0 (low): alone %.1f ms, beside high inference on GPU 1 %.1f ms (ratio %.3f); GPU 1 low train step %.1f ms, inference p99 %.2f ms", R, a*1e3, b*1e3, b/a, c*1e3, p*1e3}')"
     say "  $(mg_trouble)"
 }
 
@@ -831,7 +835,7 @@ mg_highlow() {
 # jobs on the other, under one daemon with the oversubscription settings of
 # section_oversub. Skipped on a machine of one GPU. MG_CASES picks among
 # alone ddpalone beside osddp ossplit ossplitpeer highlow (all by default); MG_REPS
-# (default 2) repeats the native/cushare pairs; every job of a shared case
+# (default 2) repeats the native/cushare pairs and each shared case; every job of a shared case
 # is killed after MG_JOB_LIMIT seconds (default 240: a case that hangs
 # fails instead of eating the device call).
 section_multigpu() {
@@ -858,10 +862,15 @@ section_multigpu() {
     local DAEMON_LOG_LEVEL=${DAEMON_LOG_LEVEL:-debug}
     start_daemon "$LONG_SWITCHES"
     MGP="python3 $W/multi_gpu.py" DDP="python3 $W/ddp_train.py"
-    MG_PIDS=()
-    local c
-    for c in alone beside osddp ossplit ossplitpeer highlow; do
-        mg_want $c && "mg_$c"
+    MG_PIDS=() MG_R= MG_SOLO_R=
+    local c r
+    mg_want alone && mg_alone
+    # Each shared case MG_REPS times (medians and spread come from the
+    # runs' lines: every run is reported).
+    for c in beside osddp ossplit ossplitpeer highlow; do
+        mg_want $c || continue
+        for r in $(seq "$MG_REPS"); do MG_R=-$r; "mg_$c"; done
+        MG_R=
     done
     ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/mg-status.txt" 2>&1
     stop_daemon

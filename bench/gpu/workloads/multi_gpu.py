@@ -113,13 +113,14 @@ if not a.no_peer:
 
 
 # 3. Both GPUs busy at once, one thread each.
-def gemm_loop(dev, ends, stop, bad):
+def gemm_loop(dev, began, ends, stop, bad):
     torch.cuda.set_device(dev)
     gg = torch.Generator(device="cpu").manual_seed(a.seed + dev.index)
     m = torch.randn(a.gemm, a.gemm, generator=gg).to(dev, torch.bfloat16)
     ref = m @ m
     out = torch.empty_like(ref)
     torch.cuda.synchronize(dev)
+    began.append(time.perf_counter())
     while not stop.is_set():
         torch.matmul(m, m, out=out)
         torch.cuda.synchronize(dev)
@@ -129,9 +130,12 @@ def gemm_loop(dev, ends, stop, bad):
             return
 
 
-def stalls(ends, t0, t1):
-    """Gaps between consecutive steps (the first from t0, the last to t1)."""
-    pts = [t0] + ends + [t1]
+def stalls(began, ends, ts):
+    """Gaps between consecutive steps within the loop's window: from the
+    thread's first step start to ts, when the loops were told to stop. (Not
+    to when the threads were joined: a thread that finished on time would
+    show the other's wait as its own last gap.)"""
+    pts = began[:1] + [e for e in ends if e <= ts] + [ts]
     return [(pts[i], pts[i + 1]) for i in range(len(pts) - 1)]
 
 
@@ -139,20 +143,24 @@ def steps_within(ends, spans):
     return sum(1 for e in ends if any(s < e < t for s, t in spans))
 
 
-ends0, ends1, bad = [], [], []
+ends0, ends1, began0, began1, bad = [], [], [], [], []
 stop = threading.Event()
-threads = [threading.Thread(target=gemm_loop, args=(D0, ends0, stop, bad)),
-           threading.Thread(target=gemm_loop, args=(D1, ends1, stop, bad))]
+threads = [threading.Thread(target=gemm_loop, args=(D0, began0, ends0, stop, bad)),
+           threading.Thread(target=gemm_loop, args=(D1, began1, ends1, stop, bad))]
 t0 = time.perf_counter()
 for t in threads:
     t.start()
 time.sleep(a.duration)
+ts = time.perf_counter()
 stop.set()
 for t in threads:
     t.join()
 t1 = time.perf_counter()
 errors += bad
-gaps0, gaps1 = stalls(ends0, t0, t1), stalls(ends1, t0, t1)
+if not began0 or not began1:
+    errors.append("a GPU's GEMM loop did not start before the stop")
+    began0, began1 = began0 or [ts], began1 or [ts]
+gaps0, gaps1 = stalls(began0, ends0, ts), stalls(began1, ends1, ts)
 stall0 = [s for s in gaps0 if s[1] - s[0] > a.stall_s]
 stall1 = [s for s in gaps1 if s[1] - s[0] > a.stall_s]
 if not ends0 or not ends1:
@@ -164,7 +172,8 @@ ok = not errors
 result(workload="multi_gpu", ok=ok, errors=errors, peer_access=peer,
        split_steps=a.steps, split_s=split_s, loss_first=losses[0], loss_last=losses[-1],
        split_vs_one_gpu_worst_rel=worst,
-       gemm_steps0=len(ends0), gemm_steps1=len(ends1), duration_s=t1 - t0,
+       gemm_steps0=sum(1 for e in ends0 if e <= ts), gemm_steps1=sum(1 for e in ends1 if e <= ts),
+       duration_s=ts - t0, setup0_s=began0[0] - t0, setup1_s=began1[0] - t0, join_s=t1 - ts,
        max_gap0_s=max(e - s for s, e in gaps0), max_gap1_s=max(e - s for s, e in gaps1),
        stalled0_s=sum(e - s for s, e in stall0), stalled1_s=sum(e - s for s, e in stall1),
        steps0_while_1_stalled=steps_within(ends0, stall1),
