@@ -16,3 +16,12 @@ $(SWAP_PROBE): $(OBJ)/tests/e2e/swap_probe.o $(FCK_OBJS) | $(FC_LINK)
 $(SWAP_PROBE): | $(CUSHARED) $(BUILD)/bin/cusharectl $(HOOK_LIB) $(CS_JOB) $(CS_GRAPHJOB)
 
 TEST_BINS += $(SWAP_PROBE)
+
+# nvml_probe (issue 22): NVML as nvidia-smi and pynvml load it, under the
+# hook, against the simulated NVML of the device plugin's tests.
+NVML_PROBE := $(SWAP_TDIR)/nvml_probe
+$(NVML_PROBE): $(OBJ)/tests/e2e/nvml_probe.o $(FCK_OBJS) | $(FC_LINK)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
+$(NVML_PROBE): | $(CUSHARED) $(BUILD)/bin/cusharectl $(HOOK_LIB) $(CS_JOB) $(BUILD)/tests/k8s/nvml/libnvidia-ml.so.1
+TEST_BINS += $(NVML_PROBE)

@@ -18,6 +18,10 @@ python3 -c 'import yaml' 2>/dev/null || /usr/bin/python3 -c 'import yaml' 2>/dev
     need="$need python3-yaml"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v spin >/dev/null 2>&1 || need="$need spin" # the lease model (model/check.sh)
+# NVML's entry points for scripts/gen-nvml.py when no nvml.h is installed
+# (the CUDA toolkit's is optional): Debian's bindings generated from it.
+ls /usr/share/cargo/registry/nvml-wrapper-sys-*/src/bindings.rs >/dev/null 2>&1 ||
+    [ -e /usr/local/cuda/include/nvml.h ] || need="$need librust-nvml-wrapper-sys-dev"
 
 [ -z "$need" ] && exit 0
 

@@ -273,7 +273,8 @@ def coverage_md(coverage):
           "`src/hook/api_addresses.txt` and the CUDA headers (CUDA_VERSION %s). Every entry point "
           "`cuda.h` declares is listed with what `libcushare.so` does with it and with a device "
           "address it is given; `make test` fails if one is unclassified, or takes a device address "
-          "and has no address class." % cuda_version(), "",
+          "and has no address class. NVML's entry points: [coverage-nvml.md](coverage-nvml.md)."
+          % cuda_version(), "",
           "| class | meaning | symbols |", "|---|---|---|"]
     for cls in CLASSES:
         md.append("| %s | %s | %d |" % (cls, CLASS_MEANING[cls], counts.get(cls, 0)))

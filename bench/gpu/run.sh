@@ -876,6 +876,49 @@ section_multigpu() {
     stop_daemon
 }
 
+# NVML under the hook (issue 22): two jobs on two allocations (endpoints,
+# quotas 20 and 30 GiB); in job A, torch.cuda.mem_get_info and NVML (ctypes,
+# pynvml if installed) must agree; nvidia-smi under the hook on A's
+# endpoint must show A's quota and usage and A's process alone; natively it
+# shows the card and both. Also lists NVML's entry points from the
+# toolkit's nvml.h when there is one (for src/hook/nvml_api.txt).
+nvml_smi() { # SOCKET-OR-EMPTY ARGS...: nvidia-smi, under the hook if a socket is given
+    local sock=$1
+    shift
+    if [ -n "$sock" ]; then CUSHARE_SOCKET=$sock LD_PRELOAD=$HOOK nvidia-smi "$@"; else nvidia-smi "$@"; fi
+}
+section_nvml() {
+    say "## NVML under the hook (issue 22)"
+    local ep pa pb sa sb _ h
+    ep=$(mktemp -d /tmp/cushare-ep.XXXXXX)
+    start_daemon "endpoint_dir = $ep"
+    ours "$B/bin/cusharectl" --socket "$SOCK" endpoint create alloc-a --mem-limit 20G --pod a --namespace t >/dev/null || fail "endpoint a"
+    ours "$B/bin/cusharectl" --socket "$SOCK" endpoint create alloc-b --mem-limit 30G --pod b --namespace t >/dev/null || fail "endpoint b"
+    sa=$ep/alloc-a/cushared.sock sb=$ep/alloc-b/cushared.sock
+    CUSHARE_SOCKET=$sa LD_PRELOAD=$HOOK python3 $W/nvml_job.py --gb 4 --hold 30 >"$OUT/nvml-a.log" 2>&1 & pa=$!
+    CUSHARE_SOCKET=$sb LD_PRELOAD=$HOOK python3 $W/nvml_job.py --gb 6 --hold 30 >"$OUT/nvml-b.log" 2>&1 & pb=$!
+    for _ in $(seq 600); do
+        grep -q torch_free "$OUT/nvml-a.log" && grep -q torch_free "$OUT/nvml-b.log" && break
+        sleep 0.1
+    done
+    say "job A (4 GiB, quota 20 GiB): torch free/total $(jfield "$OUT/nvml-a.log" torch_free)/$(jfield "$OUT/nvml-a.log" torch_total); NVML in-process $(jfield "$OUT/nvml-a.log" nvml); pynvml $(jfield "$OUT/nvml-a.log" pynvml); pid $(jfield "$OUT/nvml-a.log" pid)"
+    say "job B (6 GiB, quota 30 GiB): torch free/total $(jfield "$OUT/nvml-b.log" torch_free)/$(jfield "$OUT/nvml-b.log" torch_total); NVML in-process $(jfield "$OUT/nvml-b.log" nvml); pid $(jfield "$OUT/nvml-b.log" pid)"
+    for h in native:"" A:"$sa" B:"$sb"; do
+        say "nvidia-smi ${h%%:*}: memory total,used,free MiB: $(nvml_smi "${h#*:}" --query-gpu=memory.total,memory.used,memory.free --format=csv,noheader,nounits 2>&1 | head -n 1); apps pid,MiB: $(nvml_smi "${h#*:}" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>&1 | tr '\n' ';')"
+        nvml_smi "${h#*:}" >"$OUT/nvml-smi-${h%%:*}.txt" 2>&1
+    done
+    wait "$pa" || fail "nvml job A (nvml-a.log)"
+    wait "$pb" || fail "nvml job B (nvml-b.log)"
+    stop_daemon
+    h=$(find /usr/local/cuda*/include /usr/include -maxdepth 2 -name nvml.h 2>/dev/null | head -n 1)
+    if [ -n "$h" ]; then
+        grep -ho 'DECLDIR nvml[A-Za-z0-9_]*' "$h" | awk '{print $2}' | sort -u >"$OUT/nvml-names.md"
+        say "nvml.h: $h, $(wc -l <"$OUT/nvml-names.md") entry points; $(grep -m1 'NVML_API_VERSION ' "$h" | tr -s ' ')"
+    else
+        say "nvml.h: not found"
+    fi
+}
+
 for s in $SECTIONS; do
     echo "=== $s" >&2
     "section_$s" >>"$OUT/run.log" 2>&1

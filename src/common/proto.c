@@ -60,7 +60,7 @@ struct msgdesc {
 static const struct field f_hello[] = {
     U32(cs_msg_hello, flags, 0,
         CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN |
-            CS_HELLO_TERMS | CS_HELLO_LIMITS | CS_HELLO_POOL),
+            CS_HELLO_TERMS | CS_HELLO_LIMITS | CS_HELLO_POOL | CS_HELLO_VIEW),
     U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
@@ -414,6 +414,11 @@ static const struct field f_ctl_client_lc[] = {
     U64(cs_msg_ctl_client_lc, burst_busy_p50_ns, ANY64),
     U64(cs_msg_ctl_client_lc, burst_busy_p99_ns, ANY64),
 };
+static const struct field f_ctl_view[] = {
+    U32(cs_msg_ctl_view, pid, ANY32),
+    U32(cs_msg_ctl_view, flags, 0, CS_CTL_VIEW_ENDPOINT),
+    U64(cs_msg_ctl_view, mem_limit, BYTES62),
+};
 static const struct field f_ctl_done[] = {
     I32(cs_msg_ctl_done, status),
     PAD(cs_msg_ctl_done, pad),
@@ -461,6 +466,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_CLIENT_TSG, "CTL_CLIENT_TSG", f_ctl_client_tsg),
     DESC(CS_MSG_CTL_CLIENT_LC, "CTL_CLIENT_LC", f_ctl_client_lc),
     DESC(CS_MSG_CTL_LIMITS, "CTL_LIMITS", f_ctl_limits),
+    DESC(CS_MSG_CTL_VIEW, "CTL_VIEW", f_ctl_view),
 };
 
 static const struct msgdesc *desc_of(uint16_t type)

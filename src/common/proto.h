@@ -86,6 +86,7 @@ enum cs_msg_type {
     CS_MSG_CTL_CLIENT_LC = 103,  /* LC/BE mechanism of a client, after it (CS_HELLO_LC) */
     CS_MSG_CTL_LIMITS = 104,     /* connection limits and refusals, after CTL_DAEMON
                                     (CS_HELLO_LIMITS) */
+    CS_MSG_CTL_VIEW = 105,       /* first record of a view's status reply (CS_HELLO_VIEW) */
 };
 
 /* HELLO.flags */
@@ -137,6 +138,15 @@ enum cs_piece_kind {
  * CTL_LIMITS. Same rules; cusharectl's fallback order is TSG|LC|LIMITS,
  * TSG|LC, TSG, none. */
 #define CS_HELLO_LIMITS 0x40u
+/* A view connection (with CS_HELLO_CONTROL): the job's own view of the
+ * node, for the hook's NVML answers (nvidia-smi, pynvml). Allowed on an
+ * endpoint, where control is not; it may only ask CTL_STATUS, and the reply
+ * is CTL_VIEW, then the GPUs of its grant (CTL_GPU, only index, uuid and
+ * memory filled) and the clients it may see (CTL_CLIENT): those of its
+ * allocation's pod (or endpoint), or on the main socket those of its uid
+ * (every one for the owner and root), then CTL_DONE. An older daemon
+ * refuses the bit: the hook then answers from its own process alone. */
+#define CS_HELLO_VIEW 0x100u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect.
  * HELD is the hook's CS_LEASE_HELD (CUSHARE_LEASE_HELD); docs/protocol.md
@@ -662,6 +672,16 @@ enum cs_lc_mech {
     CS_LC_MECH_MAX = 3,
 };
 
+/* CTL_VIEW.flags */
+#define CS_CTL_VIEW_ENDPOINT 0x1u /* the asker came through an endpoint */
+
+/* First record of a view's status reply: who asked, as the daemon sees it. */
+struct cs_msg_ctl_view {
+    uint32_t pid;           /* the asker's pid in the daemon's pid namespace */
+    uint32_t flags;         /* CS_CTL_VIEW_* */
+    uint64_t mem_limit;     /* the connection's granted per-GPU limit, 0 = none */
+};
+
 struct cs_msg_ctl_done {
     int32_t status;         /* 0 ok, else -errno */
     uint32_t pad;
@@ -709,6 +729,7 @@ struct cs_msg {
         struct cs_msg_ctl_client_lc ctl_client_lc;
         struct cs_msg_ctl_limits ctl_limits;
         struct cs_msg_ctl_done ctl_done;
+        struct cs_msg_ctl_view ctl_view;
     } u;
 };
 

@@ -4,9 +4,9 @@
  * JAX) look its symbols up with dlsym on the libcuda handle, which bypasses
  * LD_PRELOAD. We therefore export dlsym itself, under both versions glibc
  * has used on this architecture, let glibc answer, and swap a real driver
- * entry point for its wrapper (cs_real_map, pmap.c). Everything else,
- * including every name that does not start with "cu", is glibc's answer
- * untouched.
+ * entry point for its wrapper (cs_real_map, pmap.c), and NVML's memory and
+ * process calls for theirs (cs_nvml_map, nvml.c). Everything else is
+ * glibc's answer untouched.
  *
  * RTLD_NEXT is special: glibc resolves it relative to the *calling* object,
  * found from the return address. Forwarding it with a tail call keeps the
@@ -14,6 +14,7 @@
  * (tests/hook checks this with two libraries defining the same symbol).
  */
 #include "hook/hook.h"
+#include "hook/nvml.h"
 #include "hook/pmap.h"
 
 #include <dlfcn.h>
@@ -28,6 +29,8 @@ CS_NO_SANITIZE static inline void *map_driver_symbol(void *p, const char *name)
 {
     if (p && name && name[0] == 'c' && name[1] == 'u' && cs_real_init() == 0)
         return cs_real_map(p);
+    if (p && name && name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l')
+        return cs_nvml_map(name, p); /* NVML's memory and process calls (nvml.c) */
     return p;
 }
 

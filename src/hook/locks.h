@@ -40,6 +40,10 @@
  *   imp_mu      (ipc.c) the import table, held across an import's request
  *               to the exporting process, so never with exp_mu
  *   primary_mu  (hooks_ctx.c) primary contexts retained by the application
+ *   view_mu     (nvml.c) the cached view of the job (view.h), held across
+ *               fetching a new one from the daemon (a short connection of
+ *               its own, 1 s at most); taken by NVML calls only, which
+ *               take a device's mu after dropping it
  *
  * Atomics and once-written pointers need no lock: the gate word and counter
  * (struct cs_dev_gate), the host and memory counters (struct cs_dev_host,

@@ -233,6 +233,69 @@ static void status_member(struct sd_server *s, struct sd_conn *c, const struct s
         status_member_lc(s, c, mb);
 }
 
+/* ---- a job's view (CS_HELLO_VIEW) ---------------------------------------------------- */
+
+/* Whether the view connection v may see client cl: the processes of its own
+ * job. Through an endpoint, those of the same endpoint, or of the same pod
+ * when the allocation named it (never a pod a HELLO claimed); on the main
+ * socket, those of its uid that are not on an endpoint, or all of them for
+ * the owner and root (status shows them anyway). */
+static bool view_sees(const struct sd_server *s, const struct sd_conn *v, const struct sd_client *cl)
+{
+    const struct sd_conn *o = cl->owner;
+    if (!o)
+        return false; /* gone, kept for its reconnect grace */
+    if (v->on_endpoint) {
+        if (!o->on_endpoint)
+            return false;
+        if (o->ep && o->ep == v->ep)
+            return true;
+        return v->grant.identity && o->grant.identity && v->grant.pod[0] &&
+               !strcmp(v->grant.pod, o->grant.pod) && !strcmp(v->grant.ns, o->grant.ns);
+    }
+    if (v->uid == 0 || v->uid == s->owner_uid)
+        return true;
+    return !o->on_endpoint && o->uid == v->uid;
+}
+
+/* One GPU as the view shows it: which it is, its size, and the memory of
+ * the clients the view sees (nothing of the others). */
+static void view_gpu(struct sd_server *s, struct sd_conn *c, const struct sd_gpu *g)
+{
+    struct cs_msg m = {.type = CS_MSG_CTL_GPU};
+    struct cs_msg_ctl_gpu *o = &m.u.ctl_gpu;
+    o->index = g->index;
+    o->mode = s->cfg.mode;
+    memcpy(o->uuid, g->uuid, CS_UUID_LEN);
+    o->mem_total = g->mem_total;
+    for (size_t i = 0; i < g->n; i++)
+        if (view_sees(s, c, g->m[i]->client)) {
+            o->clients++;
+            o->mem_resident += g->m[i]->resident;
+        }
+    sd_conn_send(s, c, &m, true);
+}
+
+static void view_status(struct sd_server *s, struct sd_conn *c, uint64_t now)
+{
+    struct cs_msg v = {.type = CS_MSG_CTL_VIEW};
+    v.u.ctl_view.pid = c->pid;
+    v.u.ctl_view.flags = c->on_endpoint ? CS_CTL_VIEW_ENDPOINT : 0u;
+    v.u.ctl_view.mem_limit = c->grant.mem_limit;
+    sd_conn_send(s, c, &v, true);
+    const struct sd_policy *p = &s->policy;
+    for (size_t k = 0; k < p->ngpu; k++) {
+        const struct sd_gpu *g = p->gpu[k];
+        if (!sd_grant_allows_gpu(&c->grant, g->uuid))
+            continue;
+        view_gpu(s, c, g);
+        for (size_t i = 0; i < g->n; i++)
+            if (view_sees(s, c, g->m[i]->client))
+                status_member(s, c, g->m[i], now);
+    }
+    done(s, c, 0, "ok");
+}
+
 static void ctl_status(struct sd_server *s, struct sd_conn *c)
 {
     /* The reply is queued whole; a reader that left earlier replies unread
@@ -245,6 +308,10 @@ static void ctl_status(struct sd_server *s, struct sd_conn *c)
         return;
     }
     uint64_t now = sd_server_now(s);
+    if (c->view) {
+        view_status(s, c, now);
+        return;
+    }
     status_daemon(s, c, now);
     if (c->caps & CS_HELLO_LIMITS)
         status_limits(s, c);
@@ -430,6 +497,10 @@ static void ctl_endpoint(struct sd_server *s, struct sd_conn *c,
 
 void sd_control(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
 {
+    if (c->view && m->type != CS_MSG_CTL_STATUS) {
+        done(s, c, -EPERM, "a view connection may only read status");
+        return;
+    }
     switch (m->type) {
     case CS_MSG_CTL_STATUS:
         ctl_status(s, c);

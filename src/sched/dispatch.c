@@ -223,13 +223,15 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
     c->caps = h->flags &
               (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LIMITS |
                CS_HELLO_POOL);
-    if ((h->flags & CS_HELLO_CONTROL) && c->on_endpoint) {
+    if ((h->flags & CS_HELLO_CONTROL) && !(h->flags & CS_HELLO_VIEW) && c->on_endpoint) {
         /* A container holds its endpoint; node control is not its business. */
         refuse(s, c, "control is not available on an endpoint");
         return;
     }
-    if (h->flags & CS_HELLO_CONTROL) {
+    if (h->flags & (CS_HELLO_CONTROL | CS_HELLO_VIEW)) {
+        /* A view reads what its own job may see, nothing more (control.c). */
         c->kind = SD_CONN_CONTROL;
+        c->view = (h->flags & CS_HELLO_VIEW) != 0;
         send_welcome(s, c, c->id);
         return;
     }

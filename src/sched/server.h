@@ -82,6 +82,7 @@ struct sd_conn {
     size_t qbytes;
     struct sd_conn *next, *prev;
     bool on_endpoint;       /* accepted on an endpoint: no control, grant from it */
+    bool view;              /* a control connection that may only read its view (CS_HELLO_VIEW) */
     struct sd_ep *ep;       /* that endpoint while it exists (its connection count) */
     /* NEW connections, oldest first (accept order is deadline order) */
     struct sd_conn *new_next, *new_prev;

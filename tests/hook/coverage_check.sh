@@ -12,6 +12,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 python3 scripts/gen-hooks.py --check
+python3 scripts/gen-nvml.py --check
 tmp=$(mktemp -d "${TEST_TMP:-/tmp}/coverage.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -28,6 +29,13 @@ refuses() { # LINE MESSAGE
 }
 
 fail=0
+# NVML: a memory or process entry point left without a class is refused.
+grep -v '^nvmlDeviceGetMemoryInfo_v2 ' src/hook/nvml_classes.txt >"$tmp/nvml_classes.txt"
+if python3 scripts/gen-nvml.py --check --classes "$tmp/nvml_classes.txt" 2>"$tmp/err"; then
+    echo "gen-nvml accepted nvmlDeviceGetMemoryInfo_v2 without a class"; fail=1
+elif ! grep -q "gen-nvml: nvmlDeviceGetMemoryInfo_v2 describes memory" "$tmp/err"; then
+    echo "gen-nvml refused the classes for another reason:"; cat "$tmp/err"; fail=1
+fi
 # an address-taking call left without an address class, found through a
 # CUdeviceptr, a struct holding one, kernel arguments, a struct holding them
 refuses "cuMemsetD8 -" "cuMemsetD8 takes a device address but has no address class" || fail=1

@@ -9,6 +9,11 @@
  *   FAKE_NVML_UUIDS      comma-separated UUIDs (default GPU-00000000-...-00000000000<i>)
  *   FAKE_NVML_MEM_MB     memory per GPU (default 16384)
  *   FAKE_NVML_INIT_FAIL  1: nvmlInit fails with NVML_ERROR_DRIVER_NOT_LOADED
+ *   FAKE_NVML_USED_MB    memory in use on every GPU, as the card reports it (default 0)
+ *   FAKE_NVML_PROCS      processes on the GPUs, "GPU:PID:MB[:g]" comma-separated
+ *                        (g: a graphics process, else compute): the card's
+ *                        view, every tenant's (cushare's NVML hooks must
+ *                        show only the job's)
  *   FAKE_NVML_STATE      a file read at every query, one directive a line:
  *                          lost I        GPU I has fallen off the bus
  *                          xid I CODE    an Xid event on GPU I (delivered once)
@@ -74,6 +79,15 @@ FN int nvmlDeviceGetSupportedEventTypes(struct gpu *d, unsigned long long *types
 FN int nvmlDeviceRegisterEvents(struct gpu *d, unsigned long long types, int *set);
 FN int nvmlEventSetWait_v2(int *set, event_t *ev, unsigned timeout_ms);
 FN int nvmlEventSetFree(int *set);
+FN int nvmlDeviceGetComputeRunningProcesses(struct gpu *d, unsigned *n, void *out);
+FN int nvmlDeviceGetMemoryInfo_v2(struct gpu *d, void *m);
+FN int nvmlDeviceGetComputeRunningProcesses_v2(struct gpu *d, unsigned *n, void *out);
+FN int nvmlDeviceGetComputeRunningProcesses_v3(struct gpu *d, unsigned *n, void *out);
+FN int nvmlDeviceGetGraphicsRunningProcesses_v3(struct gpu *d, unsigned *n, void *out);
+FN int nvmlDeviceGetProcessUtilization(struct gpu *d, void *out, unsigned *n,
+                                       unsigned long long last);
+FN int nvmlDeviceGetRunningProcessDetailList(struct gpu *d, void *list);
+FN int nvmlDeviceGetAccountingPids(struct gpu *d, unsigned *n, unsigned *pids);
 
 static struct gpu gpus[MAXG];
 static unsigned ngpus;
@@ -215,11 +229,97 @@ FN int nvmlDeviceGetMemoryInfo(struct gpu *d, mem_t *m)
         return -i;
     if (state((unsigned)i, NULL, NULL))
         return E_LOST;
+    const char *u = getenv("FAKE_NVML_USED_MB");
+    unsigned long long used = u ? strtoull(u, NULL, 10) << 20 : 0;
     m->total = d->mem;
-    m->used = 0;
-    m->free = d->mem;
+    m->used = used < d->mem ? used : d->mem;
+    m->free = d->mem - m->used;
     return OK;
 }
+/* ---- the card's processes (FAKE_NVML_PROCS) ---- */
+
+struct fproc {
+    unsigned gpu, pid;
+    unsigned long long bytes;
+    int graphics;
+};
+
+static unsigned load_procs(struct fproc *p, unsigned cap)
+{
+    const char *e = getenv("FAKE_NVML_PROCS");
+    char buf[2048];
+    unsigned n = 0;
+    snprintf(buf, sizeof buf, "%s", e ? e : "");
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t && n < cap; t = strtok_r(NULL, ",", &save)) {
+        unsigned long long mb = 0;
+        char kind = 'c';
+        if (sscanf(t, "%u:%u:%llu:%c", &p[n].gpu, &p[n].pid, &mb, &kind) < 3)
+            continue;
+        p[n].bytes = mb << 20;
+        p[n].graphics = kind == 'g';
+        n++;
+    }
+    return n;
+}
+
+struct proc_v1 {
+    unsigned pid;
+    unsigned long long used;
+};
+struct proc_v2 {
+    unsigned pid;
+    unsigned long long used;
+    unsigned gi, ci;
+};
+
+/* The listed processes on d into p (at most 64), their number in *k; an
+ * NVML error for a bad handle or count. */
+static int gpu_procs(struct gpu *d, const unsigned *n, struct fproc *p, unsigned *k)
+{
+    int i = index_of(d);
+    if (i < 0)
+        return -i;
+    if (!n)
+        return E_INVALID;
+    unsigned np = load_procs(p, 64);
+    *k = 0;
+    for (unsigned j = 0; j < np; j++)
+        if (p[j].gpu == (unsigned)i)
+            p[(*k)++] = p[j];
+    return OK;
+}
+
+/* NVML's two-call protocol over the listed processes of one kind. */
+static int list_procs(struct gpu *d, unsigned *n, void *out, int graphics, int v1)
+{
+    struct fproc p[64];
+    unsigned np, k = 0;
+    int r = gpu_procs(d, n, p, &np);
+    if (r != OK)
+        return r;
+    for (unsigned j = 0; j < np; j++)
+        if (p[j].graphics == graphics)
+            p[k++] = p[j];
+    if (*n < k || (k && !out)) {
+        *n = k;
+        return 7; /* NVML_ERROR_INSUFFICIENT_SIZE */
+    }
+    for (unsigned j = 0; j < k; j++) {
+        if (v1)
+            ((struct proc_v1 *)out)[j] = (struct proc_v1){p[j].pid, p[j].bytes};
+        else
+            ((struct proc_v2 *)out)[j] = (struct proc_v2){p[j].pid, p[j].bytes, ~0u, ~0u};
+    }
+    *n = k;
+    return OK;
+}
+
+FN int nvmlDeviceGetComputeRunningProcesses(struct gpu *d, unsigned *n, void *out)
+{
+    return list_procs(d, n, out, 0, 1);
+}
+
 FN int nvmlDeviceGetMinorNumber(struct gpu *d, unsigned *minor)
 {
     int i = index_of(d);
@@ -284,4 +384,85 @@ FN int nvmlEventSetWait_v2(int *set, event_t *ev, unsigned timeout_ms)
     return OK;
 }
 FN int nvmlEventSetFree(int *set) { return set == &evset_token ? OK : E_INVALID; }
+
+/* nvmlMemory_v2_t: the card reserves 256 MiB of its memory for itself. */
+struct mem_v2 {
+    unsigned version;
+    unsigned long long total, reserved, free, used;
+};
+FN int nvmlDeviceGetMemoryInfo_v2(struct gpu *d, void *mv)
+{
+    struct mem_v2 *m = mv;
+    mem_t m1;
+    int r = nvmlDeviceGetMemoryInfo(d, &m1);
+    if (r != OK)
+        return r;
+    if (m->version != (unsigned)(sizeof *m | 2u << 24))
+        return 25; /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */
+    m->total = m1.total;
+    m->reserved = 256ull << 20;
+    m->used = m1.used;
+    m->free = m1.total - m1.used - m->reserved;
+    return OK;
+}
+FN int nvmlDeviceGetComputeRunningProcesses_v2(struct gpu *d, unsigned *n, void *out)
+{
+    return list_procs(d, n, out, 0, 0);
+}
+FN int nvmlDeviceGetComputeRunningProcesses_v3(struct gpu *d, unsigned *n, void *out)
+{
+    return list_procs(d, n, out, 0, 0);
+}
+FN int nvmlDeviceGetGraphicsRunningProcesses_v3(struct gpu *d, unsigned *n, void *out)
+{
+    return list_procs(d, n, out, 1, 0);
+}
+
+/* One sample per listed process (nvmlProcessUtilizationSample_t). */
+struct util_sample {
+    unsigned pid;
+    unsigned long long ts;
+    unsigned sm, mem, enc, dec;
+};
+FN int nvmlDeviceGetProcessUtilization(struct gpu *d, void *out, unsigned *n,
+                                       unsigned long long last)
+{
+    (void)last;
+    struct fproc p[64];
+    unsigned k;
+    int r = gpu_procs(d, n, p, &k);
+    if (r != OK)
+        return r;
+    struct util_sample *s = out;
+    for (unsigned j = 0; s && j < k && j < *n; j++)
+        s[j] = (struct util_sample){p[j].pid, 1000, 10 + j, 5, 0, 0};
+    if (!s || k > *n) {
+        *n = k;
+        return 7;
+    }
+    *n = k;
+    return OK;
+}
+/* Accounting: every listed process ran on the GPU. */
+FN int nvmlDeviceGetAccountingPids(struct gpu *d, unsigned *n, unsigned *pids)
+{
+    struct fproc p[64];
+    unsigned k;
+    int r = gpu_procs(d, n, p, &k);
+    if (r != OK)
+        return r;
+    for (unsigned j = 0; pids && j < k && j < *n; j++)
+        pids[j] = p[j].pid;
+    if (!pids || k > *n) {
+        *n = k;
+        return 7;
+    }
+    *n = k;
+    return OK;
+}
+/* Present, so that the hook's refusal of it is what a caller sees. */
+FN int nvmlDeviceGetRunningProcessDetailList(struct gpu *d, void *list)
+{
+    return index_of(d) < 0 || !list ? E_INVALID : OK;
+}
 #endif

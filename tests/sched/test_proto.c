@@ -32,7 +32,7 @@ static const uint16_t all_types[] = {
     CS_MSG_LC_MODE,    CS_MSG_LC_BURST,   CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED,
     CS_MSG_TERMS,
     CS_MSG_CTL_ENDPOINT,
-    CS_MSG_CTL_LIMITS,
+    CS_MSG_CTL_LIMITS, CS_MSG_CTL_VIEW,
     CS_MSG_BORROW,     CS_MSG_LEND,       CS_MSG_RETURN,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
@@ -237,6 +237,9 @@ static void sample(uint16_t type, struct cs_msg *m)
     case CS_MSG_CTL_LIMITS:
         m->u.ctl_limits = (struct cs_msg_ctl_limits){32, 2000, 16, 8, 1, 2, 3, 4, 5};
         break;
+    case CS_MSG_CTL_VIEW:
+        m->u.ctl_view = (struct cs_msg_ctl_view){4242, CS_CTL_VIEW_ENDPOINT, 20ull << 30};
+        break;
     case CS_MSG_CTL_DONE:
         m->u.ctl_done.status = -EPERM;
         strcpy(m->u.ctl_done.text, "permission denied");
@@ -312,6 +315,7 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_TERMS), 32 + CS_TEXT_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LC), 80);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_LIMITS), 64);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_VIEW), 24);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_ENDPOINT), 488);
     assert_int_equal(cs_msg_size(0), 0);
@@ -412,7 +416,12 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x100, RANGE);
+    reject_u32(CS_MSG_HELLO, 8, 0x200, RANGE);
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_VIEW);
+    /* CTL_VIEW: pid 8, flags 12, mem_limit 16 */
+    reject_u32(CS_MSG_CTL_VIEW, 12, CS_CTL_VIEW_ENDPOINT << 1, RANGE);
+    accept_u32(CS_MSG_CTL_VIEW, 12, CS_CTL_VIEW_ENDPOINT);
+    reject_u64(CS_MSG_CTL_VIEW, 16, 1ull << 62 | 1, RANGE);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_POOL);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_LIMITS);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
