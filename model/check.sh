@@ -57,29 +57,65 @@ run_one() {
 pass=0
 fail=0
 ONLY=" $* " # properties named on the command line; none: all of them
+# Verification runs are independent and CPU-bound: up to MODEL_JOBS of them
+# (default: the machine's cores, at most 4) run at once, each under the same
+# per-run limit; the rest of make test waits for this test, so nothing
+# timing-sensitive runs beside them.
+JOBS="${MODEL_JOBS:-$(nproc 2>/dev/null || echo 1)}"
+[ "$JOBS" -gt 4 ] && JOBS=4
+PROPS=()            # property names, in order
+declare -A SPECS=() # property -> its runs, "TAG|DEFINES|GCC|PAN" separated by newlines
 # prop NAME "TAG|DEFINES|GCC|PAN" ...: the property passes if every run does
 prop() {
-    local name="$1" ok=1 spec tag defs cflags pflags t0 t1
+    local name="$1"
     shift
     [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $name "* ]] || return 0
-    t0=$(date +%s)
-    for spec in "$@"; do
-        IFS='|' read -r tag defs cflags pflags <<<"$spec"
-        if ! run_one "$tag" "$defs" "$cflags" "$pflags"; then
-            ok=0
-            echo "  $name: run $tag ($defs) failed:" >&2
-            grep -E "pan:[0-9]+: |assertion violated|errors:|max search depth|not completed|error: " \
-                "$work/$tag.out" | head -5 | sed 's/^/    /' >&2 || true
+    PROPS+=("$name")
+    SPECS[$name]=$(printf '%s\n' "$@")
+}
+
+# Runs every declared run, JOBS at a time; each leaves TAG.rc (0 passed).
+run_all() {
+    local name spec tag defs cflags pflags
+    for name in "${PROPS[@]}"; do
+        while IFS= read -r spec; do
+            [ -n "$spec" ] || continue
+            while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+            IFS='|' read -r tag defs cflags pflags <<<"$spec"
+            (
+                rc=0
+                run_one "$tag" "$defs" "$cflags" "$pflags" || rc=1
+                echo "$rc $(date +%s)" >"$work/$tag.rc"
+            ) &
+        done <<<"${SPECS[$name]}"
+    done
+    wait
+}
+
+# PASS/FAIL per property from its runs' results, with what failed.
+report() {
+    local name spec tag defs cflags pflags ok rc t
+    for name in "${PROPS[@]}"; do
+        ok=1
+        while IFS= read -r spec; do
+            [ -n "$spec" ] || continue
+            IFS='|' read -r tag defs cflags pflags <<<"$spec"
+            read -r rc t <"$work/$tag.rc" || rc=1
+            if [ "$rc" != 0 ]; then
+                ok=0
+                echo "  $name: run $tag ($defs) failed:" >&2
+                grep -E "pan:[0-9]+: |assertion violated|errors:|max search depth|not completed|error: " \
+                    "$work/$tag.out" | head -5 | sed 's/^/    /' >&2 || true
+            fi
+        done <<<"${SPECS[$name]}"
+        if [ "$ok" = 1 ]; then
+            echo "PASS $name"
+            pass=$((pass + 1))
+        else
+            echo "FAIL $name"
+            fail=$((fail + 1))
         fi
     done
-    t1=$(date +%s)
-    if [ "$ok" = 1 ]; then
-        echo "PASS $name ($((t1 - t0)) s)"
-        pass=$((pass + 1))
-    else
-        echo "FAIL $name ($((t1 - t0)) s)"
-        fail=$((fail + 1))
-    fi
 }
 
 SAFE="-DSAFETY -DNOCLAIM -DCOLLAPSE"
@@ -120,7 +156,9 @@ prop silent-client-no-block \
     "silent0|$LN -DCAP=2 $F -DSTOPPABLE=1|$LIVE|-a -f -N live0 $PM" \
     "silent1|$LN -DCAP=2 $F -DSTOPPABLE=0|$LIVE|-a -f -N live1 $PM"
 
+run_all
+report
 end=$(date +%s)
-echo "total $((end - start)) s"
+echo "total $((end - start)) s ($JOBS runs at a time)"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
