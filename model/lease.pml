@@ -32,7 +32,7 @@
  *                           queued (grant_stale() is checked only on failure)
  *     AS_IS_UNRESP_TAKEBACK src/sched/policy.c revoke() takes the lease of an
  *                           unresponsive client back before it read the REVOKE
- *              Without them the model checks the proposed fixes.
+ *              Without them the model checks the code (both fixed 2026-11-28).
  *   BREAK_*    the deliberate bugs of docs/model.md's failure table
  */
 
@@ -166,8 +166,9 @@ inline revoke(i) {
      * again": the lease ends before the REVOKE is even read */
     if :: unresp[i] -> end_lease(i) :: else -> skip fi
 #else
-    /* proposed: an unresponsive client's lease is taken back at once only
-     * when its process is stopped or its REVOKE was read (as on_rto) */
+    /* the code (policy.c take_back_when_read): an unresponsive client's
+     * lease is taken back only when its process is stopped or its REVOKE
+     * was read (ops.delivered), as on_rto */
     if :: unresp[i] && (stopped[i] || empty(d2c[i])) -> end_lease(i) :: else -> skip fi
 #endif
 }

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -111,6 +113,22 @@ static void on_holders_changed(void *ctx)
     s->state_dirty = true; /* written once, at the end of the event */
 }
 
+/* Everything sent to m's client was read: nothing left in its connection's
+ * queue here, nothing unread in the socket (SIOCOUTQ counts, for a Unix
+ * socket, what the peer has not read yet). A client that left has nothing
+ * more to read. */
+static bool on_delivered(void *ctx, const struct sd_member *m)
+{
+    (void)ctx;
+    const struct sd_conn *c = m->client->owner;
+    if (!c || c->dead)
+        return true;
+    int unread = 0;
+    if (c->qbytes)
+        return false;
+    return ioctl(c->fd, SIOCOUTQ, &unread) == 0 && unread == 0;
+}
+
 const struct sd_policy_ops sd_dispatch_ops = {
     .grant = on_grant,
     .revoke = on_revoke,
@@ -122,6 +140,7 @@ const struct sd_policy_ops sd_dispatch_ops = {
     .timeslice = on_timeslice,
     .lc_mode = on_lc_mode,
     .stopped = sd_proc_member_stopped,
+    .delivered = on_delivered,
 };
 
 /* ---- HELLO ------------------------------------------------------------------------- */

@@ -299,11 +299,46 @@ static void take_back(struct sd_policy *p, struct sd_member *m, uint64_t now)
     m->gpu->st.forced_releases++;
     m->st.forced++;
     m->timeout_reported = true;
+    m->takeback_due = false;
     if (m->footprint > m->resident)
         m->resident = m->footprint;
     m->evict_bytes = 0;
     m->evict_seen = 0;
     end_lease(p, m, now);
+}
+
+/* How often a pending take-back looks whether the REVOKE was read. */
+#define TAKEBACK_POLL_NS (5 * MS)
+
+/* The lease of an unresponsive client, REVOKING, without waiting for its
+ * answer: at once if it read the REVOKE (its gate is closed: the hook
+ * closes it as the REVOKE arrives), if its process is stopped, or once
+ * revoke_timeout_ms passed (a client that reads nothing for that long is
+ * broken or hostile, and its gate protects no one else); else later (the
+ * GPU's ticks). Taking it back as the REVOKE is sent would let the next
+ * holder's gate open beside this one's, still open until its I/O thread
+ * reads the REVOKE. */
+static void take_back_when_read(struct sd_policy *p, struct sd_member *m, uint64_t now)
+{
+    bool read = !p->ops.delivered || p->ops.delivered(p->ctx, m);
+    bool stopped = !read && p->ops.stopped && p->ops.stopped(p->ctx, m);
+    if (read || stopped || now >= m->revoke_ns + (uint64_t)p->cfg->revoke_timeout_ms * MS) {
+        take_back(p, m, now);
+        return;
+    }
+    m->takeback_due = true;
+    want_at(m->gpu, now + TAKEBACK_POLL_NS);
+}
+
+static void check_takebacks(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        struct sd_member *m = g->m[i];
+        if (m->takeback_due && m->state == CS_STATE_REVOKING)
+            take_back_when_read(p, m, now);
+        else
+            m->takeback_due = false;
+    }
 }
 
 static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, uint64_t evict,
@@ -326,9 +361,10 @@ static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, ui
              (unsigned long long)m->lease_id, client_name(m), m->client->info.pid, reason);
     p->ops.revoke(p->ctx, m, reason, evict);
     holders_changed(p); /* a restarted daemon revokes it again (state.c) */
-    /* Told, in case it still listens; never waited for again. */
+    /* Told, in case it still listens; never waited for again, but its lease
+     * ends only once it read the REVOKE (docs/model.md, finding 2). */
     if (m->client->unresponsive && p->cfg->force_release)
-        take_back(p, m, now);
+        take_back_when_read(p, m, now);
 }
 
 void sd_lc_revoke(struct sd_policy *p, struct sd_member *m, uint64_t now)
@@ -736,7 +772,7 @@ void sd_unresponsive(struct sd_policy *p, struct sd_client *c, const char *why, 
         sd_mem_forget_requests(p, m, now);
         if (m->state == CS_STATE_REVOKING && p->cfg->force_release) {
             m->gpu->sw_waited_out = true;
-            take_back(p, m, now);
+            take_back_when_read(p, m, now);
         }
         want_at(m->gpu, now); /* its other GPUs: at this tick */
     }
@@ -805,6 +841,7 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     sd_mem_check_answers(p, g, now);
     check_stopped(p, g, now);
     check_revoke_timeouts(p, g, now);
+    check_takebacks(p, g, now);
     trim_holders(p, g, now);
     restore_check(g, now);
     if (g->restoring)

@@ -131,6 +131,9 @@ struct sd_member {
     bool idle;            /* last USAGE said idle */
     uint64_t idle_ns;     /* ...since (when that USAGE came) */
     bool timeout_reported;
+    bool takeback_due;    /* unresponsive, REVOKING: take the lease back once
+                             the REVOKE was read (ops.delivered), the process
+                             is stopped, or revoke_timeout_ms passed */
     uint32_t revoke_reason;
     uint64_t lease_id;    /* current lease (HELD, REVOKING) */
     uint64_t prev_lease_id; /* last ended lease: a late RELEASE for it is fine */
@@ -320,6 +323,12 @@ struct sd_policy_ops {
     /* Whether m's process is stopped (SIGSTOP, a debugger): asked while the
      * daemon waits for an answer from it. May be NULL (never stopped). */
     bool (*stopped)(void *ctx, const struct sd_member *m);
+    /* Whether m's client has read everything sent to it (its REVOKE
+     * included): nothing queued here, nothing unread in its socket. The
+     * hook closes its gate as it reads a REVOKE, so a lease taken back
+     * without waiting for the answer may end only once this holds. May be
+     * NULL (taken as read). */
+    bool (*delivered)(void *ctx, const struct sd_member *m);
 };
 
 /* What the previous daemon recorded: its state file (state.c, read by

@@ -409,7 +409,7 @@ static void test_state_round_trip(void **state)
 
     /* What a daemon writes, the next one reads: holders and their GPU. */
     static struct sd_policy p;
-    static const struct sd_policy_ops ops = {nop_grant, nop_revoke, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    static const struct sd_policy_ops ops = {.grant = nop_grant, .revoke = nop_revoke};
     sd_policy_init(&p, &cfg, &ops, NULL, 1, 1000);
     struct sd_client_info info = {.pid = 1, .weight = 1};
     struct sd_client *a = sd_policy_client_add(&p, &info, 1000);

@@ -102,12 +102,28 @@ static bool on_stopped(void *ctx, const struct sd_member *m)
 
 static const struct sd_policy_ops ops = {on_grant,  on_revoke,  on_changed, on_evict,
                                          on_room,   on_prepare, on_prefetch, NULL,
-                                         NULL,      NULL};
+                                         NULL,      NULL,       NULL};
 /* The same with a server that can tell a stopped process (ops.stopped). */
 static const struct sd_policy_ops ops_stop = {on_grant,   on_revoke,   on_changed,
                                               on_evict,   on_room,     on_prepare,
                                               on_prefetch, NULL,       NULL,
-                                              on_stopped};
+                                              on_stopped,  NULL};
+
+/* Whether the fake server's clients have read what was sent to them
+ * (ops.delivered): the REVOKE sits unread while this is false. */
+static bool all_read;
+
+static bool on_delivered(void *ctx, const struct sd_member *m)
+{
+    (void)ctx;
+    (void)m;
+    return all_read;
+}
+
+/* A server that can tell a stopped process and an unread REVOKE. */
+static const struct sd_policy_ops ops_deliv = {on_grant,    on_revoke, on_changed, on_evict,
+                                               on_room,     on_prepare, on_prefetch, NULL,
+                                               NULL,        on_stopped, on_delivered};
 
 /* Quantum at the floor until a switch is measured: an oversubscribed GPU
  * would otherwise start from a predicted switch cost (test_predicted_quantum),
@@ -140,6 +156,7 @@ static int setup(void **state)
     changed = 0;
     stopped_pid = 0;
     stop_probes = 0;
+    all_read = true;
     start();
     return 0;
 }
@@ -2765,6 +2782,54 @@ static void test_unresponsive_revoke(void **state)
     assert_int_equal(gpu(0)->st.revoke_timeouts, 1); /* waited for once */
 }
 
+/* docs/model.md, finding 2: the later lease of a client marked
+ * unresponsive ends only once it read its REVOKE (the hook's gate closes
+ * then), not as the REVOKE is sent: else the next holder's gate opens while
+ * this client's is still open. Not read, it ends when the process is found
+ * stopped, or at revoke_timeout_ms. Fails with the take-back at send. */
+static void test_unresponsive_takeback_waits_for_the_read(void **state)
+{
+    (void)state;
+    sd_policy_fini(&pol);
+    sd_policy_init(&pol, &cfg, &ops_deliv, NULL, 1, now);
+    cfg.revoke_timeout_ms = 500;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "stuck"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    run_until(now + 3 * SEC); /* quantum, then the revoke timeout: unresponsive */
+    assert_true(a->client->unresponsive);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    /* Its next lease; b wants the GPU back while a's REVOKE is unread. */
+    assert_int_equal(release_lease(b, b->lease_id, CS_RELEASE_IDLE), SD_OK);
+    acquire(a);
+    assert_int_equal(a->state, CS_STATE_HELD);
+    all_read = false;
+    uint64_t forced = a->st.forced;
+    acquire(b); /* a, demoted to low, is preempted: REVOKE sent, not read */
+    assert_int_equal(a->state, CS_STATE_REVOKING);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    run_until(now + 100 * MS);
+    assert_int_equal(b->state, CS_STATE_WAITING); /* still unread: a's gate may be open */
+    all_read = true;
+    run_until(now + 10 * MS);
+    assert_int_equal(a->state, CS_STATE_IDLE);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    assert_int_equal(a->st.forced, forced + 1);
+    /* Never read: at revoke_timeout_ms. */
+    assert_int_equal(release_lease(b, b->lease_id, CS_RELEASE_IDLE), SD_OK);
+    acquire(a);
+    all_read = false;
+    acquire(b);
+    uint64_t sent = now;
+    run_until(now + 490 * MS);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    run_until(sent + 500 * MS + 10 * MS);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    assert_int_equal(a->state, CS_STATE_IDLE);
+    assert_int_equal(a->st.forced, forced + 2);
+}
+
 static void test_unresponsive_revoke_without_force(void **state)
 {
     (void)state;
@@ -3103,6 +3168,7 @@ int main(void)
         T(test_silent_evict_waited_once),
         T(test_unresponsive_claim_not_planned_around),
         T(test_unresponsive_revoke),
+        T(test_unresponsive_takeback_waits_for_the_read),
         T(test_unresponsive_revoke_without_force),
         T(test_unresponsive_prepare_and_prefetch),
         T(test_stopped_holder),
