@@ -205,7 +205,9 @@ enum cs_ep_op {
 enum cs_mode {
     CS_MODE_EXCLUSIVE = 0, /* one lease holder per GPU */
     CS_MODE_SHARED = 1,    /* holders whose memory fits run together */
-    CS_MODE_MAX = 1,
+    CS_MODE_MIXED = 2,     /* a high holder and a lower-class one whose memory
+                              fits run together; one holder per class side */
+    CS_MODE_MAX = 2,
 };
 
 /* CTL_CLIENT.state: the daemon's view of one client on one GPU. The status

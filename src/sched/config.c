@@ -73,7 +73,7 @@ static const struct knob knobs[] = {
     KNOB(hello_timeout_ms, K_U32, true, 1, 3600000),
 };
 
-static const char *const mode_names[] = {"exclusive", "shared"};
+static const char *const mode_names[] = {"exclusive", "shared", "mixed"};
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 static const char *const lcmech_names[] = {"auto", "tsg", "gate", "off"};
 static const char *const prio_names[] = {"high", "normal", "low"}; /* enum cs_priority */
@@ -83,7 +83,7 @@ static const char *const *names_of(uint8_t kind, size_t *n)
 {
     switch (kind) {
     case K_MODE:
-        *n = 2;
+        *n = sizeof mode_names / sizeof mode_names[0];
         return mode_names;
     case K_LEVEL:
         *n = 4;

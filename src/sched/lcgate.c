@@ -53,7 +53,7 @@ static bool tsg_usable(const struct sd_policy *p, const struct sd_member *m)
 bool sd_lc_gated(const struct sd_policy *p, const struct sd_member *m)
 {
     const struct sd_config *cfg = p->cfg;
-    if (cfg->mode != CS_MODE_SHARED || m->client->info.priority == CS_PRIO_HIGH)
+    if (!sd_mode_coruns(cfg) || m->client->info.priority == CS_PRIO_HIGH)
         return false;
     switch (cfg->lc_mechanism) {
     case SD_LC_GATE:
@@ -81,7 +81,7 @@ static bool high_present(const struct sd_gpu *g)
 
 bool sd_lc_active(const struct sd_policy *p, const struct sd_gpu *g)
 {
-    if (p->cfg->mode != CS_MODE_SHARED)
+    if (!sd_mode_coruns(p->cfg))
         return false;
     for (size_t i = 0; i < g->n; i++) {
         const struct sd_member *m = g->m[i];
@@ -136,7 +136,7 @@ struct sd_member *sd_lc_best_waiter(const struct sd_policy *p, const struct sd_g
 
 uint32_t sd_lc_mechanism_of(const struct sd_policy *p, const struct sd_member *m)
 {
-    if (p->cfg->mode != CS_MODE_SHARED || !high_present(m->gpu))
+    if (!sd_mode_coruns(p->cfg) || !high_present(m->gpu))
         return CS_LC_MECH_NONE;
     if (is_high(m))
         return CS_LC_MECH_LC;
@@ -154,7 +154,7 @@ static void lc_desired(const struct sd_policy *p, const struct sd_member *m, uin
     *mode = CS_LC_NONE;
     *param = 0;
     const struct sd_gpu *g = m->gpu;
-    if (p->cfg->mode != CS_MODE_SHARED)
+    if (!sd_mode_coruns(p->cfg))
         return;
     if (is_high(m)) {
         if (gated_present(p, g)) {

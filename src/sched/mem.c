@@ -549,7 +549,7 @@ void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
      * slice not over): moving memory for it would only churn, until it
      * fits beside them or one of them is on its way out. In exclusive mode
      * the holder's slice ends for w anyway. */
-    if (p->cfg->mode == CS_MODE_SHARED && !leaving && !sd_fits_beside_holders(p, g, w))
+    if (sd_mode_coruns(p->cfg) && !leaving && !sd_fits_beside_holders(p, g, w))
         return;
     if (running)
         evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w), now);

@@ -431,11 +431,35 @@ static uint64_t holders_footprint(const struct sd_gpu *g)
 
 /* ---- decisions ------------------------------------------------------------- */
 
+bool sd_may_corun(const struct sd_policy *p, const struct sd_member *a, const struct sd_member *b)
+{
+    switch (p->cfg->mode) {
+    case CS_MODE_SHARED:
+        return true;
+    case CS_MODE_MIXED:
+        return (a->client->info.priority == CS_PRIO_HIGH) !=
+               (b->client->info.priority == CS_PRIO_HIGH);
+    default:
+        return false;
+    }
+}
+
+/* Every holder (leaving ones included: their work still runs) may run
+ * beside w. */
+static bool corun_with_holders(const struct sd_policy *p, const struct sd_gpu *g,
+                               const struct sd_member *w)
+{
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i] != w && is_holder(g->m[i]) && !sd_may_corun(p, g->m[i], w))
+            return false;
+    return true;
+}
+
 static bool fits(const struct sd_policy *p, const struct sd_gpu *g, const struct sd_member *w)
 {
     if (sd_gpu_count(g, CS_STATE_HELD) + sd_gpu_count(g, CS_STATE_REVOKING) == 0)
         return true; /* alone on the GPU: always, even if it is too big */
-    if (p->cfg->mode != CS_MODE_SHARED)
+    if (!sd_mode_coruns(p->cfg) || !corun_with_holders(p, g, w))
         return false;
     uint64_t cap = capacity(p, g);
     return cap > 0 && sd_add_sat(holders_footprint(g), w->footprint) <= cap;
@@ -594,6 +618,51 @@ static void forfeit_credit(struct sd_member *h, const struct sd_member *w, uint3
     h->vtime = w->vtime;
 }
 
+/* Puts the holders of v (n) that may not run beside w first, keeping each
+ * part's order; returns how many there are. */
+static size_t incompatible_first(const struct sd_policy *p, const struct sd_member *w,
+                                 struct sd_member **v, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (sd_may_corun(p, v[i], w))
+            continue;
+        struct sd_member *x = v[i];
+        for (size_t j = i; j > k; j--)
+            v[j] = v[j - 1];
+        v[k++] = x;
+    }
+    return k;
+}
+
+/* How many of the sorted candidates v (nv of the `holding` holders) must go
+ * for w: every holder that may not run beside w (none can stay behind:
+ * then none go now), then enough of the others for w's memory. 0: w
+ * waits. */
+static size_t victims_needed(const struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
+                             struct sd_member **v, size_t nv, size_t holding)
+{
+    uint64_t cap = capacity(p, g);
+    if (!sd_mode_coruns(p->cfg) || cap == 0 || w->footprint > cap)
+        return nv == holding ? nv : 0; /* w needs the GPU to itself */
+    size_t must = incompatible_first(p, w, v, nv), must_all = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i]->state == CS_STATE_HELD && !sd_may_corun(p, g->m[i], w))
+            must_all++;
+    if (must < must_all)
+        return 0; /* one that may not run beside w stays: w waits for it */
+    uint64_t used = holders_footprint(g);
+    uint64_t excess = sub0(sd_add_sat(used, w->footprint), cap);
+    for (size_t i = 0; i < g->n; i++) /* already leaving */
+        if (g->m[i]->state == CS_STATE_REVOKING)
+            excess = sub0(excess, g->m[i]->footprint);
+    uint64_t freed = 0;
+    size_t take = 0;
+    while (take < nv && (take < must || freed < excess))
+        freed += v[take++]->footprint;
+    return freed < excess ? 0 : take;
+}
+
 /* w does not fit: revoke enough holders that may go now, or none. */
 static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w, uint64_t now)
 {
@@ -622,23 +691,7 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
         }
     }
     sort_victims(v, nv);
-    size_t take = 0;
-    uint64_t cap = capacity(p, g);
-    if (p->cfg->mode != CS_MODE_SHARED || cap == 0 || w->footprint > cap) {
-        /* w needs the GPU to itself: every holder must go. */
-        take = nv == holding ? nv : 0;
-    } else {
-        uint64_t used = holders_footprint(g);
-        uint64_t excess = sub0(sd_add_sat(used, w->footprint), cap);
-        for (size_t i = 0; i < g->n; i++) /* already leaving */
-            if (g->m[i]->state == CS_STATE_REVOKING)
-                excess = sub0(excess, g->m[i]->footprint);
-        uint64_t freed = 0;
-        while (take < nv && freed < excess)
-            freed += v[take++]->footprint;
-        if (freed < excess)
-            take = 0;
-    }
+    size_t take = victims_needed(p, g, w, v, nv, holding);
     /* Room for w's whole footprint beside what the others keep: what the
      * third parties are not already moving out, the leaving holders swap
      * out after their drain (REVOKE.evict_bytes); mem.c asks the rest of
@@ -787,6 +840,17 @@ static uint64_t holding_footprint(const struct sd_gpu *g)
     return s;
 }
 
+/* Every two holders (HELD) may run together. */
+static bool holders_corun(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        for (size_t j = i + 1; j < g->n; j++)
+            if (g->m[i]->state == CS_STATE_HELD && g->m[j]->state == CS_STATE_HELD &&
+                !sd_may_corun(p, g->m[i], g->m[j]))
+                return false;
+    return true;
+}
+
 /* More holders than the mode allows (claims after a restart, a switch from
  * shared to exclusive, footprints that grew): keep the best, revoke the rest
  * (the ones already revoking are on their way out and not counted). */
@@ -805,7 +869,7 @@ static void trim_holders(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         }
         if (holding < 2)
             return;
-        if (p->cfg->mode != CS_MODE_SHARED) {
+        if (!sd_mode_coruns(p->cfg) || !holders_corun(p, g)) {
             revoke(p, worst, CS_REVOKE_PREEMPT, 0, now);
             continue;
         }

@@ -20,6 +20,18 @@ void sd_node_reschedule(struct sd_policy *p, uint64_t now);
 bool sd_is_holder(const struct sd_member *m);
 /* Whether w may run beside the current holders (always when there are
  * none; in shared mode, when the footprints fit). */
+/* Whether the mode lets holders run together at all (shared, mixed). */
+static inline bool sd_mode_coruns(const struct sd_config *c)
+{
+    return c->mode != CS_MODE_EXCLUSIVE;
+}
+
+/* Whether a and b may hold one GPU together, memory aside: any two in
+ * shared mode; in mixed mode a high member and a lower-class one (the
+ * latency-critical job beside best-effort work), never two of one side;
+ * none in exclusive mode. */
+bool sd_may_corun(const struct sd_policy *p, const struct sd_member *a, const struct sd_member *b);
+
 bool sd_fits_beside_holders(const struct sd_policy *p, const struct sd_gpu *g,
                             const struct sd_member *w);
 /* The waiter policy grants next on g, NULL if none. */

@@ -875,7 +875,9 @@ int sd_server_run(struct sd_server *s)
         return -1;
     }
     cs_info("listening on %s (mode %s, epoch %llu)", s->sock_path,
-            s->cfg.mode == CS_MODE_SHARED ? "shared" : "exclusive",
+            s->cfg.mode == CS_MODE_SHARED  ? "shared"
+            : s->cfg.mode == CS_MODE_MIXED ? "mixed"
+                                           : "exclusive",
             (unsigned long long)s->epoch);
     sd_server_settle(s);
     /* The pool's first piece is asked before anything else happens: a

@@ -42,7 +42,7 @@ static bool high_holds_beside(const struct sd_gpu *g, const struct sd_member *m)
 static uint32_t ts_desired(const struct sd_policy *p, const struct sd_member *m)
 {
     const struct sd_config *cfg = p->cfg;
-    if (cfg->mode != CS_MODE_SHARED || cfg->be_timeslice_us == 0 ||
+    if (!sd_mode_coruns(cfg) || cfg->be_timeslice_us == 0 ||
         m->client->info.priority == CS_PRIO_HIGH || cfg->lc_mechanism == SD_LC_GATE ||
         cfg->lc_mechanism == SD_LC_OFF || sd_lc_gated(p, m))
         return 0; /* gated instead (lcgate.c), or no protection asked for */

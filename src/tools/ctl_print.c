@@ -17,7 +17,7 @@ const char *ctl_state_name(uint32_t state)
 
 const char *ctl_mode_name(uint32_t mode)
 {
-    return mode == CS_MODE_SHARED ? "shared" : "exclusive";
+    return mode == CS_MODE_SHARED ? "shared" : mode == CS_MODE_MIXED ? "mixed" : "exclusive";
 }
 
 static double secs(uint64_t ns)

@@ -2749,6 +2749,109 @@ static void test_unresponsive_claim_not_planned_around(void **state)
  * and demoted for the rest of its connection (an operator's set does not
  * lift it, a late RELEASE is accepted), and its later leases are taken back
  * with their REVOKE. */
+/* ---- mixed mode (issue 21): a high job beside a lower-class one --------------------- */
+
+/* Mixed mode on a 10 GiB GPU: a low job of lo_fp holds, then a high one of
+ * hi_fp asks. */
+static void mixed_pair(uint64_t lo_fp, uint64_t hi_fp, struct sd_member **lo,
+                       struct sd_member **hi)
+{
+    cfg.mode = CS_MODE_MIXED;
+    *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 0);
+    *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage(*lo, 0, 0, 0, lo_fp);
+    usage(*hi, 0, 0, 0, hi_fp);
+    acquire(*lo);
+    acquire(*hi);
+}
+
+/* A high job whose memory fits runs beside the low holder, which keeps the
+ * GPU: neither is revoked. */
+static void test_mixed_high_runs_beside_low(void **state)
+{
+    (void)state;
+    struct sd_member *lo, *hi;
+    mixed_pair(4 * GiB, 3 * GiB, &lo, &hi);
+    assert_int_equal(lo->state, CS_STATE_HELD);
+    assert_int_equal(hi->state, CS_STATE_HELD);
+    run_until(now + 10 * SEC);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    /* The low one, waiting while the high one holds, is granted beside it. */
+    release_lease(lo, lo->lease_id, CS_RELEASE_IDLE);
+    acquire(lo);
+    assert_int_equal(lo->state, CS_STATE_HELD);
+}
+
+/* When the two do not fit, the high one preempts as in exclusive mode. */
+static void test_mixed_high_preempts_when_it_does_not_fit(void **state)
+{
+    (void)state;
+    struct sd_member *lo, *hi;
+    mixed_pair(8 * GiB, 4 * GiB, &lo, &hi);
+    const struct ev *r = find(EV_REVOKE, lo);
+    assert_int_equal(r->reason, CS_REVOKE_PREEMPT);
+    assert_int_equal(hi->state, CS_STATE_WAITING);
+    release(lo);
+    const struct ev *e = find(EV_EVICT, lo); /* the release did not say it moved */
+    assert_non_null(e);
+    assert_int_equal(evicted(lo, e->lease, 0, e->evict), SD_OK);
+    assert_int_equal(hi->state, CS_STATE_HELD);
+}
+
+/* One class side, one holder: two low jobs take turns at the quantum, the
+ * high one beside whichever holds; a normal job preempts the low one and
+ * runs beside the high one; a second high job waits for the first. */
+static void test_mixed_one_holder_per_side(void **state)
+{
+    (void)state;
+    no_predicted_quantum();
+    cfg.mode = CS_MODE_MIXED;
+    struct sd_member *lo1 = attach(client(CS_PRIO_LOW, 1, "lo1"), 0);
+    struct sd_member *lo2 = attach(client(CS_PRIO_LOW, 1, "lo2"), 0);
+    struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
+    struct sd_member *hi2 = attach(client(CS_PRIO_HIGH, 1, "hi2"), 0);
+    struct sd_member *no = attach(client(CS_PRIO_NORMAL, 1, "no"), 0);
+    gpu(0)->mem_total = 40 * GiB;
+    struct sd_member *all[] = {lo1, lo2, hi, hi2, no};
+    for (int i = 0; i < 5; i++)
+        usage(all[i], 0, 0, 0, 2 * GiB);
+    acquire(hi);
+    acquire(lo1);
+    acquire(lo2);
+    assert_int_equal(hi->state, CS_STATE_HELD);
+    assert_int_equal(lo1->state, CS_STATE_HELD);
+    assert_int_equal(lo2->state, CS_STATE_WAITING); /* same side as lo1 */
+    run_until(lo1->grant_ns + cfg.quantum_floor_ms * MS);
+    assert_int_equal(find(EV_REVOKE, lo1)->reason, CS_REVOKE_QUANTUM);
+    release(lo1);
+    assert_int_equal(lo2->state, CS_STATE_HELD);
+    assert_int_equal(hi->state, CS_STATE_HELD); /* never revoked */
+    acquire(no);
+    assert_int_equal(find(EV_REVOKE, lo2)->reason, CS_REVOKE_PREEMPT);
+    release(lo2);
+    assert_int_equal(no->state, CS_STATE_HELD);
+    assert_int_equal(hi->state, CS_STATE_HELD);
+    acquire(hi2);
+    assert_int_equal(hi2->state, CS_STATE_WAITING);
+    assert_int_equal(count(EV_REVOKE, no), 0); /* hi2 may run beside no, not beside hi */
+}
+
+/* Switching exclusive -> mixed keeps a pair; mixed -> exclusive trims it. */
+static void test_mixed_to_exclusive_trims(void **state)
+{
+    (void)state;
+    struct sd_member *lo, *hi;
+    mixed_pair(2 * GiB, 2 * GiB, &lo, &hi);
+    assert_int_equal(lo->state, CS_STATE_HELD);
+    assert_int_equal(hi->state, CS_STATE_HELD);
+    cfg.mode = CS_MODE_EXCLUSIVE;
+    run_until(now + 1 * MS);
+    sd_gpu_reschedule(&pol, gpu(0), now);
+    assert_int_equal(lo->state, CS_STATE_REVOKING);
+    assert_int_equal(hi->state, CS_STATE_HELD);
+}
+
 static void test_unresponsive_revoke(void **state)
 {
     (void)state;
@@ -3167,6 +3270,10 @@ int main(void)
         T(test_unresponsive_evict_dealt_with_once),
         T(test_silent_evict_waited_once),
         T(test_unresponsive_claim_not_planned_around),
+        T(test_mixed_high_runs_beside_low),
+        T(test_mixed_high_preempts_when_it_does_not_fit),
+        T(test_mixed_one_holder_per_side),
+        T(test_mixed_to_exclusive_trims),
         T(test_unresponsive_revoke),
         T(test_unresponsive_takeback_waits_for_the_read),
         T(test_unresponsive_revoke_without_force),
