@@ -18,7 +18,10 @@
 #              lc_mechanism=gate (no timeslices: the BE job's submissions
 #              are gated while the LC job has work), sched-gate-hint the
 #              same with the LC job calling cushare_hint(WORK_SOON)
-#              LC_HINT_US (1000) before each launch
+#              LC_HINT_US (1000) before each launch; sched-excl and
+#              sched-mixed: the daemon's default configuration but for the
+#              mode, exclusive (today's default) or mixed (issue 21: the LC
+#              job beside the BE job when both fit, gated or time-sliced)
 #
 # each repeated REPS times (interleaved: rep 1 of every case, then rep 2...),
 # then a markdown table of medians over the repetitions: LC p50/p99/max,
@@ -82,8 +85,10 @@ run_case() {
         lc "$at" >"$o.lc"
         wait ;;
     sched-*)
-        local us=1 mech="" d=$tmp/d.$c.$r dpid bpid i hint=()
+        local us=1 mech="" mode=shared d=$tmp/d.$c.$r dpid bpid i hint=()
         case $c in
+        sched-excl) us="" mode=exclusive ;;
+        sched-mixed) us="" mode=mixed ;;
         sched-notsg) us=0 mech=off ;;
         sched-gate) us=0 mech=gate ;;
         sched-gate-hint) us=0 mech=gate hint=(--hint-us "$HINT") ;;
@@ -91,8 +96,8 @@ run_case() {
         *) echo "bench/lc/run.sh: unknown case $c" >&2; exit 2 ;;
         esac
         mkdir -p "$d"
-        { printf '[cushared]\nmode = shared\nbe_timeslice_us = %s\nclient_reserve_mb = %s\n' \
-              "$us" "${LC_CLIENT_RESERVE_MB:-512}"
+        { printf '[cushared]\nmode = %s\nclient_reserve_mb = %s\n' "$mode" "${LC_CLIENT_RESERVE_MB:-512}"
+          [ -z "$us" ] || printf 'be_timeslice_us = %s\n' "$us"
           [ -z "$mech" ] || printf 'lc_mechanism = %s\n' "$mech"; } >"$d/conf"
         "$B/bin/cushared" --socket "$d/s.sock" --config "$d/conf" \
             --log-level "${LC_DAEMON_LOG_LEVEL:-info}" 2>"$o.daemon" &
