@@ -140,8 +140,19 @@ static uint64_t m_inns(const struct sd_member *m, uint64_t now) { (void)now; ret
 static uint64_t m_evict(const struct sd_member *m, uint64_t now) { (void)now; return m->st.evictions; }
 static uint64_t m_pref(const struct sd_member *m, uint64_t now) { (void)now; return m->st.prefetches; }
 static uint64_t m_weight(const struct sd_member *m, uint64_t now) { (void)now; return m->client->info.weight; }
-static uint64_t m_ts(const struct sd_member *m, uint64_t now) { (void)now; return m->ts_sent; }
-static uint64_t m_ts_in(const struct sd_member *m, uint64_t now) { (void)now; return m->client->tsg.applied_us; }
+/* Timeslices are kept in µs (the protocol's unit) and shown in seconds,
+ * Prometheus's base unit: ns for client_series' V_SEC. */
+static uint64_t m_ts(const struct sd_member *m, uint64_t now)
+{
+    (void)now;
+    return (uint64_t)m->ts_sent * 1000u;
+}
+
+static uint64_t m_ts_in(const struct sd_member *m, uint64_t now)
+{
+    (void)now;
+    return (uint64_t)m->client->tsg.applied_us * 1000u;
+}
 /* enum cs_tsg_mech, or one past it for a client that never reported (an
  * older client, or one that did not announce CS_HELLO_TSG). */
 static uint64_t m_tsg(const struct sd_member *m, uint64_t now)
@@ -218,12 +229,12 @@ static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t
                   "more), 3 when it was also demoted to low, weight 1.", m_unresp, V_U64);
     client_series(b, p, now, "cushare_client_weight", "gauge",
                   "The client's weight within its priority class.", m_weight, V_U64);
-    client_series(b, p, now, "cushare_client_timeslice_us", "gauge",
-                  "Channel-group timeslice the daemon last asked of the client on this GPU, "
-                  "in microseconds (0: the driver's defaults).", m_ts, V_U64);
-    client_series(b, p, now, "cushare_client_timeslice_applied_us", "gauge",
+    client_series(b, p, now, "cushare_client_timeslice_seconds", "gauge",
+                  "Channel-group timeslice the daemon last asked of the client on this GPU "
+                  "(0: the driver's defaults).", m_ts, V_SEC);
+    client_series(b, p, now, "cushare_client_timeslice_applied_seconds", "gauge",
                   "Timeslice the client reports in force for its compute channel groups "
-                  "(0: the driver's defaults).", m_ts_in, V_U64);
+                  "(0: the driver's defaults).", m_ts_in, V_SEC);
     client_series(b, p, now, "cushare_client_tsg_mechanism", "gauge",
                   "Channel-group timeslice mechanism of the client: 0 off, 1 unprobed, "
                   "2 ready, 3 active, 4 unavailable, 5 not reported.", m_tsg, V_U64);
