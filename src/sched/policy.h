@@ -95,6 +95,7 @@ struct sd_client_info {
     char name[CS_NAME_LEN];
     char pod[CS_NAME_LEN];
     char ns[CS_NAME_LEN];
+    char container[CS_NAME_LEN]; /* LABELS, where believed as pod and ns are; "" otherwise */
 };
 
 struct sd_member_stats {
