@@ -246,6 +246,7 @@ struct sd_gpu_stats {
     uint64_t forced_releases;
     uint64_t share_turns;    /* turns given to a lower class under class_share_max_pct */
     uint64_t unresponsive;   /* clients of it marked unresponsive */
+    uint64_t demotions;      /* ...of them, demoted to low, weight 1 (the others were already) */
     struct sd_hist switch_latency; /* REVOKE -> next GRANT */
     struct sd_hist switch_cost;    /* switch overhead samples (the quantum's basis) */
 };

@@ -198,26 +198,9 @@ static void test_describe(void **state)
 
 static struct sd_server srv;
 
-static uint64_t fake_clock(void *ctx)
-{
-    (void)ctx;
-    return 1000000000ull;
-}
-
-/* The node: one GPU, 17 00 .. 00, 1 GiB (the daemon refuses any other). */
-static const struct sd_node *test_node(void)
-{
-    static struct sd_node node = {.n = 1, .source = "test"};
-    node.gpu[0].uuid[0] = 0x17;
-    node.gpu[0].mem_total = 1ull << 30;
-    return &node;
-}
-
 static void server_start(void)
 {
-    struct sd_server_opts o = {.clock = fake_clock, .lease_base = 1, .node = test_node()};
-    assert_int_equal(sd_server_init(&srv, &cfg, NULL, &o), 0);
-    srv.owner_uid = OWNER; /* grants are made with it at adopt */
+    ts_start(&srv, &cfg, NULL, OWNER);
 }
 
 static void server_stop(void)
@@ -436,9 +419,7 @@ static void test_overrides_and_grants(void **state)
                             .priority = CS_PRIO_HIGH, .weight = 50};
     strcpy(o.who, "serve");
     assert_int_equal(sd_overrides_put(&ov, &o), 0);
-    struct sd_server_opts opts = {.clock = fake_clock, .lease_base = 1, .node = test_node()};
-    assert_int_equal(sd_server_init(&srv, &cfg, &ov, &opts), 0);
-    srv.owner_uid = OWNER;
+    ts_start(&srv, &cfg, &ov, OWNER);
 
     struct peer t = adopt(7005, TENANT);
     struct sd_client *tc = hello(&t, CS_PRIO_LOW, 1, 0, "serve");

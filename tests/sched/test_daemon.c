@@ -852,12 +852,13 @@ static void test_metrics_endpoint(void **state)
     cs_uuid_format(u, uuid);
     snprintf(want, sizeof want,
              "cushare_client_slices_total{gpu=\"%s\",client=\"alpha\",pid=\"%d\","
-             "uid=\"%u\",priority=\"normal\"} 1\n",
+             "uid=\"%u\",priority=\"normal\",pod=\"\",namespace=\"\",container=\"\"} 1\n",
              uuid, (int)getpid(), (unsigned)geteuid());
     assert_non_null(strstr(page, want));
     snprintf(want, sizeof want,
              "cushare_client_lease_latency_seconds_count{gpu=\"%s\",client=\"alpha\","
-             "pid=\"%d\",uid=\"%u\",priority=\"normal\"} 1\n",
+             "pid=\"%d\",uid=\"%u\",priority=\"normal\",pod=\"\",namespace=\"\","
+             "container=\"\"} 1\n",
              uuid, (int)getpid(), (unsigned)geteuid());
     assert_non_null(strstr(page, want));
     assert_non_null(strstr(page, "le=\"+Inf\"} 1\n"));
