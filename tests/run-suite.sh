@@ -2,7 +2,9 @@
 # tests/run-suite.sh TEST...: runs each test program or script of one build
 # tree, one at a time, each with its own simulated-GPU namespace and a time
 # limit; prints a line per test, the log of every failure, and a summary.
-# Exits non-zero if any test failed.
+# Exits non-zero if any test failed. A test that exits 77 was skipped (it
+# lacks an optional tool, e.g. Prometheus): SKIP with its last line, the
+# reason, which does not fail the suite.
 #
 # Environment passed to each test:
 #   CUSHARE_BUILD  the build tree (build, build/asan, build/tsan)
@@ -16,7 +18,7 @@ BUILD=${CUSHARE_BUILD:-build}
 LOGDIR=$BUILD/test-logs
 mkdir -p "$LOGDIR"
 LIMIT=${TEST_TIME_LIMIT:-300}
-pass=0 fail=0 failed=()
+pass=0 fail=0 skip=0 failed=()
 export LD_LIBRARY_PATH=$BUILD/fakecuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export CUSHARE_BUILD=$BUILD CUSHARE_SAN=${CUSHARE_SAN:-} SAN_RUNTIME=${SAN_RUNTIME:-}
 # Sanitizer reports fail the test that triggers them.
@@ -38,6 +40,10 @@ for t in "$@"; do
         printf '  PASS  %-52s %6ss\n' "$t" "$secs"
         pass=$((pass + 1))
         rm -rf "$tmp"
+    elif [ $rc -eq 77 ]; then
+        printf '  SKIP  %-52s %6ss  (%s)\n' "$t" "$secs" "$(tail -n 1 "$log")"
+        skip=$((skip + 1))
+        rm -rf "$tmp"
     else
         [ $rc -eq 124 ] && why="timed out after ${LIMIT}s" || why="exit $rc"
         printf '  FAIL  %-52s %6ss  (%s)\n' "$t" "$secs" "$why"
@@ -49,5 +55,6 @@ for t in "$@"; do
     fi
     rm -f /dev/shm/fakecuda-cs-test-$$-* 2>/dev/null
 done
-echo "suite ${CUSHARE_SAN:-optimized} ($BUILD): $pass passed, $fail failed"
+skipped=; [ $skip -eq 0 ] || skipped=", $skip skipped"
+echo "suite ${CUSHARE_SAN:-optimized} ($BUILD): $pass passed, $fail failed$skipped"
 [ $fail -eq 0 ] || { printf '  failed: %s\n' "${failed[@]}"; exit 1; }

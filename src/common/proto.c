@@ -60,7 +60,8 @@ struct msgdesc {
 static const struct field f_hello[] = {
     U32(cs_msg_hello, flags, 0,
         CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN |
-            CS_HELLO_TERMS | CS_HELLO_LIMITS | CS_HELLO_POOL | CS_HELLO_VIEW),
+            CS_HELLO_TERMS | CS_HELLO_LIMITS | CS_HELLO_POOL | CS_HELLO_LABELS |
+            CS_HELLO_VIEW),
     U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
@@ -333,6 +334,11 @@ static const struct field f_pinned[] = {
     U32(cs_msg_pinned, flags, 0, 0),
     U64(cs_msg_pinned, bytes, BYTES62),
 };
+static const struct field f_labels[] = {
+    U32(cs_msg_labels, flags, 0, 0),
+    PAD(cs_msg_labels, pad),
+    STR(cs_msg_labels, container),
+};
 static const struct field f_borrow[] = {
     SLOT(cs_msg_borrow),
     U32(cs_msg_borrow, kind, 0, CS_PIECE_KIND_MAX),
@@ -419,6 +425,12 @@ static const struct field f_ctl_view[] = {
     U32(cs_msg_ctl_view, flags, 0, CS_CTL_VIEW_ENDPOINT),
     U64(cs_msg_ctl_view, mem_limit, BYTES62),
 };
+static const struct field f_ctl_client_labels[] = {
+    U64(cs_msg_ctl_client_labels, client_id, ANY64),
+    U32(cs_msg_ctl_client_labels, gpu_index, ANY32),
+    PAD(cs_msg_ctl_client_labels, pad),
+    STR(cs_msg_ctl_client_labels, container),
+};
 static const struct field f_ctl_done[] = {
     I32(cs_msg_ctl_done, status),
     PAD(cs_msg_ctl_done, pad),
@@ -451,6 +463,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_BORROW, "BORROW", f_borrow),
     DESCC(CS_MSG_LEND, "LEND", f_lend, lend_check),
     DESCC(CS_MSG_RETURN, "RETURN", f_return, return_check),
+    DESC(CS_MSG_LABELS, "LABELS", f_labels),
     DESC(CS_MSG_TERMS, "TERMS", f_terms),
     DESC(CS_MSG_ERROR, "ERROR", f_error),
     DESC(CS_MSG_CTL_STATUS, "CTL_STATUS", f_ctl_status),
@@ -467,6 +480,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_CLIENT_LC, "CTL_CLIENT_LC", f_ctl_client_lc),
     DESC(CS_MSG_CTL_LIMITS, "CTL_LIMITS", f_ctl_limits),
     DESC(CS_MSG_CTL_VIEW, "CTL_VIEW", f_ctl_view),
+    DESC(CS_MSG_CTL_CLIENT_LABELS, "CTL_CLIENT_LABELS", f_ctl_client_labels),
 };
 
 static const struct msgdesc *desc_of(uint16_t type)

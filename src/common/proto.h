@@ -58,6 +58,7 @@ enum cs_msg_type {
     CS_MSG_PINNED = 12,    /* host memory pinned as swap backing (CS_HELLO_PIN) */
     CS_MSG_BORROW = 13,    /* lend me pieces of the node's pinned pool (CS_HELLO_POOL) */
     CS_MSG_RETURN = 14,    /* I no longer use these pieces (CS_HELLO_POOL) */
+    CS_MSG_LABELS = 15,    /* more of who I am: the container (CS_HELLO_LABELS) */
     /* daemon -> client */
     CS_MSG_WELCOME = 32, /* reply to HELLO */
     CS_MSG_GRANT = 33,   /* you hold the lease: open the gate */
@@ -87,6 +88,8 @@ enum cs_msg_type {
     CS_MSG_CTL_LIMITS = 104,     /* connection limits and refusals, after CTL_DAEMON
                                     (CS_HELLO_LIMITS) */
     CS_MSG_CTL_VIEW = 105,       /* first record of a view's status reply (CS_HELLO_VIEW) */
+    CS_MSG_CTL_CLIENT_LABELS = 106, /* a client's container, after its CTL_CLIENT (and the
+                                       records after it) (CS_HELLO_LABELS) */
 };
 
 /* HELLO.flags */
@@ -118,6 +121,14 @@ enum cs_msg_type {
  * CS_HELLO_TERMS. */
 #define CS_HELLO_POOL 0x80u
 
+/* Capability: a GPU client sends LABELS right after WELCOME (and TERMS); a
+ * control connection's status replies may carry CTL_CLIENT_LABELS. Same
+ * rules. A client sets it only when it has a label to send, ahead of its
+ * other bits: on a refusal it says HELLO again without it and goes on down
+ * its usual order. cusharectl's order is TSG|LC|LIMITS|LABELS, then as for
+ * CS_HELLO_LIMITS. */
+#define CS_HELLO_LABELS 0x100u
+
 /* BORROW.kind: which of the pool's two piece sizes (LEND says the size) */
 enum cs_piece_kind {
     CS_PIECE_BIG = 0,   /* the pool's piece (pool_piece_mb) */
@@ -146,7 +157,7 @@ enum cs_piece_kind {
  * allocation's pod (or endpoint), or on the main socket those of its uid
  * (every one for the owner and root), then CTL_DONE. An older daemon
  * refuses the bit: the hook then answers from its own process alone. */
-#define CS_HELLO_VIEW 0x100u
+#define CS_HELLO_VIEW 0x200u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect.
  * HELD is the hook's CS_LEASE_HELD (CUSHARE_LEASE_HELD); docs/protocol.md
@@ -390,6 +401,15 @@ struct cs_msg_borrow {
     uint64_t request_id;
     uint32_t count;         /* 1 .. CS_LEND_MAX */
     uint32_t flags;         /* reserved, 0 */
+};
+
+/* Client -> daemon (CS_HELLO_LABELS only), once, right after WELCOME (and
+ * TERMS), before any ATTACH: what HELLO has no room for. A claim, shown in
+ * status and metrics when the daemon believes the peer (docs/metrics.md). */
+struct cs_msg_labels {
+    uint32_t flags;         /* reserved, 0 */
+    uint32_t pad;
+    char container[CS_NAME_LEN]; /* CUSHARE_CONTAINER (CONTAINER_NAME); "" when unknown */
 };
 
 /* Daemon -> client (CS_HELLO_POOL only): the answer to a BORROW. `count`
@@ -651,6 +671,16 @@ struct cs_msg_ctl_client_lc {
     uint64_t burst_busy_p99_ns;
 };
 
+/* A client's labels beyond CTL_CLIENT's: follows its CTL_CLIENT (and the
+ * records after it) in a status reply to a CS_HELLO_LABELS control
+ * connection. */
+struct cs_msg_ctl_client_labels {
+    uint64_t client_id;
+    uint32_t gpu_index;
+    uint32_t pad;
+    char container[CS_NAME_LEN]; /* "" when unknown or not believed */
+};
+
 /* The daemon's connection limits and what they refused, by reason: follows
  * CTL_DAEMON in a status reply to a CS_HELLO_LIMITS control connection. */
 struct cs_msg_ctl_limits {
@@ -712,6 +742,7 @@ struct cs_msg {
         struct cs_msg_borrow borrow;
         struct cs_msg_lend lend;
         struct cs_msg_return ret;
+        struct cs_msg_labels labels;
         struct cs_msg_terms terms;
         struct cs_msg_grant grant;
         struct cs_msg_revoke revoke;
@@ -730,6 +761,7 @@ struct cs_msg {
         struct cs_msg_ctl_client_tsg ctl_client_tsg;
         struct cs_msg_ctl_client_lc ctl_client_lc;
         struct cs_msg_ctl_limits ctl_limits;
+        struct cs_msg_ctl_client_labels ctl_client_labels;
         struct cs_msg_ctl_done ctl_done;
         struct cs_msg_ctl_view ctl_view;
     } u;

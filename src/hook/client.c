@@ -221,6 +221,17 @@ static int receive_terms(int fd, uint32_t caps)
     return 0;
 }
 
+/* After WELCOME and TERMS, before any ATTACH: what HELLO has no room for,
+ * to a daemon that took CS_HELLO_LABELS. 0, or -1. */
+static int send_labels(int fd, uint32_t caps)
+{
+    if (!(caps & CS_HELLO_LABELS))
+        return 0;
+    struct cs_msg m = {.type = CS_MSG_LABELS};
+    cs_strlcpy(m.u.labels.container, cs_cfg.container, sizeof m.u.labels.container);
+    return cs_send(fd, &m) < 0 ? -1 : 0;
+}
+
 #define HELLO_REFUSED (-2)
 #define HELLO_DENIED (-3)
 
@@ -261,7 +272,9 @@ static int hello(int fd, uint32_t caps)
         return -1;
     cl.client_id = r.u.welcome.client_id;
     atomic_store_explicit(&cl.idle_ms, r.u.welcome.idle_ms, memory_order_relaxed);
-    return receive_terms(fd, caps);
+    if (receive_terms(fd, caps) < 0)
+        return -1;
+    return send_labels(fd, caps);
 }
 
 /* One connection attempt with the full handshake. I/O thread (or the
@@ -314,21 +327,26 @@ static bool try_connect(void)
                                     CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
     int fd = HELLO_REFUSED;
     size_t k = cs_cfg.pool ? 0 : 1;
+    uint32_t took = 0; /* the capabilities of the HELLO that was taken */
+    /* A label to send: first the same HELLO with CS_HELLO_LABELS, the
+     * newest bit (a daemon that refuses it knows the rest). */
+    if (cs_cfg.container[0])
+        fd = connect_hello(took = caps[k] | CS_HELLO_LABELS);
     for (; k < sizeof caps / sizeof caps[0] && fd == HELLO_REFUSED; k++)
-        fd = connect_hello(caps[k]);
+        fd = connect_hello(took = caps[k]);
     if (fd < 0)
         return false;
     pthread_mutex_lock(&cl.mu);
     cl.refused[0] = '\0'; /* accepted; an ATTACH may still be refused */
     pthread_mutex_unlock(&cl.mu);
-    cl.tsg = (caps[k - 1] & CS_HELLO_TSG) != 0;
+    cl.tsg = (took & CS_HELLO_TSG) != 0;
     cl.tsg_sent = false;
     if (ops)
         ops->handshake(fd);
     pthread_mutex_lock(&cl.mu);
     cl.fd = fd;
     cl.send_fd = fd;
-    cl.caps = caps[k - 1];
+    cl.caps = took;
     cl.gen++;
     cl.lost_ns = 0;
     pthread_mutex_unlock(&cl.mu);

@@ -69,6 +69,14 @@ static void load_mem_limit(void)
     }
 }
 
+/* The protocol carries printable ASCII only. */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        if (*s < 0x20 || *s > 0x7e)
+            *s = '?';
+}
+
 static void load_names(void)
 {
     extern char *program_invocation_short_name;
@@ -82,16 +90,16 @@ static void load_names(void)
     cs_strlcpy(cs_cfg.pod, v ? v : "", sizeof cs_cfg.pod);
     v = env("POD_NAMESPACE");
     cs_strlcpy(cs_cfg.ns, v ? v : "", sizeof cs_cfg.ns);
-    /* The protocol carries printable ASCII only. */
-    for (char *s = cs_cfg.name; *s; s++)
-        if (*s < 0x20 || *s > 0x7e)
-            *s = '?';
-    for (char *s = cs_cfg.pod; *s; s++)
-        if (*s < 0x20 || *s > 0x7e)
-            *s = '?';
-    for (char *s = cs_cfg.ns; *s; s++)
-        if (*s < 0x20 || *s > 0x7e)
-            *s = '?';
+    /* The downward API cannot give a container its own name: the pod spec
+     * sets it per container (docs/kubernetes.md). */
+    v = env("CUSHARE_CONTAINER");
+    if (!v)
+        v = env("CONTAINER_NAME");
+    cs_strlcpy(cs_cfg.container, v ? v : "", sizeof cs_cfg.container);
+    printable(cs_cfg.name);
+    printable(cs_cfg.pod);
+    printable(cs_cfg.ns);
+    printable(cs_cfg.container);
 }
 
 /* Pinned memory is not reclaimable: pinning the last of the host's RAM

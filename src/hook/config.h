@@ -17,6 +17,7 @@ struct cs_config {
     char name[CS_NAME_LEN];      /* CUSHARE_NAME, else the program name */
     char pod[CS_NAME_LEN];       /* POD_NAME / HOSTNAME in Kubernetes */
     char ns[CS_NAME_LEN];        /* POD_NAMESPACE */
+    char container[CS_NAME_LEN]; /* CUSHARE_CONTAINER, else CONTAINER_NAME */
     char real_libcuda[256];      /* CUSHARE_REAL_LIBCUDA */
     bool require_daemon;         /* CUSHARE_REQUIRE_DAEMON=1: wait for it */
     uint32_t daemon_wait_ms;     /* CUSHARE_DAEMON_WAIT_MS: how long work waits

@@ -177,6 +177,18 @@ static void status_member_lc(struct sd_server *s, struct sd_conn *c, const struc
     sd_conn_send(s, c, &m, true);
 }
 
+/* Only to a control connection that announced CS_HELLO_LABELS. */
+static void status_member_labels(struct sd_server *s, struct sd_conn *c,
+                                 const struct sd_member *mb)
+{
+    struct cs_msg m = {.type = CS_MSG_CTL_CLIENT_LABELS};
+    m.u.ctl_client_labels.client_id = mb->client->id;
+    m.u.ctl_client_labels.gpu_index = mb->gpu->index;
+    memcpy(m.u.ctl_client_labels.container, mb->client->info.container,
+           sizeof m.u.ctl_client_labels.container);
+    sd_conn_send(s, c, &m, true);
+}
+
 static void status_member(struct sd_server *s, struct sd_conn *c, const struct sd_member *mb,
                           uint64_t now)
 {
@@ -231,6 +243,8 @@ static void status_member(struct sd_server *s, struct sd_conn *c, const struct s
         status_member_tsg(s, c, mb);
     if (c->caps & CS_HELLO_LC)
         status_member_lc(s, c, mb);
+    if (c->caps & CS_HELLO_LABELS)
+        status_member_labels(s, c, mb);
 }
 
 /* ---- a job's view (CS_HELLO_VIEW) ---------------------------------------------------- */

@@ -241,7 +241,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
 {
     c->caps = h->flags &
               (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LIMITS |
-               CS_HELLO_POOL);
+               CS_HELLO_POOL | CS_HELLO_LABELS);
     if ((h->flags & CS_HELLO_CONTROL) && !(h->flags & CS_HELLO_VIEW) && c->on_endpoint) {
         /* A container holds its endpoint; node control is not its business. */
         refuse(s, c, "control is not available on an endpoint");
@@ -294,6 +294,32 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
 }
 
 /* ---- client messages ------------------------------------------------------------ */
+
+/* LABELS: once, from a client that announced CS_HELLO_LABELS, before its
+ * first ATTACH, so that every series of it carries the same labels. The
+ * container names a process within its pod: believed where the pod is
+ * (an allocation that names it, or a trusted peer), since it can only
+ * mislabel the pod it is in; elsewhere dropped with the pod. */
+static int on_labels(struct sd_conn *c, const struct cs_msg_labels *l, const char **why)
+{
+    struct sd_client *cl = c->client;
+    if (!(c->caps & CS_HELLO_LABELS) || c->labeled) {
+        *why = c->labeled ? "second LABELS" : "LABELS without CS_HELLO_LABELS";
+        return SD_EPROTO;
+    }
+    for (int s = 0; s < CS_MAX_DEVICES; s++)
+        if (cl->slot[s]) {
+            *why = "LABELS after ATTACH";
+            return SD_EPROTO;
+        }
+    c->labeled = true;
+    if (c->grant.identity || sd_grant_trusted(&c->grant))
+        memcpy(cl->info.container, l->container, sizeof cl->info.container);
+    else if (l->container[0])
+        cs_debug("connection %llu (uid %u): container '%s' of its LABELS dropped (%s grant)",
+                 (unsigned long long)c->id, c->uid, l->container, c->grant.source);
+    return SD_OK;
+}
 
 /* An ATTACH of a GPU outside the connection's grant (an endpoint's list). */
 static bool gpu_refused(struct sd_server *s, struct sd_conn *c, const uint8_t *uuid)
@@ -387,6 +413,9 @@ static void client_message(struct sd_server *s, struct sd_conn *c, const struct 
         break;
     case CS_MSG_RETURN:
         rc = sd_lender_return(s, c, &m->u.ret, &why) ? SD_OK : SD_EPROTO;
+        break;
+    case CS_MSG_LABELS:
+        rc = on_labels(c, &m->u.labels, &why);
         break;
     default:
         rc = SD_EPROTO;

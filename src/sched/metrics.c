@@ -50,16 +50,28 @@ static double secs(uint64_t ns)
     return (double)ns / 1e9;
 }
 
-/* Labels of a client series: gpu, client, pid, uid, priority. client is
- * the name the process chose; uid (SO_PEERCRED) says whose it is. */
+/* Labels of a client series: gpu, client, pid, uid, priority, pod,
+ * namespace, container. client is the name the process chose; uid
+ * (SO_PEERCRED) says whose it is; pod, namespace and container are "" unless
+ * the daemon believed them (dispatch.c: an allocation that names them, or a
+ * trusted peer). Every text value is escaped; each is at most
+ * CS_NAME_LEN - 1 printable characters (the codec's check), so a hostile one
+ * can neither break the page nor make it large. */
 static void client_labels(struct sd_buf *b, const struct sd_member *m)
 {
+    const struct sd_client_info *in = &m->client->info;
     char uuid[CS_UUID_STR_LEN];
     cs_uuid_format(m->gpu->uuid, uuid);
     sd_buf_printf(b, "gpu=\"%s\",client=\"", uuid);
-    sd_buf_label(b, m->client->info.name);
-    sd_buf_printf(b, "\",pid=\"%u\",uid=\"%u\",priority=\"%s\"", m->client->info.pid,
-                  m->client->info.uid, cs_priority_name((int)m->client->info.priority));
+    sd_buf_label(b, in->name);
+    sd_buf_printf(b, "\",pid=\"%u\",uid=\"%u\",priority=\"%s\",pod=\"", in->pid, in->uid,
+                  cs_priority_name((int)in->priority));
+    sd_buf_label(b, in->pod);
+    sd_buf_printf(b, "\",namespace=\"");
+    sd_buf_label(b, in->ns);
+    sd_buf_printf(b, "\",container=\"");
+    sd_buf_label(b, in->container);
+    sd_buf_printf(b, "\"");
 }
 
 static void gpu_labels(struct sd_buf *b, const struct sd_gpu *g)
@@ -140,8 +152,19 @@ static uint64_t m_inns(const struct sd_member *m, uint64_t now) { (void)now; ret
 static uint64_t m_evict(const struct sd_member *m, uint64_t now) { (void)now; return m->st.evictions; }
 static uint64_t m_pref(const struct sd_member *m, uint64_t now) { (void)now; return m->st.prefetches; }
 static uint64_t m_weight(const struct sd_member *m, uint64_t now) { (void)now; return m->client->info.weight; }
-static uint64_t m_ts(const struct sd_member *m, uint64_t now) { (void)now; return m->ts_sent; }
-static uint64_t m_ts_in(const struct sd_member *m, uint64_t now) { (void)now; return m->client->tsg.applied_us; }
+/* Timeslices are kept in µs (the protocol's unit) and shown in seconds,
+ * Prometheus's base unit: ns for client_series' V_SEC. */
+static uint64_t m_ts(const struct sd_member *m, uint64_t now)
+{
+    (void)now;
+    return (uint64_t)m->ts_sent * 1000u;
+}
+
+static uint64_t m_ts_in(const struct sd_member *m, uint64_t now)
+{
+    (void)now;
+    return (uint64_t)m->client->tsg.applied_us * 1000u;
+}
 /* enum cs_tsg_mech, or one past it for a client that never reported (an
  * older client, or one that did not announce CS_HELLO_TSG). */
 static uint64_t m_tsg(const struct sd_member *m, uint64_t now)
@@ -218,12 +241,12 @@ static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t
                   "more), 3 when it was also demoted to low, weight 1.", m_unresp, V_U64);
     client_series(b, p, now, "cushare_client_weight", "gauge",
                   "The client's weight within its priority class.", m_weight, V_U64);
-    client_series(b, p, now, "cushare_client_timeslice_us", "gauge",
-                  "Channel-group timeslice the daemon last asked of the client on this GPU, "
-                  "in microseconds (0: the driver's defaults).", m_ts, V_U64);
-    client_series(b, p, now, "cushare_client_timeslice_applied_us", "gauge",
+    client_series(b, p, now, "cushare_client_timeslice_seconds", "gauge",
+                  "Channel-group timeslice the daemon last asked of the client on this GPU "
+                  "(0: the driver's defaults).", m_ts, V_SEC);
+    client_series(b, p, now, "cushare_client_timeslice_applied_seconds", "gauge",
                   "Timeslice the client reports in force for its compute channel groups "
-                  "(0: the driver's defaults).", m_ts_in, V_U64);
+                  "(0: the driver's defaults).", m_ts_in, V_SEC);
     client_series(b, p, now, "cushare_client_tsg_mechanism", "gauge",
                   "Channel-group timeslice mechanism of the client: 0 off, 1 unprobed, "
                   "2 ready, 3 active, 4 unavailable, 5 not reported.", m_tsg, V_U64);
@@ -289,6 +312,9 @@ static void render_gpus(const struct sd_server *s, struct sd_buf *b, uint64_t no
     gpu_u64(b, p, "cushare_gpu_unresponsive_clients_total", "counter",
             "Clients of the GPU marked unresponsive (a missed deadline, a stopped process).",
             offsetof(struct sd_gpu, st.unresponsive));
+    gpu_u64(b, p, "cushare_gpu_demotions_total", "counter",
+            "Of those, clients demoted to low, weight 1 (the others already were).",
+            offsetof(struct sd_gpu, st.demotions));
     gpu_u64(b, p, "cushare_gpu_swap_out_bytes_total", "counter",
             "Bytes moved from the GPU to host memory.", offsetof(struct sd_gpu, st.swap_out_bytes));
     gpu_u64(b, p, "cushare_gpu_swap_in_bytes_total", "counter",

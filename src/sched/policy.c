@@ -822,6 +822,7 @@ void sd_unresponsive(struct sd_policy *p, struct sd_client *c, const char *why, 
         if (!m)
             continue;
         m->gpu->st.unresponsive++;
+        m->gpu->st.demotions += c->demoted;
         sd_mem_forget_requests(p, m, now);
         if (m->state == CS_STATE_REVOKING && p->cfg->force_release) {
             m->gpu->sw_waited_out = true;

@@ -95,6 +95,7 @@ struct sd_client_info {
     char name[CS_NAME_LEN];
     char pod[CS_NAME_LEN];
     char ns[CS_NAME_LEN];
+    char container[CS_NAME_LEN]; /* LABELS, where believed as pod and ns are; "" otherwise */
 };
 
 struct sd_member_stats {
@@ -248,6 +249,7 @@ struct sd_gpu_stats {
     uint64_t forced_releases;
     uint64_t share_turns;    /* turns given to a lower class under class_share_max_pct */
     uint64_t unresponsive;   /* clients of it marked unresponsive */
+    uint64_t demotions;      /* ...of them, demoted to low, weight 1 (the others were already) */
     struct sd_hist switch_latency; /* REVOKE -> next GRANT */
     struct sd_hist switch_cost;    /* switch overhead samples (the quantum's basis) */
 };

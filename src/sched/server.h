@@ -81,6 +81,7 @@ struct sd_conn {
     struct sd_outrec *qhead, *qtail;
     size_t qbytes;
     struct sd_conn *next, *prev;
+    bool labeled;           /* its LABELS came (one per connection) */
     bool on_endpoint;       /* accepted on an endpoint: no control, grant from it */
     bool view;              /* a control connection that may only read its view (CS_HELLO_VIEW) */
     struct sd_ep *ep;       /* that endpoint while it exists (its connection count) */

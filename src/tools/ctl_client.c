@@ -71,12 +71,14 @@ static int open_caps(const char *path, uint32_t caps, char *err, size_t errlen)
     return -EPROTO;
 }
 
-/* With CS_HELLO_TSG, CS_HELLO_LC and CS_HELLO_LIMITS (status then carries
- * CTL_CLIENT_TSG, CTL_CLIENT_LC and CTL_LIMITS); an older daemon refuses an
- * unknown bit, and is asked again with fewer. */
+/* With CS_HELLO_TSG, CS_HELLO_LC, CS_HELLO_LIMITS and CS_HELLO_LABELS
+ * (status then carries CTL_CLIENT_TSG, CTL_CLIENT_LC, CTL_LIMITS and
+ * CTL_CLIENT_LABELS); an older daemon refuses an unknown bit, and is asked
+ * again with fewer. */
 int ctl_open(const char *path, char *err, size_t errlen)
 {
-    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_LIMITS,
+    static const uint32_t caps[] = {CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_LIMITS | CS_HELLO_LABELS,
+                                    CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_LIMITS,
                                     CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
     int fd = -EPROTO;
     for (size_t i = 0; i < sizeof caps / sizeof caps[0] && fd == -EPROTO; i++)
@@ -129,7 +131,7 @@ int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
         return -1;
     }
     size_t gcap = 0, ccap = 0, gmcap = 0, cmcap = 0, ngm = 0, ncm = 0, ctcap = 0, nct = 0;
-    size_t clcap = 0, ncl = 0;
+    size_t clcap = 0, ncl = 0, cbcap = 0, ncb = 0;
     for (;;) {
         struct cs_msg m;
         if (recv_one(fd, &m, err, errlen) < 0)
@@ -167,8 +169,18 @@ int ctl_status_get(int fd, struct ctl_status *st, char *err, size_t errlen)
                                                  .gpu_index = zero.gpu_index};
             if (ok == 0)
                 ok = push((void **)&st->client_lc, &ncl, &clcap, sizeof *st->client_lc, &lzero);
+            struct cs_msg_ctl_client_labels lbzero = {.client_id = zero.client_id,
+                                                     .gpu_index = zero.gpu_index};
+            if (ok == 0)
+                ok = push((void **)&st->client_labels, &ncb, &cbcap, sizeof *st->client_labels,
+                          &lbzero);
             break;
         }
+        case CS_MSG_CTL_CLIENT_LABELS: /* belongs to the CTL_CLIENT before it */
+            if (ncb && st->client_labels[ncb - 1].client_id == m.u.ctl_client_labels.client_id &&
+                st->client_labels[ncb - 1].gpu_index == m.u.ctl_client_labels.gpu_index)
+                st->client_labels[ncb - 1] = m.u.ctl_client_labels;
+            break;
         case CS_MSG_CTL_CLIENT_LC: /* belongs to the CTL_CLIENT before it */
             if (ncl && st->client_lc[ncl - 1].client_id == m.u.ctl_client_lc.client_id &&
                 st->client_lc[ncl - 1].gpu_index == m.u.ctl_client_lc.gpu_index)
@@ -216,6 +228,8 @@ void ctl_status_free(struct ctl_status *st)
     st->client_tsg = NULL;
     free(st->client_lc);
     st->client_lc = NULL;
+    free(st->client_labels);
+    st->client_labels = NULL;
     st->gpu = NULL;
     st->client = NULL;
     st->gpu_mem = NULL;

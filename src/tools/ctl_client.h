@@ -26,6 +26,8 @@ struct ctl_status {
     struct cs_msg_ctl_client_mem *client_mem;
     struct cs_msg_ctl_client_tsg *client_tsg;
     struct cs_msg_ctl_client_lc *client_lc; /* zero from a daemon without CS_HELLO_LC */
+    /* zero ("" container) from a daemon without CS_HELLO_LABELS */
+    struct cs_msg_ctl_client_labels *client_labels;
     bool have_limits;                  /* a CTL_LIMITS came (a daemon with CS_HELLO_LIMITS) */
     struct cs_msg_ctl_limits limits;
 };

@@ -95,6 +95,17 @@ static void print_client_mark(FILE *f, const struct cs_msg_ctl_client *c)
             c->flags & CS_CTL_CLIENT_DEMOTED ? ", demoted to low, weight 1" : "");
 }
 
+/* Under a client: the pod, namespace and container the daemon believed
+ * (docs/metrics.md#labels); no line when it has none. */
+static void print_client_labels(FILE *f, const struct cs_msg_ctl_client *c,
+                                const struct cs_msg_ctl_client_labels *b)
+{
+    if (!c->pod[0] && !c->ns[0] && !b->container[0])
+        return;
+    fprintf(f, "  %-8s pod %s/%s, container %s\n", "", c->ns[0] ? c->ns : "-",
+            c->pod[0] ? c->pod : "-", b->container[0] ? b->container : "-");
+}
+
 static const char *tsg_mech_name(const struct cs_msg_ctl_client_tsg *t)
 {
     static const char *const names[] = {"off", "unprobed", "ready", "active", "unavailable"};
@@ -234,6 +245,7 @@ void ctl_print_table(FILE *f, const struct ctl_status *st, const struct ctl_stat
             {
                 print_client(f, &st->client[j], &st->client_mem[j], st, prev);
                 print_client_mark(f, &st->client[j]);
+                print_client_labels(f, &st->client[j], &st->client_labels[j]);
                 print_client_tsg(f, &st->client_tsg[j]);
                 print_client_lc(f, &st->client_lc[j]);
             }
@@ -335,11 +347,10 @@ static void json_client_lc(FILE *f, const struct cs_msg_ctl_client_lc *l)
     json_u64(f, "lc_burst_busy_p99_ns", l->burst_busy_p99_ns, ", ");
 }
 
-static void json_client(FILE *f, const struct cs_msg_ctl_client *c,
-                        const struct cs_msg_ctl_client_mem *x,
-                        const struct cs_msg_ctl_client_tsg *t,
-                        const struct cs_msg_ctl_client_lc *l, const char *sep)
+static void json_client(FILE *f, const struct ctl_status *st, size_t j, const char *sep)
 {
+    const struct cs_msg_ctl_client *c = &st->client[j];
+    const struct cs_msg_ctl_client_mem *x = &st->client_mem[j];
     fprintf(f, "        {");
     json_u64(f, "id", c->client_id, ", ");
     json_u64(f, "pid", c->pid, ", ");
@@ -347,6 +358,7 @@ static void json_client(FILE *f, const struct cs_msg_ctl_client *c,
     json_str(f, "name", c->name, ", ");
     json_str(f, "pod", c->pod, ", ");
     json_str(f, "namespace", c->ns, ", ");
+    json_str(f, "container", st->client_labels[j].container, ", ");
     json_str(f, "priority", cs_priority_name((int)c->priority), ", ");
     json_u64(f, "weight", c->weight, ", ");
     json_str(f, "state", ctl_state_name(c->state), ", ");
@@ -375,8 +387,8 @@ static void json_client(FILE *f, const struct cs_msg_ctl_client *c,
     json_u64(f, "prepares", x->prepares, ", ");
     json_u64(f, "rooms", x->rooms, ", ");
     json_u64(f, "rooms_refused", x->rooms_refused, ", ");
-    json_client_tsg(f, t);
-    json_client_lc(f, l);
+    json_client_tsg(f, &st->client_tsg[j]);
+    json_client_lc(f, &st->client_lc[j]);
     json_sec(f, "drain_s", x->drain_ns, "");
     fprintf(f, "}%s\n", sep);
 }
@@ -426,8 +438,7 @@ static void json_gpu(FILE *f, const struct ctl_status *st, const struct cs_msg_c
         total += st->client[j].gpu_index == g->index;
     for (size_t j = 0; j < st->nclient; j++)
         if (st->client[j].gpu_index == g->index)
-            json_client(f, &st->client[j], &st->client_mem[j], &st->client_tsg[j],
-                        &st->client_lc[j], ++n < total ? "," : "");
+            json_client(f, st, j, ++n < total ? "," : "");
     fprintf(f, "      ]}%s\n", sep);
 }
 

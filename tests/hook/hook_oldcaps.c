@@ -6,7 +6,9 @@
  * capabilities, work as before (grant, revoke with a swap-out, restore),
  * never send that daemon PINNED, which it could not decode, and expect no
  * TERMS from it (no quota of the daemon's). An older daemon still does the
- * rest of the protocol.
+ * rest of the protocol. With a container name to send (CUSHARE_CONTAINER),
+ * the hook first says HELLO with CS_HELLO_LABELS too; refused, it goes down
+ * its usual order and never sends LABELS.
  */
 #include "hooktest.h"
 #include "mock_sched.h"
@@ -28,10 +30,14 @@ static void falls_back_and_never_sends_pinned(void **state)
     assert_true(r.swapped_bytes >= 32 * MiB);
     assert_true(ht_stats(0).mem_pinned >= 32 * MiB); /* there is something to report */
     assert_int_equal(ht_device_sum(a, 8 * MiB), 5ull * 8 * MiB); /* granted again */
-    /* Four HELLOs: POOL|PIN|TERMS, PIN|TERMS and PIN refused, then one
-     * without either. */
+    /* Five HELLOs: LABELS|POOL|PIN|TERMS, POOL|PIN|TERMS, PIN|TERMS and
+     * PIN refused, then one without either. */
     struct cs_msg m;
     assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
+    assert_true(m.u.hello.flags & CS_HELLO_LABELS);
+    assert_true(m.u.hello.flags & CS_HELLO_POOL);
+    assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
+    assert_false(m.u.hello.flags & CS_HELLO_LABELS);
     assert_true(m.u.hello.flags & CS_HELLO_POOL);
     assert_true(m.u.hello.flags & CS_HELLO_TERMS);
     assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
@@ -49,6 +55,7 @@ static void falls_back_and_never_sends_pinned(void **state)
     ht_sleep_ms(500);
     assert_true(mock_count(mock, CS_MSG_USAGE) > 0);
     assert_int_equal(mock_count(mock, CS_MSG_PINNED), 0);
+    assert_int_equal(mock_count(mock, CS_MSG_LABELS), 0);
     CK(cuMemFree(a));
 }
 
@@ -56,11 +63,11 @@ int main(int argc, char **argv)
 {
     static char env_sock[4200];
     snprintf(env_sock, sizeof env_sock, "CUSHARE_SOCKET=%s", ht_path("oldcaps.sock"));
-    const char *const env[] = {env_sock, NULL};
+    const char *const env[] = {env_sock, "CUSHARE_CONTAINER=trainer", NULL};
     hooktest_preload(argc, argv, env);
     mock = mock_start(ht_path("oldcaps.sock"), 200);
     assert_non_null(mock);
-    mock_refuse_caps(mock, CS_HELLO_PIN | CS_HELLO_TERMS);
+    mock_refuse_caps(mock, CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LABELS);
     mock_set_auto_grant(mock, true);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(falls_back_and_never_sends_pinned),

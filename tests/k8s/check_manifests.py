@@ -14,6 +14,12 @@ the metrics port from named peers only (never on the host network).
 the device plugin keeps endpoints on, and cushared and the plugin share the
 socket directory as a hostPath mounted at its own path (the plugin hands the
 daemon's endpoint paths to the kubelet as host paths).
+A container of an example that asks for a cushare.io resource sets POD_NAME
+and POD_NAMESPACE by the downward API and CUSHARE_CONTAINER to its own name
+(the labels of docs/metrics.md); a ServiceMonitor honors the scraped labels.
+The monitoring files (monitoring.py: deploy/kubernetes/prometheusrule.yaml,
+deploy/grafana/cushare-dashboard.json) are well formed, and the
+PrometheusRule is not in kustomization.yaml (it needs the operator's CRDs).
 The chart: Chart.yaml fields, values.yaml against values.schema.json (a
 draft-07 subset: type, properties, required, additionalProperties, items,
 minItems, enum, minimum, maximum, minLength, pattern), templates with
@@ -33,6 +39,8 @@ import re
 import sys
 
 import yaml
+
+import monitoring
 
 errors = []
 
@@ -274,14 +282,37 @@ def check_set(label, objs, examples=()):
     for where, o in examples:
         spec = pod_spec(o) or {}
         for c in spec.get("containers") or []:
-            for r in ((c.get("resources") or {}).get("limits") or {}):
-                if r.startswith("cushare.io/") and r not in names:
+            wants = [r for r in ((c.get("resources") or {}).get("limits") or {})
+                     if r.startswith("cushare.io/")]
+            for r in wants:
+                if r not in names:
                     err(where, f"requests {r}, which the device plugin does not advertise ({names})")
+            if wants:
+                check_example_labels(where, c)
+    for o in objs:
+        if o.get("kind") == "ServiceMonitor":
+            for e in (o.get("spec") or {}).get("endpoints") or []:
+                if e.get("honorLabels") is not True:
+                    err(label, "ServiceMonitor endpoint without honorLabels: true (client labels "
+                               "would become exported_pod, ...)")
     conf = None
     for o in objs:
         if o.get("kind") == "ConfigMap" and "cushared.conf" in (o.get("data") or {}):
             conf = o["data"]["cushared.conf"]
     return plugin.get("command"), conf
+
+
+def check_example_labels(where, c):
+    """A container of an example names its pod, namespace and itself for
+    status and metrics: POD_NAME and POD_NAMESPACE by the downward API,
+    CUSHARE_CONTAINER set to its own name (no fieldRef gives it)."""
+    env = {e.get("name"): e for e in c.get("env") or []}
+    for var, field in (("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace")):
+        ref = ((env.get(var) or {}).get("valueFrom") or {}).get("fieldRef") or {}
+        if ref.get("fieldPath") != field:
+            err(where, f"container {c.get('name')}: {var} is not the downward API's {field}")
+    if (env.get("CUSHARE_CONTAINER") or {}).get("value") != c.get("name"):
+        err(where, f"container {c.get('name')}: CUSHARE_CONTAINER is not its name")
 
 
 def load_docs(path, text=None):
@@ -420,6 +451,9 @@ def check_chart_metrics(chart, values):
     ds = open(os.path.join(chart, "templates", "daemonset.yaml")).read()
     if "0.0.0.0" in ds or '"cushare.metricsHost"' not in ds or "status.podIP" not in ds:
         err("templates/daemonset.yaml", "--metrics must use cushare.metricsHost and POD_IP")
+    sm = open(os.path.join(chart, "templates", "servicemonitor.yaml")).read()
+    if "honorLabels: true" not in sm:
+        err("templates/servicemonitor.yaml", "no honorLabels: true (client labels would be lost)")
     np = os.path.join(chart, "templates", "networkpolicy.yaml")
     if not os.path.exists(np) or "kind: NetworkPolicy" not in open(np).read():
         err("templates", "no NetworkPolicy template")
@@ -440,6 +474,9 @@ def main():
             for r in k.get("resources", []):
                 if not os.path.exists(os.path.join(kdir, r)):
                     err(f, f"resource {r} does not exist")
+                elif any(str(d.get("apiVersion", "")).startswith("monitoring.coreos.com/")
+                         for d in load_docs(os.path.join(kdir, r))):
+                    err(f, f"{r} needs the Prometheus Operator's CRDs: apply it on its own")
             continue
         for i, d in enumerate(load_docs(f)):
             check_object(f"{f}#{i}", d)
@@ -454,6 +491,7 @@ def main():
     if a.daemon_conf and conf:
         open(a.daemon_conf, "w").write(conf)
     check_chart(os.path.join(a.root, "deploy/helm/cushare"))
+    monitoring.check(a.root, err)
     for r in a.rendered:
         docs = load_docs(r)
         for i, d in enumerate(docs):

@@ -14,8 +14,13 @@
 #   4. with helm on PATH: `helm lint`, and `helm template` with the default
 #      values, with the ServiceMonitor and preload injection, each result
 #      checked as above (flags and config included);
-#   5. the metrics checks of 1 (never 0.0.0.0, a NetworkPolicy) fail on
-#      broken copies of deploy/, and helm refuses metrics.bindAddress=0.0.0.0.
+#   5. the metrics checks of 1 (never 0.0.0.0, a NetworkPolicy, the
+#      examples' CUSHARE_CONTAINER) fail on broken copies of deploy/, and helm
+#      refuses metrics.bindAddress=0.0.0.0;
+#   6. with promtool on PATH (Debian: prometheus): the PrometheusRule's
+#      groups and the Grafana dashboard's queries pass `promtool check
+#      rules` (tests/k8s/monitoring.py; tests/e2e/prometheus_check.sh also
+#      holds their metric names to a real scrape and evaluates them).
 set -eu
 cd "$(dirname "$0")/../.."
 B=${CUSHARE_BUILD:-build}
@@ -68,19 +73,28 @@ programs_accept "$T/plain.flags" "$T/plain.conf"
 
 # The metrics checks catch what they are for: a copy of deploy/ that binds
 # every address, then one without the NetworkPolicy, must each fail.
-echo "== the metrics checks fail on an any-address bind and a missing NetworkPolicy"
-mkdir -p "$T/bad1" "$T/bad2"
-cp -r deploy "$T/bad1/" && cp -r deploy "$T/bad2/"
+echo "== the metrics checks fail on an any-address bind, a missing NetworkPolicy, an example without CUSHARE_CONTAINER"
+mkdir -p "$T/bad1" "$T/bad2" "$T/bad3"
+cp -r deploy "$T/bad1/" && cp -r deploy "$T/bad2/" && cp -r deploy "$T/bad3/"
 sed -i 's/--metrics=\$(POD_IP):/--metrics=0.0.0.0:/' "$T/bad1/deploy/kubernetes/daemonset.yaml"
 rm "$T/bad2/deploy/kubernetes/networkpolicy.yaml"
 sed -i '/networkpolicy.yaml/d' "$T/bad2/deploy/kubernetes/kustomization.yaml"
-for bad in bad1 bad2; do
+sed -i '/name: CUSHARE_CONTAINER/,+1d' "$T/bad3/deploy/kubernetes/examples/lc-inference.yaml"
+for bad in bad1 bad2 bad3; do
     if "$PY" tests/k8s/check_manifests.py --root "$T/$bad" >"$T/$bad.out"; then
         echo "check_manifests.py passed a broken copy ($bad)" >&2
         exit 1
     fi
     grep FAIL "$T/$bad.out"
 done
+
+if command -v promtool >/dev/null 2>&1; then
+    echo "== promtool check rules: the PrometheusRule and the dashboard's queries"
+    "$PY" tests/k8s/monitoring.py rules "$T/rules.yaml"
+    promtool check rules "$T/rules.yaml"
+else
+    echo "== promtool not on PATH (Debian: prometheus): rules and dashboard checked by structure only"
+fi
 
 if command -v kubectl >/dev/null 2>&1; then
     echo "== kubectl kustomize deploy/kubernetes"

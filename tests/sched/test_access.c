@@ -9,7 +9,8 @@
  * asking high gets normal/1, the owner gets what it asks, a name override
  * does not lift a tenant's grant (at HELLO and by `set`), a pid override
  * does, TERMS goes only to clients that announce it, a tenant's pod and
- * namespace are dropped, and ROOM beyond the granted memory is refused
+ * namespace are dropped and so is its container (LABELS), which is
+ * believed where the pod is, and ROOM beyond the granted memory is refused
  * without evicting anyone. */
 #include <errno.h>
 #include <fcntl.h>
@@ -197,26 +198,9 @@ static void test_describe(void **state)
 
 static struct sd_server srv;
 
-static uint64_t fake_clock(void *ctx)
-{
-    (void)ctx;
-    return 1000000000ull;
-}
-
-/* The node: one GPU, 17 00 .. 00, 1 GiB (the daemon refuses any other). */
-static const struct sd_node *test_node(void)
-{
-    static struct sd_node node = {.n = 1, .source = "test"};
-    node.gpu[0].uuid[0] = 0x17;
-    node.gpu[0].mem_total = 1ull << 30;
-    return &node;
-}
-
 static void server_start(void)
 {
-    struct sd_server_opts o = {.clock = fake_clock, .lease_base = 1, .node = test_node()};
-    assert_int_equal(sd_server_init(&srv, &cfg, NULL, &o), 0);
-    srv.owner_uid = OWNER; /* grants are made with it at adopt */
+    ts_start(&srv, &cfg, NULL, OWNER);
 }
 
 static void server_stop(void)
@@ -353,6 +337,63 @@ static void test_identity_from_the_grant(void **state)
     server_stop();
 }
 
+static void labels(struct peer *p, const char *container)
+{
+    struct cs_msg l = {.type = CS_MSG_LABELS};
+    strcpy(l.u.labels.container, container);
+    say(p, &l);
+}
+
+/* The connection p was closed for a protocol error whose reason has why. */
+static void expect_failed(struct peer *p, const char *why)
+{
+    struct cs_msg e;
+    expect(p, CS_MSG_ERROR, &e);
+    if (!strstr(e.u.error.text, why))
+        fail_msg("ERROR '%s', expected '%s'", e.u.error.text, why);
+    close(p->fd);
+}
+
+/* LABELS' container is believed where the pod is: from the owner, from an
+ * endpoint that names the pod; a tenant's is dropped with its pod. Once per
+ * connection, announced, before ATTACH: anything else is a protocol error. */
+static void test_container_label(void **state)
+{
+    (void)state;
+    sd_config_defaults(&cfg);
+    server_start();
+    struct peer o = adopt(7010, OWNER), t = adopt(7011, TENANT), e = adopt(7012, 0);
+    e.c->grant.identity = true;
+    strcpy(e.c->grant.pod, "train-7");
+    strcpy(e.c->grant.source, "endpoint 3");
+    struct sd_client *oc = hello(&o, CS_PRIO_NORMAL, 1, CS_HELLO_LABELS, "o");
+    struct sd_client *tc = hello(&t, CS_PRIO_NORMAL, 1, CS_HELLO_LABELS, "t");
+    struct sd_client *ec = hello(&e, CS_PRIO_NORMAL, 1, CS_HELLO_LABELS, "e");
+    labels(&o, "server");
+    labels(&t, "server");
+    labels(&e, "trainer");
+    assert_string_equal(oc->info.container, "server");
+    assert_string_equal(tc->info.container, "");
+    assert_string_equal(ec->info.container, "trainer");
+    expect_nothing(&o);
+    labels(&o, "again");
+    expect_failed(&o, "second LABELS");
+    struct peer old = adopt(7013, OWNER);
+    hello(&old, CS_PRIO_NORMAL, 1, 0, "old");
+    labels(&old, "x");
+    expect_failed(&old, "LABELS without CS_HELLO_LABELS");
+    struct peer late = adopt(7014, OWNER);
+    hello(&late, CS_PRIO_NORMAL, 1, CS_HELLO_LABELS, "late");
+    struct cs_msg a = {.type = CS_MSG_ATTACH};
+    a.u.attach.uuid[0] = 0x17;
+    say(&late, &a);
+    labels(&late, "x");
+    expect_failed(&late, "LABELS after ATTACH");
+    close(t.fd);
+    close(e.fd);
+    server_stop();
+}
+
 static void control_set(struct peer *ctl, const char *key, const char *value)
 {
     struct cs_msg m = {.type = CS_MSG_CTL_SET};
@@ -378,9 +419,7 @@ static void test_overrides_and_grants(void **state)
                             .priority = CS_PRIO_HIGH, .weight = 50};
     strcpy(o.who, "serve");
     assert_int_equal(sd_overrides_put(&ov, &o), 0);
-    struct sd_server_opts opts = {.clock = fake_clock, .lease_base = 1, .node = test_node()};
-    assert_int_equal(sd_server_init(&srv, &cfg, &ov, &opts), 0);
-    srv.owner_uid = OWNER;
+    ts_start(&srv, &cfg, &ov, OWNER);
 
     struct peer t = adopt(7005, TENANT);
     struct sd_client *tc = hello(&t, CS_PRIO_LOW, 1, 0, "serve");
@@ -475,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_tenant_clamped_owner_not),
         cmocka_unit_test(test_terms_only_with_the_capability),
         cmocka_unit_test(test_identity_from_the_grant),
+        cmocka_unit_test(test_container_label),
         cmocka_unit_test(test_overrides_and_grants),
         cmocka_unit_test(test_room_beyond_the_grant_refused),
     };

@@ -541,6 +541,49 @@ static void test_status_json(void **state)
     close(b);
 }
 
+/* A client's pod, namespace (HELLO) and container (LABELS), believed from
+ * the daemon's owner, in status: a line under the client and JSON keys. */
+static void test_status_labels(void **state)
+{
+    (void)state;
+    start("labels", NULL);
+    int a = tc_connect(d.sock);
+    struct cs_msg m = {.type = CS_MSG_HELLO};
+    m.u.hello.flags = CS_HELLO_LABELS;
+    m.u.hello.weight = 1;
+    m.u.hello.proto_min = CS_PROTO_VERSION;
+    strcpy(m.u.hello.name, "alpha");
+    strcpy(m.u.hello.pod, "train-0");
+    strcpy(m.u.hello.ns, "team-a");
+    tc_send(a, &m);
+    tc_expect(a, CS_MSG_WELCOME, &m);
+    m = (struct cs_msg){.type = CS_MSG_LABELS};
+    strcpy(m.u.labels.container, "trainer");
+    tc_send(a, &m);
+    tc_attach(a, 0, 0, 0, 0);
+    int b = tc_client(d.sock, CS_PRIO_NORMAL, 1, "beta"); /* says none of them */
+    tc_attach(b, 0, 0, 0, 0);
+    tc_quiet(a, 50);
+    struct js *j = status_json(d.sock);
+    const struct js *cl = js_get(js_at(js_get(j, "gpus"), 0), "clients");
+    assert_int_equal(cl->n, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const struct js *c = js_at(cl, i);
+        bool alpha = strcmp(jstr(c, "name"), "alpha") == 0;
+        assert_string_equal(jstr(c, "pod"), alpha ? "train-0" : "");
+        assert_string_equal(jstr(c, "namespace"), alpha ? "team-a" : "");
+        assert_string_equal(jstr(c, "container"), alpha ? "trainer" : "");
+    }
+    js_done(j);
+    static struct tc_out o;
+    tc_ctl(&o, (uid_t)-1, d.sock, "status", NULL);
+    assert_int_equal(o.status, 0);
+    assert_non_null(strstr(o.out, "pod team-a/train-0, container trainer\n"));
+    assert_null(strstr(o.out, "pod -/-")); /* none for beta */
+    close(a);
+    close(b);
+}
+
 /* set applies knobs and client settings at run time, all or nothing, with
  * a reason when refused. */
 static void test_set_at_run_time(void **state)
@@ -852,12 +895,13 @@ static void test_metrics_endpoint(void **state)
     cs_uuid_format(u, uuid);
     snprintf(want, sizeof want,
              "cushare_client_slices_total{gpu=\"%s\",client=\"alpha\",pid=\"%d\","
-             "uid=\"%u\",priority=\"normal\"} 1\n",
+             "uid=\"%u\",priority=\"normal\",pod=\"\",namespace=\"\",container=\"\"} 1\n",
              uuid, (int)getpid(), (unsigned)geteuid());
     assert_non_null(strstr(page, want));
     snprintf(want, sizeof want,
              "cushare_client_lease_latency_seconds_count{gpu=\"%s\",client=\"alpha\","
-             "pid=\"%d\",uid=\"%u\",priority=\"normal\"} 1\n",
+             "pid=\"%d\",uid=\"%u\",priority=\"normal\",pod=\"\",namespace=\"\","
+             "container=\"\"} 1\n",
              uuid, (int)getpid(), (unsigned)geteuid());
     assert_non_null(strstr(page, want));
     assert_non_null(strstr(page, "le=\"+Inf\"} 1\n"));
@@ -1098,6 +1142,7 @@ int main(void)
         T(test_restart_claims_and_grace),
         T(test_clean_shutdown),
         T(test_status_json),
+        T(test_status_labels),
         T(test_set_at_run_time),
         T(test_drain_undrain),
         T(test_unauthorized_control_refused),

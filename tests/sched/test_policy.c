@@ -2663,6 +2663,7 @@ static void test_unresponsive_evict_dealt_with_once(void **state)
     alternate(&h, s, 40 * SEC);
     assert_true(s->client->unresponsive);
     assert_int_equal(g->st.unresponsive, 1);
+    assert_int_equal(g->st.demotions, 1); /* normal: demoted to low */
     /* One wait, bounded by the EVICT's deadline (10 s + 1 GiB at 500 MB/s). */
     print_message("%llu grants in 40 s, %.3f s waited for the silent one\n",
                   (unsigned long long)h.grants, (double)h.waited / SEC);

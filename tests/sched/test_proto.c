@@ -34,6 +34,7 @@ static const uint16_t all_types[] = {
     CS_MSG_CTL_ENDPOINT,
     CS_MSG_CTL_LIMITS, CS_MSG_CTL_VIEW,
     CS_MSG_BORROW,     CS_MSG_LEND,       CS_MSG_RETURN,
+    CS_MSG_LABELS,     CS_MSG_CTL_CLIENT_LABELS,
 };
 #define NTYPES (sizeof all_types / sizeof all_types[0])
 
@@ -240,6 +241,14 @@ static void sample(uint16_t type, struct cs_msg *m)
     case CS_MSG_CTL_VIEW:
         m->u.ctl_view = (struct cs_msg_ctl_view){4242, CS_CTL_VIEW_ENDPOINT, 20ull << 30};
         break;
+    case CS_MSG_LABELS:
+        strcpy(m->u.labels.container, "trainer");
+        break;
+    case CS_MSG_CTL_CLIENT_LABELS:
+        m->u.ctl_client_labels.client_id = 7;
+        m->u.ctl_client_labels.gpu_index = 1;
+        strcpy(m->u.ctl_client_labels.container, "sidecar");
+        break;
     case CS_MSG_CTL_DONE:
         m->u.ctl_done.status = -EPERM;
         strcpy(m->u.ctl_done.text, "permission denied");
@@ -316,6 +325,8 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LC), 80);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_LIMITS), 64);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_VIEW), 24);
+    assert_int_equal(cs_msg_size(CS_MSG_LABELS), 16 + CS_NAME_LEN);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LABELS), 24 + CS_NAME_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_ENDPOINT), 488);
     assert_int_equal(cs_msg_size(0), 0);
@@ -416,13 +427,20 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x200, RANGE);
+    reject_u32(CS_MSG_HELLO, 8, 0x400, RANGE);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_VIEW);
     /* CTL_VIEW: pid 8, flags 12, mem_limit 16 */
     reject_u32(CS_MSG_CTL_VIEW, 12, CS_CTL_VIEW_ENDPOINT << 1, RANGE);
     accept_u32(CS_MSG_CTL_VIEW, 12, CS_CTL_VIEW_ENDPOINT);
     reject_u64(CS_MSG_CTL_VIEW, 16, 1ull << 62 | 1, RANGE);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_POOL);
+    accept_u32(CS_MSG_HELLO, 8,
+               CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_POOL |
+                   CS_HELLO_LABELS);
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_LIMITS | CS_HELLO_LABELS);
+    /* LABELS: flags 8, pad 12 */
+    reject_u32(CS_MSG_LABELS, 8, 1, RANGE);
+    reject_u32(CS_MSG_LABELS, 12, 1, "non-zero padding");
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_LIMITS);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC);
