@@ -94,10 +94,19 @@ job killa 3 --mem-mb 160 --allocs 10 --iters 400 --kernel-ns 10000000
 a=$JOB_PID
 job killb 4 --mem-mb 160 --allocs 10 --iters 400 --kernel-ns 10000000
 b=$JOB_PID
+# The victim is stopped first, then checked again: a job found swapped out
+# may be granted and restored (its pieces given back) before the kill lands,
+# and the check would then wait for pieces it no longer held.
 victim=
 for i in $(seq 1000); do
     victim=$(swapped_pid "$a" "$b")
-    [ -n "$victim" ] && break
+    if [ -n "$victim" ]; then
+        kill -STOP "$victim"
+        sleep 0.1 # what it sent before the stop reaches the daemon
+        [ "$(swapped_pid "$victim" "$victim")" = "$victim" ] && break
+        kill -CONT "$victim"
+        victim=
+    fi
     sleep 0.02
 done
 [ -n "$victim" ] || fail "neither job was swapped out within 20 s"
