@@ -203,8 +203,8 @@ static bool view_copy(struct cs_view *out)
 /* What the job is on one GPU, for the calls below. */
 struct job_gpu {
     bool managed;              /* false: answer as the library does */
-    bool have_view;
-    uint64_t total, used;      /* total: before the library's figure is known */
+    bool have_view;            /* the daemon answered */
+    uint64_t used;             /* the job's processes' memory on the GPU */
     uint64_t limit;            /* per-GPU quota, 0 = none */
     unsigned n;                /* processes */
     struct nvml_proc_v2 proc[CS_VIEW_PROCS + 1];
