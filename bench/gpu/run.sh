@@ -49,6 +49,12 @@
 #             memory may move, GPU 0 must keep running); a high job on GPU
 #             1 beside low jobs on both. MG_REPS, MG_PREFILL_GB (host
 #             memory touched first, for VMs whose RAM appears as it is used)
+#   floor     issue 21: two training jobs of one class (ResNet-50, GPT-2
+#             small) sharing a GPU at quantum_floor_ms 25/50/100/200/1000:
+#             each job's steps/s over one window against solo (FLOOR_*)
+#   ctxmem    issue 21: a daemon at its defaults measures each PyTorch
+#             client's overhead (context, modules) through NVML: beside
+#             nvidia-smi's per-process figure (not in the default list)
 # --quick (about 13 minutes on an H100) runs every section once through:
 # one run per workload and side, one LC repetition, one oversubscribed case,
 # a short swap benchmark. Recorded results come from the full run (about 25
@@ -917,6 +923,113 @@ section_nvml() {
     else
         say "nvml.h: not found"
     fi
+}
+
+# Issue 21: what shorter slice floors cost real training jobs. Two copies
+# of one training job (one class: exclusive slices in every mode) share the
+# GPU under cushared at quantum_floor_ms = F (everything else default); each
+# measures its steps/s over one common window (--start-at). Efficiency: the
+# two rates' sum over the solo rate (1.0: switching costs nothing). Solo
+# runs are under the hook with no daemon, interleaved with the pairs.
+# FLOOR_MODELS (resnet gpt), FLOOR_LIST (ms), FLOOR_REPS, FLOOR_SECONDS.
+floor_cmd() { # MODEL: the training command line
+    case $1 in
+    resnet) echo "python3 $W/train_resnet.py --warmup 5" ;;
+    gpt) echo "python3 $W/train_gpt.py --warmup 3" ;;
+    esac
+}
+floor_at() { awk -v t="$(date +%s.%N)" -v l="${FLOOR_LEAD_S:-20}" 'BEGIN { printf "%.3f", t + l }'; }
+floor_rate() { jfield "$1" steps_per_s 2>/dev/null || echo nan; }
+section_floor() {
+    say "## slice floor: two training jobs of one class sharing a GPU (issue 21)"
+    local models=${FLOOR_MODELS:-resnet gpt} floors=${FLOOR_LIST:-25 50 100 200 1000}
+    local reps=${FLOOR_REPS:-2} secs=${FLOOR_SECONDS:-10} m f r at cmd pa pb sw
+    python3 $W/train_resnet.py --steps 3 --warmup 1 >/dev/null 2>&1 # caches of a fresh machine
+    for m in $models; do
+        cmd=$(floor_cmd "$m")
+        for r in $(seq "$reps"); do
+            at=$(floor_at)
+            CUSHARE_SOCKET=/tmp/cushare-none.sock LD_PRELOAD=$HOOK ours $cmd --seconds "$secs" \
+                --start-at "$at" >"$OUT/floor-$m-solo-$r.log" 2>&1 || fail "floor $m solo $r"
+            for f in $floors; do
+                start_daemon "[cushared]
+quantum_floor_ms = $f"
+                at=$(floor_at)
+                run_shared a normal 1 $cmd --seconds "$secs" --start-at "$at" \
+                    >"$OUT/floor-$m-$f-$r-a.log" 2>&1 &
+                pa=$!
+                run_shared b normal 1 $cmd --seconds "$secs" --start-at "$at" \
+                    >"$OUT/floor-$m-$f-$r-b.log" 2>&1 &
+                pb=$!
+                # Mid-window: the GPU the jobs use (the one with clients).
+                sleep "$(awk -v l="${FLOOR_LEAD_S:-20}" -v s="$secs" 'BEGIN { print l + s / 2 }')"
+                ours "$B/bin/cusharectl" --socket "$SOCK" status --json >"$OUT/floor-$m-$f-$r.json" 2>&1
+                wait "$pa" || fail "floor $m $f ms run $r job a"
+                wait "$pb" || fail "floor $m $f ms run $r job b"
+                sw=$(python3 -c 'import json,sys
+g = [g for g in json.load(open(sys.argv[1]))["gpus"] if g["clients"]][0]
+print(g["switches"], "quantum_ms=%s" % g["quantum_ms"], "switch_ms=%s" % g.get("switch_ms"))' \
+                    "$OUT/floor-$m-$f-$r.json" 2>/dev/null)
+                echo "$m $f $r switches=${sw:-?}" >>"$OUT/floor-switches.log"
+                stop_daemon
+            done
+        done
+        say "| $m | floor ms | job a steps/s | job b steps/s | (a+b)/solo | a/b | switches | solo steps/s | runs |"
+        say "|---|---|---|---|---|---|---|---|---|"
+        local solo
+        solo=$(for r in $(seq "$reps"); do floor_rate "$OUT/floor-$m-solo-$r.log"; done | median)
+        for f in $floors; do
+            local ra rb eff ab sws
+            ra=$(for r in $(seq "$reps"); do floor_rate "$OUT/floor-$m-$f-$r-a.log"; done | tr '\n' ' ')
+            rb=$(for r in $(seq "$reps"); do floor_rate "$OUT/floor-$m-$f-$r-b.log"; done | tr '\n' ' ')
+            eff=$(for r in $(seq "$reps"); do
+                awk -v a="$(floor_rate "$OUT/floor-$m-$f-$r-a.log")" -v b="$(floor_rate "$OUT/floor-$m-$f-$r-b.log")" \
+                    -v s="$solo" 'BEGIN { printf "%.3f\n", (a + b) / s }'; done)
+            ab=$(for r in $(seq "$reps"); do
+                awk -v a="$(floor_rate "$OUT/floor-$m-$f-$r-a.log")" -v b="$(floor_rate "$OUT/floor-$m-$f-$r-b.log")" \
+                    'BEGIN { printf "%.2f\n", a / b }'; done | tr '\n' ' ')
+            sws=$(awk -v m="$m" -v f="$f" '$1 == m && $2 == f { sub("switches=", "", $4); printf "%s ", $4 }' "$OUT/floor-switches.log")
+            say "| $m | $f | $ra | $rb | $(echo "$eff" | median) ($(echo "$eff" | tr '\n' ' ')) | $ab | $sws | $solo | $reps |"
+        done
+    done
+}
+
+# Issue 21: client_reserve_mb = auto on the real driver. A daemon left at
+# its defaults, two PyTorch jobs (ResNet-50 training, a CuPy-free matmul
+# job); mid-run, each client's measured overhead (cusharectl status) beside
+# the driver's per-process figure (nvidia-smi) and the job's own figure
+# (torch.cuda.memory_reserved), and the GPU's planned reserve.
+section_ctxmem() {
+    say "## measured client overhead (client_reserve_mb = auto, issue 21)"
+    start_daemon "[cushared]"
+    run_shared resnet low 1 python3 $W/train_resnet.py --seconds 20 >"$OUT/ctxmem-resnet.log" 2>&1 &
+    local pa=$! pb
+    run_shared gpt high 1 python3 $W/train_gpt.py --seconds 20 >"$OUT/ctxmem-gpt.log" 2>&1 &
+    pb=$!
+    sleep 15
+    ours "$B/bin/cusharectl" --socket "$SOCK" status --json >"$OUT/ctxmem-status.json" 2>&1
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >"$OUT/ctxmem-smi.txt" 2>&1
+    python3 - "$OUT/ctxmem-status.json" "$OUT/ctxmem-smi.txt" <<'PY' | tee -a "$SUM"
+import json, sys
+st = json.load(open(sys.argv[1]))
+smi = {}
+for line in open(sys.argv[2]):
+    p = [x.strip() for x in line.split(",")]
+    if len(p) == 2 and p[0].isdigit():
+        smi[int(p[0])] = int(p[1])
+print("| client | pid | resident MiB | measured overhead MiB | nvidia-smi used MiB | resident + overhead MiB |")
+print("|---|---|---|---|---|---|")
+for g in st["gpus"]:
+    for c in g["clients"]:
+        r = c["mem_resident_bytes"] / 2**20
+        o = c["mem_overhead_bytes"] / 2**20
+        print(f"| {c['name']} | {c['pid']} | {r:.0f} | {o:.0f} | {smi.get(c['pid'], '?')} | {r + o:.0f} |")
+    print(f"\nGPU {g['index']}: planned reserve per new process {g['mem_client_reserve_bytes'] / 2**20:.0f} MiB, "
+          f"capacity {g['mem_capacity_bytes'] / 2**30:.2f} GiB of {g.get('mem_total_bytes', 0) / 2**30:.2f} GiB")
+PY
+    wait "$pa" || fail "ctxmem resnet"
+    wait "$pb" || fail "ctxmem gpt"
+    stop_daemon
 }
 
 for s in $SECTIONS; do

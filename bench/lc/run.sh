@@ -20,8 +20,10 @@
 #              same with the LC job calling cushare_hint(WORK_SOON)
 #              LC_HINT_US (1000) before each launch; sched-excl and
 #              sched-mixed: the daemon's default configuration but for the
-#              mode, exclusive (today's default) or mixed (issue 21: the LC
-#              job beside the BE job when both fit, gated or time-sliced)
+#              mode, exclusive or mixed (issue 21: the LC job beside the BE
+#              job when both fit, gated or time-sliced); sched-default: the
+#              daemon's configuration left entirely at its defaults (mixed,
+#              client_reserve_mb measured)
 #
 # each repeated REPS times (interleaved: rep 1 of every case, then rep 2...),
 # then a markdown table of medians over the repetitions: LC p50/p99/max,
@@ -89,6 +91,7 @@ run_case() {
         case $c in
         sched-excl) us="" mode=exclusive ;;
         sched-mixed) us="" mode=mixed ;;
+        sched-default) us="" mode="" ;;
         sched-notsg) us=0 mech=off ;;
         sched-gate) us=0 mech=gate ;;
         sched-gate-hint) us=0 mech=gate hint=(--hint-us "$HINT") ;;
@@ -96,7 +99,9 @@ run_case() {
         *) echo "bench/lc/run.sh: unknown case $c" >&2; exit 2 ;;
         esac
         mkdir -p "$d"
-        { printf '[cushared]\nmode = %s\nclient_reserve_mb = %s\n' "$mode" "${LC_CLIENT_RESERVE_MB:-512}"
+        { printf '[cushared]\n'
+          # sched-default: nothing but the daemon's defaults (issue 21).
+          [ -z "$mode" ] || printf 'mode = %s\nclient_reserve_mb = %s\n' "$mode" "${LC_CLIENT_RESERVE_MB:-512}"
           [ -z "$us" ] || printf 'be_timeslice_us = %s\n' "$us"
           [ -z "$mech" ] || printf 'lc_mechanism = %s\n' "$mech"; } >"$d/conf"
         "$B/bin/cushared" --socket "$d/s.sock" --config "$d/conf" \

@@ -13,6 +13,8 @@
 #               be_timeslice_us = 0: no channel-group timeslices, the BE
 #               job's submissions are gated while the LC job has work
 #   sched-gate-wN  sched-gate with lc_window_us = N (not in the default list)
+#   sched-default  both under cushare with the daemon's configuration left at
+#               its defaults (issue 21; not in the default list)
 #   sched-tsg   the same with lc_mechanism = tsg and be_timeslice_us = 1: the
 #               BE job's channel groups get a 1 µs timeslice beside the LC job
 #
@@ -75,7 +77,7 @@ gpt) BE_PY=$W/train_gpt.py BE_KEY=steps_per_s BE_UNIT=steps/s LEAD=${LCT_LEAD_S:
 *) echo "bench/lc/torch.sh: LCT_BE=$BE is not resnet|gpt" >&2; exit 2 ;;
 esac
 for c in $CASES; do
-    case $c in lc-solo | be-solo | native | sched-gate | sched-gate-w[0-9]* | sched-tsg) ;;
+    case $c in lc-solo | be-solo | native | sched-gate | sched-gate-w[0-9]* | sched-tsg | sched-default) ;;
     *) echo "bench/lc/torch.sh: unknown case $c" >&2; exit 2 ;;
     esac
 done
@@ -140,9 +142,13 @@ run_case() {
         local mech=${c#sched-} us=0 sock win=
         case $mech in gate-w*) win=${mech#gate-w}; mech=gate ;; esac # sched-gate-wN: lc_window_us N
         [ "$mech" = tsg ] && us=1
-        { printf '[cushared]\nmode = shared\nlc_mechanism = %s\nbe_timeslice_us = %s\nclient_reserve_mb = 512\n' \
-              "$mech" "$us"
-          [ -z "$win" ] || printf 'lc_window_us = %s\n' "$win"; } >"$o.conf"
+        if [ "$mech" = default ]; then
+            printf '[cushared]\n' >"$o.conf" # nothing but the daemon's defaults (issue 21)
+        else
+            { printf '[cushared]\nmode = shared\nlc_mechanism = %s\nbe_timeslice_us = %s\nclient_reserve_mb = 512\n' \
+                  "$mech" "$us"
+              [ -z "$win" ] || printf 'lc_window_us = %s\n' "$win"; } >"$o.conf"
+        fi
         SOCKDIR=$(mktemp -d /tmp/lct.XXXXXX) # short: a socket path has a length limit
         sock=$SOCKDIR/s.sock
         "$B/bin/cushared" --socket "$sock" --config "$o.conf" --log-level "$DLOG" 2>"$o.daemon" &

@@ -37,6 +37,10 @@ static const struct nv_sym nv_syms[] = {
     {{"nvmlDeviceGetSupportedEventTypes"}, SLOT(ev_supported), false},
     {{"nvmlEventSetWait_v2", "nvmlEventSetWait"}, SLOT(ev_wait), false},
     {{"nvmlEventSetFree"}, SLOT(ev_free), false},
+    {{"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+      "nvmlDeviceGetComputeRunningProcesses"},
+     SLOT(procs),
+     false},
 };
 #define NSYMS (sizeof nv_syms / sizeof nv_syms[0])
 /* Which name each entry resolved to (NULL: none). */
@@ -126,6 +130,44 @@ int cs_nvml_describe(unsigned idx, cs_nvml_device *h, char *uuid, size_t ucap,
     cs_strlcpy(uuid, u, ucap);
     *mem_total = mem.total;
     return 0;
+}
+
+/* The two layouts the calls fill: v1 (pid, used) and v2/v3 (pid, used,
+ * gpuInstanceId, computeInstanceId). */
+struct nv_proc_v1 {
+    unsigned int pid;
+    unsigned long long used;
+};
+struct nv_proc_v2 {
+    unsigned int pid;
+    unsigned long long used;
+    unsigned int gi, ci;
+};
+#define NV_PROCS_MAX 256
+
+cs_nvml_ret cs_nvml_procs(cs_nvml_device h, cs_nvml_proc *out, unsigned cap, unsigned *n)
+{
+    *n = 0;
+    if (!cs_nvml.procs)
+        return CS_NVML_ERROR_NOT_SUPPORTED;
+    const char *name = cs_nvml_resolved("nvmlDeviceGetComputeRunningProcesses_v3");
+    bool v1 = name && strcmp(name, "nvmlDeviceGetComputeRunningProcesses") == 0;
+    /* Room for the v2 layout, the larger: a list longer than this answers
+     * INSUFFICIENT_SIZE and is read no further (a node of 256 processes on
+     * one GPU is far past what cushare plans for anyway). */
+    struct nv_proc_v2 buf[NV_PROCS_MAX];
+    unsigned int k = NV_PROCS_MAX;
+    cs_nvml_ret r = cs_nvml.procs(h, &k, buf);
+    if (r != CS_NVML_SUCCESS)
+        return r;
+    if (k > NV_PROCS_MAX)
+        k = NV_PROCS_MAX;
+    for (unsigned i = 0; i < k && *n < cap; i++) {
+        unsigned long long used = v1 ? ((struct nv_proc_v1 *)(void *)buf)[i].used : buf[i].used;
+        unsigned int pid = v1 ? ((struct nv_proc_v1 *)(void *)buf)[i].pid : buf[i].pid;
+        out[(*n)++] = (cs_nvml_proc){pid, used == ~0ull ? UINT64_MAX : (uint64_t)used};
+    }
+    return CS_NVML_SUCCESS;
 }
 
 void cs_nvml_close(void)

@@ -36,6 +36,12 @@ typedef struct {
     unsigned int gpuInstanceId, computeInstanceId;
 } cs_nvml_event;
 
+/* One process of a GPU's compute list: nvmlProcessInfo_v1_t's fields. */
+typedef struct {
+    uint32_t pid;
+    uint64_t used; /* bytes the driver charges it on that GPU */
+} cs_nvml_proc;
+
 #define CS_NVML_SUCCESS 0
 #define CS_NVML_ERROR_NOT_SUPPORTED 3
 #define CS_NVML_ERROR_GPU_IS_LOST 15
@@ -62,6 +68,9 @@ struct cs_nvml {
     cs_nvml_ret (*ev_supported)(cs_nvml_device, unsigned long long *);
     cs_nvml_ret (*ev_wait)(cs_nvml_evset, cs_nvml_event *, unsigned int);
     cs_nvml_ret (*ev_free)(cs_nvml_evset);
+    /* nvmlDeviceGetComputeRunningProcesses_v3/_v2 (nvmlProcessInfo_t: pid,
+     * used, two instance ids) or the v1 call (pid, used): cs_nvml_procs. */
+    cs_nvml_ret (*procs)(cs_nvml_device, unsigned int *, void *);
 };
 extern struct cs_nvml cs_nvml;
 
@@ -71,6 +80,11 @@ int cs_nvml_open(const char *lib, char *err, size_t cap);
  * with the reason in err. */
 int cs_nvml_describe(unsigned idx, cs_nvml_device *h, char *uuid, size_t ucap,
                      uint64_t *mem_total, char *err, size_t cap);
+/* The compute processes on h and the memory the driver charges each, into
+ * out (at most cap; more are left out). *n: how many were filled. 0, or
+ * the NVML error (NOT_SUPPORTED when the library lacks the call). A used
+ * figure NVML does not know (NVML_VALUE_NOT_AVAILABLE) is UINT64_MAX. */
+cs_nvml_ret cs_nvml_procs(cs_nvml_device h, cs_nvml_proc *out, unsigned cap, unsigned *n);
 /* NVML's text for a return code. */
 const char *cs_nvml_err(cs_nvml_ret r);
 /* Which name an entry point resolved to (NULL: none), by its newest name. */

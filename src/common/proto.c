@@ -298,7 +298,7 @@ static const struct field f_ctl_gpu_mem[] = {
 static const struct field f_ctl_client_mem[] = {
     U64(cs_msg_ctl_client_mem, client_id, ANY64),
     U32(cs_msg_ctl_client_mem, gpu_index, ANY32),
-    PAD(cs_msg_ctl_client_mem, pad),
+    U32(cs_msg_ctl_client_mem, overhead_mib, ANY32),
     U64(cs_msg_ctl_client_mem, swap_out_bytes, ANY64),
     U64(cs_msg_ctl_client_mem, swap_out_ns, ANY64),
     U64(cs_msg_ctl_client_mem, swap_in_bytes, ANY64),

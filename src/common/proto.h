@@ -625,7 +625,9 @@ struct cs_msg_ctl_gpu_mem {
 struct cs_msg_ctl_client_mem {
     uint64_t client_id;
     uint32_t gpu_index;
-    uint32_t pad;
+    uint32_t overhead_mib;  /* what the driver charges its process beyond its
+                               allocations, measured (MiB; 0: not measured, or
+                               an older daemon, whose field was pad) */
     uint64_t swap_out_bytes;
     uint64_t swap_out_ns;   /* RELEASE.swap_ns + EVICTED.ns */
     uint64_t swap_in_bytes;

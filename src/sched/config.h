@@ -25,6 +25,8 @@
 #define SD_ADDR_LEN 128
 #define SD_PATH_LEN 256
 #define SD_MAX_OVERRIDES 256
+/* client_reserve_mb = auto: each client's reserve is measured (mem.c). */
+#define SD_RESERVE_AUTO UINT32_MAX
 
 struct sd_config {
     uint32_t mode;               /* enum cs_mode */
@@ -35,7 +37,10 @@ struct sd_config {
     uint32_t reconnect_grace_ms;
     bool force_release;
     uint32_t mem_reserve_mb;
-    uint32_t client_reserve_mb;  /* per attached client: context, libraries */
+    uint32_t client_reserve_mb;  /* per attached client: context, libraries;
+                                    SD_RESERVE_AUTO: measured (mem.c) */
+    uint32_t mem_sample_ms;      /* the driver's per-process figures read every
+                                    (meter.c); 0: never */
     uint32_t pin_budget_mb;      /* host memory the clients' pin-ahead may bring the
                                     node's pinned swap backing to; 0 = half the RAM */
     /* issue 20: the node's pool of pinned host memory (pool.c, pinner.c) */

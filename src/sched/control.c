@@ -118,7 +118,7 @@ static void status_gpu(struct sd_server *s, struct sd_conn *c, const struct sd_g
     x->index = g->index;
     x->share_turns = g->st.share_turns < UINT32_MAX ? (uint32_t)g->st.share_turns : UINT32_MAX;
     x->capacity = sd_gpu_capacity(&s->policy, g);
-    x->client_reserve = (uint64_t)s->cfg.client_reserve_mb << 20;
+    x->client_reserve = sd_gpu_client_reserve(&s->policy, g);
     x->footprint = sd_gpu_footprint(g);
     x->swapped = sd_gpu_swapped(g);
     x->swap_out_bytes = g->st.swap_out_bytes;
@@ -238,6 +238,8 @@ static void status_member(struct sd_server *s, struct sd_conn *c, const struct s
     x->rooms = mb->st.rooms;
     x->rooms_refused = mb->st.rooms_refused;
     x->drain_ns = mb->st.drain_ns;
+    uint64_t ovh_mib = mb->overhead >> 20;
+    x->overhead_mib = ovh_mib < UINT32_MAX ? (uint32_t)ovh_mib : UINT32_MAX;
     sd_conn_send(s, c, &mm, true);
     if (c->caps & CS_HELLO_TSG)
         status_member_tsg(s, c, mb);

@@ -1,9 +1,15 @@
 /* mem.c: the memory model of each GPU and the swap decisions it drives.
  *
  * Model. A GPU's capacity is what its clients' swappable and unswappable
- * allocations may occupy: total_mem (ATTACH) minus mem_reserve_mb minus
- * client_reserve_mb per attached client (contexts and libraries the hook
- * cannot see) and one more (the context of the next process to start).
+ * allocations may occupy: total_mem (ATTACH) minus mem_reserve_mb minus a
+ * reserve per attached client for what the driver charges its process
+ * beyond those allocations (its context, modules, library workspaces) and
+ * one more (the context of the next process to start). The reserve is
+ * measured (client_reserve_mb = auto, the default): the driver's figure
+ * for the process (NVML, meter.c) minus what its USAGE says resident, the
+ * median of the last few samples; members not measured yet and the next
+ * process get the largest overhead measured on the GPU. A number in
+ * client_reserve_mb overrides the measurement for every client.
  * Each member reports resident, swapped, unswappable and
  * footprint bytes in USAGE; between two USAGEs the daemon adjusts its copy
  * with what EVICTED, RELEASE (swapped_bytes), RESTORED and PREFETCHED say
@@ -45,6 +51,7 @@
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -115,14 +122,116 @@ static uint64_t res_after(const struct sd_member *m)
     return res_now(m) - min64(pending_out(m), res_now(m));
 }
 
-/* One client_reserve more than there are clients: the next process to
- * start needs room for its context before it can even ask for any. */
+/* ---- what the driver charges beyond the allocations ------------------------- */
+
+uint64_t sd_gpu_client_reserve(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    if (p->cfg->client_reserve_mb != SD_RESERVE_AUTO)
+        return (uint64_t)p->cfg->client_reserve_mb << 20;
+    return g->overhead_seen;
+}
+
+static uint64_t member_reserve(const struct sd_policy *p, const struct sd_gpu *g,
+                               const struct sd_member *m)
+{
+    if (p->cfg->client_reserve_mb == SD_RESERVE_AUTO && m->overhead_known)
+        return m->overhead;
+    return sd_gpu_client_reserve(p, g);
+}
+
+/* One reserve more than there are clients: the next process to start needs
+ * room for its context before it can even ask for any. */
 uint64_t sd_gpu_capacity(const struct sd_policy *p, const struct sd_gpu *g)
 {
     uint64_t reserve = (uint64_t)p->cfg->mem_reserve_mb << 20;
-    uint64_t per = (uint64_t)p->cfg->client_reserve_mb << 20;
-    reserve = sd_add_sat(reserve, per * (g->n + 1));
+    for (size_t i = 0; i < g->n; i++)
+        reserve = sd_add_sat(reserve, member_reserve(p, g, g->m[i]));
+    reserve = sd_add_sat(reserve, sd_gpu_client_reserve(p, g));
     return sub0(g->mem_total, reserve);
+}
+
+/* The median of m's samples: one sample taken while an allocation was
+ * made but not yet reported in USAGE (too high), or freed and reported
+ * before the driver let go of it (too low), does not move it. */
+static uint64_t ovh_median(const struct sd_member *m)
+{
+    uint64_t v[SD_OVH_SAMPLES];
+    uint32_t n = m->ovh_n;
+    memcpy(v, m->ovh_ring, n * sizeof v[0]);
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            uint64_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return v[n / 2];
+}
+
+static void ovh_add(struct sd_member *m, uint64_t sample)
+{
+    m->ovh_ring[m->ovh_at] = sample;
+    m->ovh_at = (m->ovh_at + 1) % SD_OVH_SAMPLES;
+    if (m->ovh_n < SD_OVH_SAMPLES)
+        m->ovh_n++;
+    m->overhead = ovh_median(m);
+    m->overhead_known = true;
+}
+
+/* The reserve of the next process and of members not measured yet: the
+ * largest overhead of the members measured now. Not the largest ever: one
+ * member's passing overhead (an allocation the driver saw long before the
+ * USAGE that reports it) would shrink the GPU for the daemon's lifetime.
+ * With none measured, the last figure stays: the next process is likely
+ * the same program again. */
+static void ovh_reserve(struct sd_gpu *g)
+{
+    bool any = false;
+    uint64_t mx = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        const struct sd_member *m = g->m[i];
+        if (!m->overhead_known)
+            continue;
+        any = true;
+        if (m->overhead > mx)
+            mx = m->overhead;
+    }
+    if (any)
+        g->overhead_seen = mx;
+}
+
+/* What the members of x[i]'s process report resident; whether x[i] is
+ * the first of them (the one its overhead is charged to). */
+static uint64_t proc_resident(const struct sd_measured *x, size_t n, size_t i, bool *first)
+{
+    uint64_t r = 0;
+    *first = true;
+    for (size_t j = 0; j < n; j++) {
+        if (x[j].proc != x[i].proc)
+            continue;
+        if (j < i)
+            *first = false;
+        r = sd_add_sat(r, x[j].m->resident);
+    }
+    return r;
+}
+
+void sd_policy_measured(struct sd_policy *p, struct sd_gpu *g, const struct sd_measured *x,
+                        size_t n, uint64_t now)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (x[i].used == UINT64_MAX || x[i].m->gpu != g)
+            continue;
+        bool first;
+        uint64_t res = proc_resident(x, n, i, &first);
+        uint64_t o = first ? sub0(x[i].used, res) : 0;
+        /* A figure past the GPU's memory is nobody's overhead. */
+        if (g->mem_total && o > g->mem_total)
+            o = g->mem_total;
+        ovh_add(x[i].m, o);
+    }
+    ovh_reserve(g);
+    if (p->cfg->client_reserve_mb == SD_RESERVE_AUTO)
+        sd_gpu_reschedule(p, g, now); /* the capacity may have changed */
 }
 
 uint64_t sd_gpu_footprint(const struct sd_gpu *g)

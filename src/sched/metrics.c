@@ -145,6 +145,7 @@ static uint64_t m_fp(const struct sd_member *m, uint64_t now) { (void)now; retur
 static uint64_t m_swapns(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_ns; }
 static uint64_t m_state(const struct sd_member *m, uint64_t now) { (void)now; return m->state; }
 static uint64_t m_unsw(const struct sd_member *m, uint64_t now) { (void)now; return m->unswappable; }
+static uint64_t m_ovh(const struct sd_member *m, uint64_t now) { (void)now; return m->overhead; }
 static uint64_t m_pinned(const struct sd_member *m, uint64_t now) { (void)now; return m->pinned; }
 static uint64_t m_outb(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_out_bytes; }
 static uint64_t m_inb(const struct sd_member *m, uint64_t now) { (void)now; return m->st.swap_in_bytes; }
@@ -218,6 +219,10 @@ static void render_clients(const struct sd_server *s, struct sd_buf *b, uint64_t
                   "Everything the client allocated on the GPU.", m_fp, V_U64);
     client_series(b, p, now, "cushare_client_memory_unswappable_bytes", "gauge",
                   "Part of the resident memory that can never move.", m_unsw, V_U64);
+    client_series(b, p, now, "cushare_client_memory_overhead_bytes", "gauge",
+                  "What the driver charges the client's process on the GPU beyond its "
+                  "allocations (context, modules), measured through NVML (0: not measured).",
+                  m_ovh, V_U64);
     client_series(b, p, now, "cushare_client_pinned_bytes", "gauge",
                   "Host memory the client holds pinned as swap backing, as it reports it "
                   "(PINNED; 0 from a client that does not).", m_pinned, V_U64);
@@ -338,7 +343,11 @@ static void render_gpus(const struct sd_server *s, struct sd_buf *b, uint64_t no
     gpu_u64(b, p, "cushare_gpu_room_waits_total", "counter",
             "Grants held back until evictions made room.", offsetof(struct sd_gpu, st.room_waits));
     help(b, "cushare_gpu_memory_capacity_bytes", "gauge",
-         "What clients may keep resident: total - mem_reserve_mb - client_reserve_mb x (clients + 1).");
+         "What clients may keep resident: total - mem_reserve_mb - each client's reserve "
+         "(measured overhead, or client_reserve_mb) - the next process's.");
+    help(b, "cushare_gpu_memory_client_reserve_bytes", "gauge",
+         "Reserve planned for a client not measured yet and for the next process: "
+         "client_reserve_mb, or the largest overhead measured on the GPU.");
     help(b, "cushare_gpu_memory_resident_bytes", "gauge", "Sum of the clients' resident memory.");
     help(b, "cushare_gpu_memory_footprint_bytes", "gauge", "Sum of the clients' footprints.");
     help(b, "cushare_gpu_memory_swapped_bytes", "gauge", "Sum of the clients' swapped memory.");
@@ -347,12 +356,13 @@ static void render_gpus(const struct sd_server *s, struct sd_buf *b, uint64_t no
     for (size_t i = 0; i < p->ngpu; i++) {
         const struct sd_gpu *g = p->gpu[i];
         const char *names[] = {"cushare_gpu_memory_capacity_bytes",
+                               "cushare_gpu_memory_client_reserve_bytes",
                                "cushare_gpu_memory_resident_bytes",
                                "cushare_gpu_memory_footprint_bytes",
                                "cushare_gpu_memory_swapped_bytes"};
-        uint64_t vals[] = {sd_gpu_capacity(p, g), sd_gpu_resident(g), sd_gpu_footprint(g),
-                           sd_gpu_swapped(g)};
-        for (int k = 0; k < 4; k++) {
+        uint64_t vals[] = {sd_gpu_capacity(p, g), sd_gpu_client_reserve(p, g),
+                           sd_gpu_resident(g), sd_gpu_footprint(g), sd_gpu_swapped(g)};
+        for (int k = 0; k < 5; k++) {
             sd_buf_printf(b, "%s{", names[k]);
             gpu_labels(b, g);
             sd_buf_printf(b, "} %" PRIu64 "\n", vals[k]);

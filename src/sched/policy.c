@@ -119,10 +119,23 @@ static void place_vtime(struct sd_member *m)
 
 /* Charges the time held since the last settlement to vtime, at the
  * holder's current weight. */
+/* A holder's time is charged up to now, or up to when it said it was idle:
+ * a job that keeps the lease while nobody else wants the GPU (sleeping
+ * between phases) costs nobody anything, and charging it would make the
+ * job pay later with a starved turn as long as its idle hold (on the H200,
+ * a ResNet-50 job that held 10 s idle before a common start then got 1 step
+ * in the next 10 s while its peer ran alone: issue 21). */
+static uint64_t charged_until(const struct sd_member *m, uint64_t now)
+{
+    return m->idle && m->idle_ns < now ? m->idle_ns : now;
+}
+
 static void settle_vtime(struct sd_member *m, uint64_t now)
 {
-    m->vtime += vt_delta(sub0(now, m->vt_ns), m->client->info.weight);
-    m->vt_ns = now;
+    uint64_t t = charged_until(m, now);
+    m->vtime += vt_delta(sub0(t, m->vt_ns), m->client->info.weight);
+    if (t > m->vt_ns)
+        m->vt_ns = t;
 }
 
 /* vtime as if settled now: what a holder is compared with. */
@@ -130,7 +143,7 @@ static uint64_t eff_vtime(const struct sd_member *m, uint64_t now)
 {
     if (!is_holder(m))
         return m->vtime;
-    return m->vtime + vt_delta(sub0(now, m->vt_ns), m->client->info.weight);
+    return m->vtime + vt_delta(sub0(charged_until(m, now), m->vt_ns), m->client->info.weight);
 }
 
 static void hold_from(struct sd_member *m, uint64_t now)
@@ -1344,10 +1357,15 @@ int sd_policy_usage(struct sd_policy *p, struct sd_client *c, const struct cs_ms
      * current lease's; its USAGEs during the restore may still carry the
      * idleness of its previous lease. */
     bool was_idle = m->idle;
-    m->idle = (u->flags & CS_USAGE_IDLE) && m->state == CS_STATE_HELD &&
-              (!m->reports_restore || m->lease_restored);
+    bool idle = (u->flags & CS_USAGE_IDLE) && m->state == CS_STATE_HELD &&
+                (!m->reports_restore || m->lease_restored);
+    if (idle != was_idle && m->state == CS_STATE_HELD)
+        settle_vtime(m, now); /* the active part, up to the change */
+    m->idle = idle;
     if (m->idle && !was_idle)
         m->idle_ns = now;
+    if (!m->idle && was_idle)
+        m->vt_ns = now; /* charged again from now: the idle hold is free */
     gpu_schedule(p, m->gpu, now);
     return SD_OK;
 }

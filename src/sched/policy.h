@@ -73,6 +73,7 @@
 #include "sched/hist.h"
 
 #define SD_MAX_GPUS 64
+#define SD_OVH_SAMPLES 5 /* overhead samples a member's median is taken over */
 #define SD_RESTORE_MAX_IDS 64 /* holders of one GPU remembered across a restart */
 #define SD_VT_SCALE 1000u     /* vtime unit: ns * SD_VT_SCALE / weight */
 #define SD_SHARE_BUCKETS 16   /* the class share window, in this many steps */
@@ -182,6 +183,13 @@ struct sd_member {
                                  (it pins when it swaps; mem.c) */
     bool pinned_known;        /* a PINNED came: pinned is the client's word */
     uint64_t pinned;          /* host bytes pinned as swap backing (PINNED) */
+    /* what the driver charges its process beyond its allocations (contexts,
+     * modules, library workspaces): the median of its last SD_OVH_SAMPLES
+     * samples (sd_policy_measured), its reserve in the memory model */
+    uint64_t ovh_ring[SD_OVH_SAMPLES];
+    uint32_t ovh_n, ovh_at;
+    uint64_t overhead;
+    bool overhead_known;
     /* a ROOM this member asked for, being made (room.c) */
     bool room_active;
     uint32_t room_wait;       /* EVICTs outstanding on its behalf */
@@ -281,6 +289,9 @@ struct sd_gpu {
     /* memory planning (mem.c) */
     uint64_t freed_epoch;     /* moves whenever memory was freed on the GPU */
     uint64_t room_wait_since; /* the best waiter's grant held back for room since */
+    uint64_t overhead_seen;   /* largest overhead of the members measured (the
+                                 last one while none is): the reserve of members
+                                 not measured yet and of the next process */
     bool handover;            /* a lease ended while someone waited */
     uint64_t min_vtime[CS_PRIO_COUNT];
     bool busy;                /* accounting: a holder exists */
@@ -433,6 +444,24 @@ void sd_policy_pool_changed(struct sd_policy *p, uint64_t free_bytes, uint64_t n
 int sd_policy_pinned(struct sd_policy *p, struct sd_client *c, const struct cs_msg_pinned *m,
                      uint64_t now, const char **why);
 
+/* The driver's figure for the process of each member in x (meter.c, read
+ * by the server; members of one process share its proc key): used bytes
+ * minus what its members report resident is the process's overhead, the
+ * first member's sample; the others get 0. used = UINT64_MAX: unknown,
+ * skipped. With client_reserve_mb = auto (mem.c) the memory model reserves
+ * each member's median overhead, and the largest one of the members
+ * measured for members not measured yet and the next process. */
+struct sd_measured {
+    struct sd_member *m;
+    uint32_t proc;
+    uint64_t used;
+};
+void sd_policy_measured(struct sd_policy *p, struct sd_gpu *g, const struct sd_measured *x,
+                        size_t n, uint64_t now);
+/* The reserve the memory model plans for the next process on g: a
+ * number client_reserve_mb, else the largest overhead measured there. */
+uint64_t sd_gpu_client_reserve(const struct sd_policy *p, const struct sd_gpu *g);
+
 /* LC_BURST (lcgate.c): into the member's burst histograms. SD_EPROTO from a
  * client that did not announce CS_HELLO_LC or for a slot not attached. */
 int sd_policy_lc_burst(struct sd_policy *p, struct sd_client *c, const struct cs_msg_lc_burst *b,
@@ -459,8 +488,8 @@ void sd_gpu_times(const struct sd_gpu *g, uint64_t now, uint64_t *idle_ns, uint6
 uint32_t sd_gpu_count(const struct sd_gpu *g, uint32_t state);
 uint64_t sd_gpu_resident(const struct sd_gpu *g);
 /* What the memory model lets clients keep resident: total_mem minus
- * mem_reserve_mb minus client_reserve_mb per attached client; 0 = unknown
- * (no memory planning). */
+ * mem_reserve_mb minus each attached client's reserve and the next
+ * process's (sd_gpu_client_reserve); 0 = unknown (no memory planning). */
 uint64_t sd_gpu_capacity(const struct sd_policy *p, const struct sd_gpu *g);
 uint64_t sd_gpu_footprint(const struct sd_gpu *g);
 uint64_t sd_gpu_swapped(const struct sd_gpu *g);

@@ -22,10 +22,18 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "sched/metrics.h"
+#include "sched/overhead.h"
 
 /* epoll user data: connections use their pointer; the fixed fds use these
  * small tags, which no heap pointer can equal. */
-enum { TAG_LISTEN = 1, TAG_TIMER = 2, TAG_SIGNAL = 3, TAG_METRICS = 4, TAG_POOL = SD_TAG_POOL };
+enum {
+    TAG_LISTEN = 1,
+    TAG_TIMER = 2,
+    TAG_SIGNAL = 3,
+    TAG_METRICS = 4,
+    TAG_POOL = SD_TAG_POOL,
+    TAG_METER = SD_TAG_METER
+};
 
 static uint64_t mono_clock(void *ctx)
 {
@@ -816,6 +824,7 @@ int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
     sd_ep_init(s);
     seed_gpus(s, o->restore);
     sd_lender_init(s);
+    sd_overhead_init(s);
     return 0;
 }
 
@@ -839,6 +848,8 @@ static void handle_event(struct sd_server *s, const struct epoll_event *ev)
         accept_all(s);
     } else if (tag == TAG_POOL) {
         sd_lender_pinned_event(s, sd_server_now(s));
+    } else if (tag == TAG_METER) {
+        sd_overhead_event(s, sd_server_now(s));
     } else if ((tag & SD_WATCH_TAG) && !(tag & SD_EP_TAG)) {
         sd_lender_watch_event(s, tag, sd_server_now(s));
     } else if (tag & SD_EP_TAG) {
@@ -921,6 +932,7 @@ void sd_server_fini(struct sd_server *s)
         conn_free(s, c);
     }
     sd_ep_fini(s);
+    sd_overhead_fini(s);
     sd_lender_fini(s);
     if (s->metrics)
         sd_metrics_stop(s->metrics);

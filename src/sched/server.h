@@ -113,6 +113,8 @@ struct sd_counters {
 };
 
 struct sd_metrics; /* metrics.c */
+struct sd_meter;   /* meter.c */
+struct sd_meter_sample;
 
 struct sd_server_opts {
     const char *socket_path;  /* NULL: no listening socket (tests, fuzzing) */
@@ -159,6 +161,8 @@ struct sd_server {
     struct sd_metrics *metrics;
     struct sd_eps eps;        /* endpoint.c */
     struct sd_lender lend;    /* lender.c: the node's pinned pool */
+    struct sd_meter *meter;   /* overhead.c: the driver's per-process figures, or NULL */
+    struct sd_meter_sample *meter_sample; /* the loop's copy of the newest one */
 };
 
 /* server.c */

@@ -378,6 +378,7 @@ static void json_client(FILE *f, const struct ctl_status *st, size_t j, const ch
     json_sec(f, "swap_s", c->swap_ns, ", ");
     json_u64(f, "mem_limit_bytes", c->mem_limit, ", ");
     json_u64(f, "vtime", c->vtime, ", ");
+    json_u64(f, "mem_overhead_bytes", (uint64_t)x->overhead_mib << 20, ", ");
     json_u64(f, "swap_out_bytes", x->swap_out_bytes, ", ");
     json_sec(f, "swap_out_s", x->swap_out_ns, ", ");
     json_u64(f, "swap_in_bytes", x->swap_in_bytes, ", ");

@@ -11,12 +11,13 @@
  *       fails) and prints it as key=value lines for the shell:
  *         daemon pid=.. clients=.. mode=.. protocol_errors=..
  *         gpu index=.. holders=.. waiters=.. switches=.. quantum_ms=..
- *             restoring=0|1 revoke_timeouts=.. forced_releases=..
+ *             restoring=0|1 revoke_timeouts=.. forced_releases=.. capacity=..
+ *             client_reserve=..
  *         client gpu=.. pid=.. uid=.. name=.. priority=.. weight=.. state=..
  *                gpu_ms=.. wait_ms=.. slices=.. preemptions=.. revokes=..
  *                forced=.. footprint=.. idle=0|1 timeslice_us=.. tsg=..
  *                tsg_requested_us=.. tsg_applied_us=.. tsg_status=.. lc=..
- *                lc_mode=.. lc_preempted=.. lc_bursts=..
+ *                lc_mode=.. lc_preempted=.. lc_bursts=.. resident=.. overhead=..
  *       Exit 2 if the file cannot be read or parsed or lacks a field.
  */
 #include "../sched/jsmall.h"
@@ -96,10 +97,12 @@ static int cmd_status(const char *path)
     for (size_t g = 0; g < gpus->n; g++) {
         const struct js *gp = js_at(gpus, g);
         printf("gpu index=%.0f holders=%.0f waiters=%.0f switches=%.0f quantum_ms=%.0f "
-               "restoring=%d revoke_timeouts=%.0f forced_releases=%.0f\n",
+               "restoring=%d revoke_timeouts=%.0f forced_releases=%.0f capacity=%.0f "
+               "client_reserve=%.0f\n",
                num(gp, "index"), num(gp, "holders"), num(gp, "waiters"), num(gp, "switches"),
                num(gp, "quantum_ms"), need(gp, "restoring", JS_BOOL)->num != 0,
-               num(gp, "revoke_timeouts"), num(gp, "forced_releases"));
+               num(gp, "revoke_timeouts"), num(gp, "forced_releases"),
+               num(gp, "mem_capacity_bytes"), num(gp, "mem_client_reserve_bytes"));
         const struct js *cl = need(gp, "clients", JS_ARR);
         for (size_t c = 0; c < cl->n; c++) {
             const struct js *x = js_at(cl, c);
@@ -107,7 +110,7 @@ static int cmd_status(const char *path)
                    "state=%s gpu_ms=%.0f wait_ms=%.0f slices=%.0f preemptions=%.0f "
                    "revokes=%.0f forced=%.0f footprint=%.0f idle=%d timeslice_us=%.0f tsg=%s "
                    "tsg_requested_us=%.0f tsg_applied_us=%.0f tsg_status=%.0f lc=%s lc_mode=%s "
-                   "lc_preempted=%.0f lc_bursts=%.0f\n",
+                   "lc_preempted=%.0f lc_bursts=%.0f resident=%.0f overhead=%.0f\n",
                    num(gp, "index"), num(x, "pid"), num(x, "uid"), str(x, "name"),
                    str(x, "priority"), num(x, "weight"), str(x, "state"),
                    num(x, "gpu_s") * 1e3, num(x, "wait_s") * 1e3, num(x, "slices"),
@@ -115,7 +118,8 @@ static int cmd_status(const char *path)
                    num(x, "mem_footprint_bytes"), need(x, "idle", JS_BOOL)->num != 0,
                    num(x, "timeslice_us"), str(x, "tsg_mechanism"), num(x, "tsg_requested_us"),
                    num(x, "tsg_applied_us"), num(x, "tsg_status"), str(x, "lc_mechanism"),
-                   str(x, "lc_mode"), num(x, "lc_preempted"), num(x, "lc_bursts"));
+                   str(x, "lc_mode"), num(x, "lc_preempted"), num(x, "lc_bursts"),
+                   num(x, "mem_resident_bytes"), num(x, "mem_overhead_bytes"));
         }
     }
     js_free(j); /* frees what the root holds; the root itself: */

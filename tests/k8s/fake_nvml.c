@@ -17,6 +17,7 @@
  *   FAKE_NVML_STATE      a file read at every query, one directive a line:
  *                          lost I        GPU I has fallen off the bus
  *                          xid I CODE    an Xid event on GPU I (delivered once)
+ *                          proc G:P:MB   a compute process (as in FAKE_NVML_PROCS)
  * GPU i has PCI bus id 00000000:0<i+1>:00.0 and minor number i. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,6 +245,20 @@ struct fproc {
     int graphics;
 };
 
+/* One "GPU:PID:MB[:g]" item into p; 0 when it is not one. */
+static int parse_proc(const char *t, struct fproc *p)
+{
+    unsigned long long mb = 0;
+    char kind = 'c';
+    if (sscanf(t, "%u:%u:%llu:%c", &p->gpu, &p->pid, &mb, &kind) < 3)
+        return 0;
+    p->bytes = mb << 20;
+    p->graphics = kind == 'g';
+    return 1;
+}
+
+/* FAKE_NVML_PROCS, then the "proc GPU:PID:MB[:g]" lines of FAKE_NVML_STATE
+ * (processes that come and go while a test runs). */
 static unsigned load_procs(struct fproc *p, unsigned cap)
 {
     const char *e = getenv("FAKE_NVML_PROCS");
@@ -251,15 +266,16 @@ static unsigned load_procs(struct fproc *p, unsigned cap)
     unsigned n = 0;
     snprintf(buf, sizeof buf, "%s", e ? e : "");
     char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t && n < cap; t = strtok_r(NULL, ",", &save)) {
-        unsigned long long mb = 0;
-        char kind = 'c';
-        if (sscanf(t, "%u:%u:%llu:%c", &p[n].gpu, &p[n].pid, &mb, &kind) < 3)
-            continue;
-        p[n].bytes = mb << 20;
-        p[n].graphics = kind == 'g';
-        n++;
-    }
+    for (char *t = strtok_r(buf, ",", &save); t && n < cap; t = strtok_r(NULL, ",", &save))
+        n += (unsigned)parse_proc(t, &p[n]);
+    const char *path = getenv("FAKE_NVML_STATE");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    char line[128];
+    while (f && n < cap && fgets(line, sizeof line, f))
+        if (strncmp(line, "proc ", 5) == 0)
+            n += (unsigned)parse_proc(line + 5, &p[n]);
+    if (f)
+        fclose(f);
     return n;
 }
 

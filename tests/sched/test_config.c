@@ -36,8 +36,10 @@ static void test_defaults(void **state)
     (void)state;
     struct sd_config c;
     sd_config_defaults(&c);
-    assert_int_equal(c.mode, CS_MODE_EXCLUSIVE);
-    assert_int_equal(c.quantum_floor_ms, 1000);
+    assert_int_equal(c.mode, CS_MODE_MIXED);
+    assert_int_equal(c.client_reserve_mb, SD_RESERVE_AUTO);
+    assert_int_equal(c.mem_sample_ms, 1000);
+    assert_int_equal(c.quantum_floor_ms, 100);
     assert_int_equal(c.quantum_cap_ms, 30000);
     assert_int_equal(c.idle_release_ms, 250);
     assert_int_equal(c.revoke_timeout_ms, 10000);
@@ -68,6 +70,11 @@ static void test_every_knob(void **state)
         {"force_release", "false", 1},   {"force_release", "on", 1},
         {"force_release", "maybe", 0},   {"mem_reserve_mb", "1024", 1},
         {"mem_reserve_mb", "99999999999", 0},
+        {"client_reserve_mb", "auto", 1}, {"client_reserve_mb", "AUTO", 1},
+        {"client_reserve_mb", "512", 1}, {"client_reserve_mb", "1048577", 0},
+        {"client_reserve_mb", "automatic", 0}, {"client_reserve_mb", "", 0},
+        {"mem_sample_ms", "0", 1},       {"mem_sample_ms", "250", 1},
+        {"mem_sample_ms", "3600001", 0},
         {"switch_cost_target", "0.1", 1}, {"switch_cost_target", "0", 0},
         {"switch_cost_target", "2", 0},  {"switch_cost_target", "nan", 0},
         {"switch_cost_target", "0.05x", 0},
@@ -324,7 +331,8 @@ static void test_dump_and_hostport(void **state)
     char buf[2048];
     size_t n = sd_config_dump(&c, buf, sizeof buf);
     assert_true(n > 0 && n < sizeof buf);
-    assert_non_null(strstr(buf, "mode=exclusive\n"));
+    assert_non_null(strstr(buf, "mode=mixed\n"));
+    assert_non_null(strstr(buf, "client_reserve_mb=auto\n"));
     assert_non_null(strstr(buf, "quantum_cap_ms=30000\n"));
     assert_non_null(strstr(buf, "force_release=true\n"));
     /* Every dumped line parses back. */

@@ -115,7 +115,11 @@ static void sleep_ms(int ms)
 static void test_lease_cycle(void **state)
 {
     (void)state;
-    start("cycle", fast_conf);
+    /* Exclusive mode's exchange: mixed mode (the default) would grant
+     * gamma beside alpha (test_policy's test_mixed_*). */
+    char conf[256];
+    snprintf(conf, sizeof conf, "mode = exclusive\n%s", fast_conf);
+    start("cycle", conf);
     int a = tc_client(d.sock, CS_PRIO_NORMAL, 1, "alpha");
     int b = tc_client(d.sock, CS_PRIO_NORMAL, 1, "beta");
     int c = tc_client(d.sock, CS_PRIO_HIGH, 1, "gamma");
@@ -275,7 +279,8 @@ static void test_dead_holder_hands_over(void **state)
 static void test_revoke_timeout_forces_release(void **state)
 {
     (void)state;
-    start("timeout", "revoke_timeout_ms = 300\nquantum_floor_ms = 100\nquantum_cap_ms = 100\n");
+    start("timeout", "mode = exclusive\nrevoke_timeout_ms = 300\nquantum_floor_ms = 100\n"
+                     "quantum_cap_ms = 100\n");
     int a = tc_client(d.sock, CS_PRIO_LOW, 1, "stuck");
     int b = tc_client(d.sock, CS_PRIO_HIGH, 1, "urgent");
     tc_attach(a, 0, 0, 0, 0);
@@ -494,7 +499,7 @@ static void test_status_json(void **state)
     struct js *j = status_json(d.sock);
     const struct js *dm = js_get(j, "daemon");
     assert_int_equal(jnum(dm, "pid"), d.pid);
-    assert_string_equal(jstr(dm, "mode"), "exclusive");
+    assert_string_equal(jstr(dm, "mode"), "mixed");
     assert_int_equal(jnum(dm, "clients"), 2);
     assert_int_equal(jnum(dm, "quantum_floor_ms"), 60000);
     const struct js *gpus = js_get(j, "gpus");
@@ -706,7 +711,7 @@ static void test_unauthorized_control_refused(void **state)
     assert_int_equal(o.status, 1);
     assert_non_null(strstr(o.err, "permission denied"));
     struct js *j = status_json(d.sock);
-    assert_string_equal(jstr(js_get(j, "daemon"), "mode"), "exclusive");
+    assert_string_equal(jstr(js_get(j, "daemon"), "mode"), "mixed");
     js_done(j);
     tc_ctl(&o, (uid_t)-1, d.sock, "set", "mode=shared", NULL);
     assert_int_equal(o.status, 0);

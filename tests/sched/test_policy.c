@@ -27,6 +27,7 @@
 #define CUDA_OOM 2u /* CUDA_ERROR_OUT_OF_MEMORY */
 #define SEC 1000000000ull
 #define GiB (1ull << 30)
+#define MiB (1ull << 20)
 
 enum { EV_GRANT = 1, EV_REVOKE = 2, EV_EVICT = 3, EV_ROOM = 4, EV_PREPARE = 5, EV_PREFETCH = 6 };
 
@@ -150,6 +151,11 @@ static int setup(void **state)
      * half of it): test_prepare_within_budget sets its own. */
     cfg.pin_budget_mb = 1024u * 1024;
     cfg.lc_mechanism = SD_LC_OFF;
+    /* The general policy's rules are exclusive mode's (preemption, quanta,
+     * room); shared and mixed mode's tests set theirs, and test_config
+     * checks the default (mixed). */
+    cfg.mode = CS_MODE_EXCLUSIVE;
+    cfg.quantum_floor_ms = 1000; /* the tests' arithmetic (the default is 100) */
     cfg.mem_reserve_mb = 0;
     now = 1000 * SEC;
     nev = 0;
@@ -410,6 +416,33 @@ static void test_idle_holder_revoked_for_waiter(void **state)
     assert_int_equal(b->state, CS_STATE_HELD);
     /* A fresh grant is not idle until the client says so again. */
     assert_false(b->idle);
+}
+
+/* Issue 21, found on the H200: a holder idle with nobody waiting (a job
+ * sleeping until a common start) is not charged for that time. Charged, its
+ * 10 s idle hold made it wait 10 s behind its peer once both worked. */
+static void test_idle_hold_not_charged(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    advance(100 * MS);
+    usage(a, CS_USAGE_IDLE, 0, 0, 0);
+    advance(10 * SEC); /* nobody else wants the GPU */
+    acquire(b);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    advance(1 * MS);
+    acquire(a); /* a works again at once */
+    run_until(now + 1100 * MS);
+    /* b's turn is one quantum (1 s floor), not the 10 s a held idle. */
+    assert_int_equal(count(EV_REVOKE, b), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_QUANTUM);
+    /* The active part of a's hold was charged: b is ahead by a's 100 ms. */
+    assert_true(a->vtime > b->vtime || b->state == CS_STATE_REVOKING);
 }
 
 static void test_usage_busy_clears_idle(void **state)
@@ -1305,6 +1338,64 @@ static void test_idle_revoke_waits_for_switch_cost(void **state)
  * While A computes, C is evicted (all of it: 2 of the 4 GiB missing) and
  * B prefetches what then fits; A's slice ends with REVOKE evict_bytes =
  * the 2 GiB still missing; B is granted once A's RELEASE says they left. */
+/* Issue 21: client_reserve_mb = auto plans with what the driver charges
+ * each process beyond its allocations: the median of its last samples (one
+ * passing figure does not move it, a lasting one does), never below 0, the
+ * largest member's figure for the next process, a process of two members
+ * charged once, a number overriding it all. */
+static void measure(struct sd_member *m, uint32_t proc, uint64_t used, int times)
+{
+    struct sd_measured x = {m, proc, used};
+    for (int i = 0; i < times; i++)
+        sd_policy_measured(&pol, m->gpu, &x, 1, now);
+}
+
+static void test_measured_overhead(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_gpu *g = gpu(0);
+    assert_int_equal(cfg.client_reserve_mb, SD_RESERVE_AUTO); /* the default */
+    usage(a, 0, 1 * GiB, 0, 1 * GiB);
+    usage(b, 0, 2 * GiB, 0, 2 * GiB);
+    assert_int_equal(sd_gpu_capacity(&pol, g), 16 * GiB); /* nothing measured: no reserve */
+    struct sd_measured x[] = {{a, 10, 1 * GiB + 500 * MiB}, {b, 20, 2 * GiB + 300 * MiB}};
+    sd_policy_measured(&pol, g, x, 2, now);
+    assert_int_equal(a->overhead, 500 * MiB);
+    assert_int_equal(b->overhead, 300 * MiB);
+    assert_int_equal(sd_gpu_client_reserve(&pol, g), 500 * MiB);
+    assert_int_equal(sd_gpu_capacity(&pol, g), 16 * GiB - 500 * MiB - 300 * MiB - 500 * MiB);
+    measure(a, 10, 1 * GiB + 500 * MiB, 2);
+    measure(a, 10, 9 * GiB, 2); /* an allocation the driver saw before its USAGE */
+    assert_int_equal(a->overhead, 500 * MiB);
+    measure(a, 10, 9 * GiB, 1); /* three of five: it is real */
+    assert_int_equal(a->overhead, 8 * GiB);
+    assert_int_equal(sd_gpu_client_reserve(&pol, g), 8 * GiB);
+    measure(a, 10, 512 * MiB, 5); /* below its own memory */
+    assert_int_equal(a->overhead, 0);
+    assert_int_equal(sd_gpu_client_reserve(&pol, g), 300 * MiB); /* b's, not the old 8 GiB */
+    assert_int_equal(sd_gpu_capacity(&pol, g), 16 * GiB - 0 - 300 * MiB - 300 * MiB);
+    measure(a, 10, 64 * GiB, 5); /* past the GPU: nobody's overhead is larger */
+    assert_int_equal(a->overhead, 16 * GiB);
+    assert_int_equal(sd_gpu_capacity(&pol, g), 0);
+    /* One process, two members: charged once, to the first. */
+    struct sd_measured same[] = {{a, 30, 4 * GiB}, {b, 30, 4 * GiB}};
+    for (int i = 0; i < 5; i++)
+        sd_policy_measured(&pol, g, same, 2, now);
+    assert_int_equal(a->overhead, 1 * GiB);
+    assert_int_equal(b->overhead, 0);
+    /* An unknown figure is skipped. */
+    measure(b, 20, UINT64_MAX, 5);
+    assert_int_equal(b->overhead, 0);
+    /* A number overrides the measurement, for every client and the next. */
+    cfg.client_reserve_mb = 100;
+    assert_int_equal(sd_gpu_client_reserve(&pol, g), 100 * MiB);
+    assert_int_equal(sd_gpu_capacity(&pol, g), 16 * GiB - 3 * 100 * MiB);
+    cfg.client_reserve_mb = SD_RESERVE_AUTO;
+    assert_int_equal(sd_gpu_capacity(&pol, g), 16 * GiB - 1 * GiB - 0 - 1 * GiB);
+}
+
 static void test_room_before_grant(void **state)
 {
     (void)state;
@@ -3198,6 +3289,7 @@ int main(void)
         T(test_three_classes_order),
         T(test_idle_holder_revoked_for_waiter),
         T(test_idle_revoke_waits_for_switch_cost),
+        T(test_idle_hold_not_charged),
         T(test_usage_busy_clears_idle),
         T(test_weighted_shares_1_2_4),
         T(test_slice_renewed_while_owed),
@@ -3234,6 +3326,7 @@ int main(void)
         T(test_room_failed_evict),
         T(test_room_parties_leave),
         T(test_capacity_model),
+        T(test_measured_overhead),
         T(test_room_before_grant),
         T(test_grant_waits_for_room),
         T(test_evict_order_and_partial),
