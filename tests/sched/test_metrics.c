@@ -260,9 +260,9 @@ static void test_client_labels(void **state)
                        {7002, "", "", "", ten.name, 0},
                        {0, NULL, NULL, NULL, NULL, 0}};
     each_sample(check_client_labels, w);
-    /* 25 plain client series and 3 histograms, each a line per bucket,
+    /* 26 plain client series and 3 histograms, each a line per bucket,
      * _sum and _count */
-    assert_int_equal(w[0].seen, 25 + 3 * (SD_HIST_BUCKETS + 2));
+    assert_int_equal(w[0].seen, 26 + 3 * (SD_HIST_BUCKETS + 2));
     assert_int_equal(w[0].seen, w[1].seen);
     leave(&o);
     leave(&t);
