@@ -207,6 +207,14 @@ static const struct field f_ctl_endpoint[] = {
     STR(cs_msg_ctl_endpoint, pod),
     STR(cs_msg_ctl_endpoint, ns),
 };
+static const struct field f_ctl_ep_identity[] = {
+    U32(cs_msg_ctl_ep_identity, flags, 0, 0),
+    PAD(cs_msg_ctl_ep_identity, pad),
+    STR(cs_msg_ctl_ep_identity, id),
+    STR(cs_msg_ctl_ep_identity, pod),
+    STR(cs_msg_ctl_ep_identity, ns),
+    STR(cs_msg_ctl_ep_identity, container),
+};
 static const struct field f_ctl_daemon[] = {
     U32(cs_msg_ctl_daemon, pid, ANY32),
     U32(cs_msg_ctl_daemon, uid, ANY32),
@@ -470,6 +478,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_SET, "CTL_SET", f_ctl_set),
     DESC(CS_MSG_CTL_DRAIN, "CTL_DRAIN", f_ctl_drain),
     DESC(CS_MSG_CTL_ENDPOINT, "CTL_ENDPOINT", f_ctl_endpoint),
+    DESC(CS_MSG_CTL_EP_IDENTITY, "CTL_EP_IDENTITY", f_ctl_ep_identity),
     DESC(CS_MSG_CTL_GPU, "CTL_GPU", f_ctl_gpu),
     DESC(CS_MSG_CTL_CLIENT, "CTL_CLIENT", f_ctl_client),
     DESC(CS_MSG_CTL_DONE, "CTL_DONE", f_ctl_done),

@@ -715,8 +715,9 @@ static void test_unauthorized_control_refused(void **state)
 }
 
 /* cusharectl endpoint: create prints the socket, whose clients are served
- * and on which control is refused; remove deletes it; bad command lines are
- * usage errors that send nothing. */
+ * and on which control is refused; identity names its container, shown for
+ * the client already there, and refuses to rename it; remove deletes it;
+ * bad command lines are usage errors that send nothing. */
 static void test_endpoint_command(void **state)
 {
     (void)state;
@@ -741,6 +742,21 @@ static void test_endpoint_command(void **state)
     tc_ctl(&o, (uid_t)-1, path, "status", NULL);
     assert_int_not_equal(o.status, 0);
     assert_non_null(strstr(o.err, "control is not available on an endpoint"));
+    tc_ctl(&o, (uid_t)-1, d.sock, "endpoint", "identity", "job-1", "--pod", "p-0",
+           "--namespace", "ns", "--container", "main", NULL);
+    if (o.status != 0)
+        fail_msg("endpoint identity: exit %d: %s", o.status, o.err);
+    assert_string_equal(o.out, "endpoint job-1: pod ns/p-0\n");
+    struct js *j = status_json(d.sock);
+    const struct js *c = js_at(js_get(js_at(js_get(j, "gpus"), 0), "clients"), 0);
+    assert_string_equal(jstr(c, "name"), "in-pod");
+    assert_string_equal(jstr(c, "pod"), "p-0");
+    assert_string_equal(jstr(c, "container"), "main");
+    js_done(j);
+    tc_ctl(&o, (uid_t)-1, d.sock, "endpoint", "identity", "job-1", "--pod", "p-1",
+           "--namespace", "ns", NULL);
+    assert_int_equal(o.status, 1);
+    assert_non_null(strstr(o.err, "already names ns/p-0"));
     tc_ctl(&o, (uid_t)-1, d.sock, "endpoint", "remove", "job-1", NULL);
     assert_int_equal(o.status, 0);
     assert_string_equal(o.out, "removed job-1\n");
@@ -756,6 +772,9 @@ static void test_endpoint_command(void **state)
         {"endpoint", "create", "x", "--weight-max"},
         {"endpoint", "create", "x", "--gpus", "nope"},
         {"endpoint", "create", "x", "stray"},
+        {"endpoint", "identity", "x", "--pod", "p"},
+        {"endpoint", "create", "x", "--container", "c"},
+        {"endpoint", "identity", "x", "--priority", "high"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tc_ctl(&o, (uid_t)-1, d.sock, bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4],
