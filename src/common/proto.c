@@ -854,13 +854,13 @@ int cs_default_socket_path(char *buf, size_t cap)
     return (n < 0 || (size_t)n >= cap) ? -1 : 0;
 }
 
-int cs_connect(const char *path)
+static int connect_with(const char *path, int flags)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path)
         return -ENAMETOOLONG;
     memcpy(sa.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | flags, 0);
     if (fd < 0)
         return -errno;
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
@@ -869,4 +869,14 @@ int cs_connect(const char *path)
         return -e;
     }
     return fd;
+}
+
+int cs_connect(const char *path)
+{
+    return connect_with(path, 0);
+}
+
+int cs_connect_nonblock(const char *path)
+{
+    return connect_with(path, SOCK_NONBLOCK);
 }

@@ -822,5 +822,9 @@ int cs_default_socket_path(char *buf, size_t cap);
 
 /* Connects a SOCK_SEQPACKET client socket (close-on-exec). Returns fd or -errno. */
 int cs_connect(const char *path);
+/* The same, non-blocking: it never waits, for a loop that must not (a
+ * unix socket connects at once or fails; -EAGAIN: the listener's backlog is
+ * full). */
+int cs_connect_nonblock(const char *path);
 
 #endif

@@ -7,7 +7,6 @@
  * where it is the point (an EOF hands the GPU over well under a second). */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,6 +24,7 @@
 #include "common/util.h"
 #include "jsmall.h"
 #include "tclient.h"
+#include "thttp.h"
 
 /* Short quanta so that revokes happen within a test; long revoke timeout
  * and grace so that they never fire by accident. */
@@ -867,23 +867,6 @@ static void test_unknown_gpu_refused(void **state)
 
 /* ---- metrics ------------------------------------------------------------------------------ */
 
-static void http_get(uint16_t port, const char *path, char *out, size_t cap)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
-                             .sin_addr.s_addr = htonl(0x7f000001)};
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
-    assert_int_equal(send(fd, req, (size_t)n, 0), n);
-    size_t len = 0;
-    ssize_t r;
-    while ((r = recv(fd, out + len, cap - 1 - len, 0)) > 0)
-        len += (size_t)r;
-    out[len] = '\0';
-    close(fd);
-}
-
 /* The Prometheus endpoint, on a port the daemon picked, served from the
  * event loop: daemon, GPU and client series with live values. */
 static void test_metrics_endpoint(void **state)
@@ -903,7 +886,7 @@ static void test_metrics_endpoint(void **state)
     uint16_t port = (uint16_t)daemon_num("metrics_port");
     assert_true(port > 0);
     static char page[1 << 17];
-    http_get(port, "/metrics", page, sizeof page);
+    th_get(port, "/metrics", page, sizeof page);
     assert_non_null(strstr(page, "200 OK"));
     assert_non_null(strstr(page, "\ncushare_protocol_errors_total 1\n"));
     assert_non_null(strstr(page, "\ncushare_clients 1\n"));
@@ -928,7 +911,7 @@ static void test_metrics_endpoint(void **state)
     assert_non_null(strstr(page, want));
     assert_non_null(strstr(page, "# TYPE cushare_gpu_switch_latency_seconds histogram\n"));
     assert_non_null(strstr(page, "# TYPE cushare_client_gpu_seconds_total counter\n"));
-    http_get(port, "/other", page, sizeof page);
+    th_get(port, "/other", page, sizeof page);
     assert_non_null(strstr(page, "404"));
     close(a);
 }
