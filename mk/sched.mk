@@ -42,7 +42,7 @@ $(SD_TDIR)/test_pinner: | $(BUILD)/fakecuda/libcuda.so.1
 # Integration test: real cushared, cusharectl and cushare-run processes
 # driven by a scripted protocol client (tclient.c) over the real socket.
 SD_ITEST_OBJS := $(OBJ)/tests/sched/test_daemon.o $(OBJ)/tests/sched/tclient.o \
-                 $(OBJ)/tests/sched/jsmall.o
+                 $(OBJ)/tests/sched/jsmall.o $(OBJ)/tests/sched/thttp.o
 $(SD_TDIR)/test_daemon: $(SD_ITEST_OBJS) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka

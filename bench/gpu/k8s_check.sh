@@ -72,8 +72,9 @@ kubelet_result() { # NAME
 }
 
 kubelet cushare.io/gpu-high lc
+# --pod-resources off: a node's own kubelet, if it has one, knows nothing of these pods.
 LD_LIBRARY_PATH=$LLP "$DP" --plugin-dir "$PLUG" --lib "$LIB" --container-lib "$LIB" --socket "$SOCK" \
-    --resource gpu --resource gpu-high:slots=2,priority=high,weight=4 \
+    --pod-resources off --resource gpu --resource gpu-high:slots=2,priority=high,weight=4 \
     --resource gpu-low:priority=low,mem-limit=4G 2>"$W/plugin.log" &
 DPID=$!
 kubelet_result lc

@@ -207,6 +207,14 @@ static const struct field f_ctl_endpoint[] = {
     STR(cs_msg_ctl_endpoint, pod),
     STR(cs_msg_ctl_endpoint, ns),
 };
+static const struct field f_ctl_ep_identity[] = {
+    U32(cs_msg_ctl_ep_identity, flags, 0, 0),
+    PAD(cs_msg_ctl_ep_identity, pad),
+    STR(cs_msg_ctl_ep_identity, id),
+    STR(cs_msg_ctl_ep_identity, pod),
+    STR(cs_msg_ctl_ep_identity, ns),
+    STR(cs_msg_ctl_ep_identity, container),
+};
 static const struct field f_ctl_daemon[] = {
     U32(cs_msg_ctl_daemon, pid, ANY32),
     U32(cs_msg_ctl_daemon, uid, ANY32),
@@ -470,6 +478,7 @@ static const struct msgdesc descs[] = {
     DESC(CS_MSG_CTL_SET, "CTL_SET", f_ctl_set),
     DESC(CS_MSG_CTL_DRAIN, "CTL_DRAIN", f_ctl_drain),
     DESC(CS_MSG_CTL_ENDPOINT, "CTL_ENDPOINT", f_ctl_endpoint),
+    DESC(CS_MSG_CTL_EP_IDENTITY, "CTL_EP_IDENTITY", f_ctl_ep_identity),
     DESC(CS_MSG_CTL_GPU, "CTL_GPU", f_ctl_gpu),
     DESC(CS_MSG_CTL_CLIENT, "CTL_CLIENT", f_ctl_client),
     DESC(CS_MSG_CTL_DONE, "CTL_DONE", f_ctl_done),
@@ -845,13 +854,13 @@ int cs_default_socket_path(char *buf, size_t cap)
     return (n < 0 || (size_t)n >= cap) ? -1 : 0;
 }
 
-int cs_connect(const char *path)
+static int connect_with(const char *path, int flags)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path)
         return -ENAMETOOLONG;
     memcpy(sa.sun_path, path, strlen(path) + 1);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | flags, 0);
     if (fd < 0)
         return -errno;
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
@@ -860,4 +869,14 @@ int cs_connect(const char *path)
         return -e;
     }
     return fd;
+}
+
+int cs_connect(const char *path)
+{
+    return connect_with(path, 0);
+}
+
+int cs_connect_nonblock(const char *path)
+{
+    return connect_with(path, SOCK_NONBLOCK);
 }

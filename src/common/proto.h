@@ -76,6 +76,8 @@ enum cs_msg_type {
     CS_MSG_CTL_SET = 65,
     CS_MSG_CTL_DRAIN = 66,
     CS_MSG_CTL_ENDPOINT = 67, /* create or remove an endpoint (Kubernetes allocations) */
+    CS_MSG_CTL_EP_IDENTITY = 68, /* name the pod of an existing endpoint (the device plugin,
+                                    once the kubelet's pod-resources API told it) */
     /* daemon -> cusharectl */
     CS_MSG_CTL_GPU = 96,    /* one per GPU in a status reply */
     CS_MSG_CTL_CLIENT = 97, /* one per client per GPU in a status reply */
@@ -521,6 +523,21 @@ struct cs_msg_ctl_endpoint {
     char ns[CS_NAME_LEN];
 };
 
+/* The pod, namespace and container an existing endpoint's clients belong to:
+ * what the device plugin learns from the kubelet's pod-resources API after
+ * Allocate, when the endpoint already exists. Needs the daemon's uid or
+ * root; answered by one CTL_DONE. The daemon only fills in what the
+ * endpoint does not name yet, never changes what it names (-EEXIST), and
+ * applies it to the connections already open on the endpoint as well. */
+struct cs_msg_ctl_ep_identity {
+    uint32_t flags;         /* reserved, 0 */
+    uint32_t pad;
+    char id[CS_NAME_LEN];   /* the endpoint */
+    char pod[CS_NAME_LEN];  /* 1-63 of [A-Za-z0-9._-] starting with a letter or digit */
+    char ns[CS_NAME_LEN];   /* the same */
+    char container[CS_NAME_LEN]; /* the same, or "" when unknown */
+};
+
 /* Daemon-wide part of a status reply. */
 struct cs_msg_ctl_daemon {
     uint32_t pid;
@@ -755,6 +772,7 @@ struct cs_msg {
         struct cs_msg_ctl_set ctl_set;
         struct cs_msg_ctl_drain ctl_drain;
         struct cs_msg_ctl_endpoint ctl_endpoint;
+        struct cs_msg_ctl_ep_identity ctl_ep_identity;
         struct cs_msg_ctl_daemon ctl_daemon;
         struct cs_msg_ctl_gpu ctl_gpu;
         struct cs_msg_ctl_client ctl_client;
@@ -806,5 +824,9 @@ int cs_default_socket_path(char *buf, size_t cap);
 
 /* Connects a SOCK_SEQPACKET client socket (close-on-exec). Returns fd or -errno. */
 int cs_connect(const char *path);
+/* The same, non-blocking: it never waits, for a loop that must not (a
+ * unix socket connects at once or fails; -EAGAIN: the listener's backlog is
+ * full). */
+int cs_connect_nonblock(const char *path);
 
 #endif

@@ -8,18 +8,22 @@
  *   dp_ids      device IDs of the advertised resources
  *   dp_build    ListAndWatch / Allocate / GetPreferredAllocation replies
  *   dp_arena    bump allocator the replies are built in
- *   dp_grpc     protobuf-c <-> gRPC byte buffers, completion-queue tags
+ *   dp_grpc     protobuf-c <-> gRPC byte buffers, completion-queue tags,
+ *               unary client calls
  *   dp_server   one gRPC server (DevicePlugin service) per resource
  *   dp_service  its unary methods: options, preferred allocation, Allocate,
  *               PreStartContainer
  *   dp_endpoint the daemon endpoint each container of a slots resource gets
+ *   dp_podres   which pod holds an endpoint: the kubelet's pod-resources
+ *               API, then CTL_EP_IDENTITY to the daemon
  *   dp_register the kubelet Registration client
  *   dp_install  the library and ld.so.preload files containers mount
  *   dp_watch    inotify on the kubelet's device-plugins directory
  *   dp_health   periodic GPU health
  *   dp_loop     the single thread that drives everything
  *   dp_main     the program: settings, NVML, files, loop
- * The API's messages come from api.proto, compiled by protoc-c at build time.
+ * The APIs' messages come from api.proto and podresources.proto, compiled by
+ * protoc-c at build time.
  */
 #ifndef DP_H
 #define DP_H
@@ -89,6 +93,9 @@ struct dp_config {
     bool prestart;       /* PreStartContainer checks GPU health and the daemon */
     bool device_nodes;   /* Allocate adds /dev/nvidia* device specs */
     bool endpoints;      /* slots: a daemon endpoint per container (dp_endpoint) */
+    char pod_resources[DP_PATH_MAX]; /* the kubelet's pod-resources socket, "" = off:
+                                        who holds an endpoint (dp_podres) */
+    unsigned pod_resources_timeout_s; /* how long after Allocate to look for the pod */
     unsigned slots;      /* default IDs per GPU of SLOTS resources */
     uint64_t unit;       /* default bytes per ID of MEMORY resources */
     unsigned health_ms;  /* health check period */

@@ -12,6 +12,8 @@
 
 #define DP_SLOTS_MAX 1024u
 #define DP_WEIGHT_MAX 1000000u
+#define DP_PODRES_DEFAULT "/var/lib/kubelet/pod-resources/kubelet.sock"
+#define DP_PODRES_TIMEOUT_MAX 3600u
 
 static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t cap, const char *fmt, ...)
@@ -39,6 +41,8 @@ void dp_config_defaults(struct dp_config *c)
     c->require_daemon = true;
     c->prestart = true;
     c->endpoints = true;
+    cs_strlcpy(c->pod_resources, DP_PODRES_DEFAULT, sizeof c->pod_resources);
+    c->pod_resources_timeout_s = 60;
     c->slots = 4;
     c->unit = 1ull << 30;
     c->health_ms = 5000;
@@ -236,7 +240,7 @@ enum opt_id {
     O_PLUGIN_DIR = 256, O_KUBELET_SOCK, O_RESOURCE, O_SLOTS, O_UNIT, O_NVML, O_SYSFS, O_LIB,
     O_LIB_CONTAINER, O_INSTALL_LIB, O_SOCKET, O_INJECT, O_PRELOAD_FILE, O_PLACEMENT,
     O_REQUIRE_DAEMON, O_PRESTART, O_DEVICE_NODES, O_HEALTH, O_LOG_LEVEL, O_PRINT, O_HELP,
-    O_ENDPOINTS,
+    O_ENDPOINTS, O_POD_RESOURCES, O_POD_RESOURCES_TIMEOUT,
 };
 
 struct opt_desc {
@@ -265,6 +269,8 @@ static const struct opt_desc opts[] = {
     {"prestart", "CUSHARE_DP_PRESTART", O_PRESTART, 1},
     {"device-nodes", "CUSHARE_DP_DEVICE_NODES", O_DEVICE_NODES, 1},
     {"endpoints", "CUSHARE_DP_ENDPOINTS", O_ENDPOINTS, 1},
+    {"pod-resources", "CUSHARE_DP_POD_RESOURCES", O_POD_RESOURCES, 1},
+    {"pod-resources-timeout", "CUSHARE_DP_POD_RESOURCES_TIMEOUT", O_POD_RESOURCES_TIMEOUT, 1},
     {"health-interval", "CUSHARE_DP_HEALTH_INTERVAL_MS", O_HEALTH, 1},
     {"log-level", "CUSHARE_DP_LOG_LEVEL", O_LOG_LEVEL, 1},
     {"print-config", NULL, O_PRINT, 0},
@@ -307,6 +313,11 @@ static int set_number(struct dp_config *c, enum opt_id id, const char *name, con
         if (cs_parse_u64(v, 10, 3600000, &x) < 0)
             return fail(err, cap, "%s: '%s' is not 10..3600000 ms", name, v);
         c->health_ms = (unsigned)x;
+        return 0;
+    case O_POD_RESOURCES_TIMEOUT:
+        if (cs_parse_u64(v, 1, DP_PODRES_TIMEOUT_MAX, &x) < 0)
+            return fail(err, cap, "%s: '%s' is not 1..%u s", name, v, DP_PODRES_TIMEOUT_MAX);
+        c->pod_resources_timeout_s = (unsigned)x;
         return 0;
     default:
         if ((c->log_level = cs_log_parse_level(v)) < 0)
@@ -351,6 +362,12 @@ static int set_opt(struct dp_config *c, enum opt_id id, const char *name, const 
     case O_PRESTART: return set_bool(&c->prestart, name, v, err, cap);
     case O_DEVICE_NODES: return set_bool(&c->device_nodes, name, v, err, cap);
     case O_ENDPOINTS: return set_bool(&c->endpoints, name, v, err, cap);
+    case O_POD_RESOURCES:
+        if (!strcmp(v, "off") || !strcmp(v, "none")) {
+            c->pod_resources[0] = '\0';
+            return 0;
+        }
+        return set_path_opt(c->pod_resources, sizeof c->pod_resources, name, v, true, err, cap);
     case O_RESOURCE: return add_resource_list(c, v, err, cap);
     default: return set_number(c, id, name, v, err, cap);
     }
@@ -455,6 +472,9 @@ int dp_config_finish(struct dp_config *c, char *err, size_t cap)
         return -1;
     if (check_sock_len(c->plugin_dir, c->kubelet_sock, err, cap) < 0)
         return -1;
+    if (strlen(c->pod_resources) > DP_SOCK_PATH_MAX)
+        return fail(err, cap, "pod-resources socket %s is longer than %d bytes",
+                    c->pod_resources, DP_SOCK_PATH_MAX);
     if (strlen(c->daemon_socket) > DP_SOCK_PATH_MAX)
         return fail(err, cap, "daemon socket %s is longer than %d bytes", c->daemon_socket,
                     DP_SOCK_PATH_MAX);
@@ -495,6 +515,8 @@ void dp_config_print(const struct dp_config *c, FILE *f)
             dp_placement_name(c->placement), c->require_daemon ? "on" : "off",
             c->prestart ? "on" : "off");
     fprintf(f, "endpoints       %s\n", c->endpoints ? "on" : "off");
+    fprintf(f, "pod-resources   %s\npod-resources-timeout %u\n",
+            c->pod_resources[0] ? c->pod_resources : "off", c->pod_resources_timeout_s);
     fprintf(f, "device-nodes    %s\nhealth-interval %u\nlog-level       %s\n",
             c->device_nodes ? "on" : "off", c->health_ms,
             (const char *[]){"error", "warn", "info", "debug"}[c->log_level]);
@@ -536,6 +558,13 @@ void dp_config_usage(FILE *f)
         "                        endpoint, which caps what it may claim, instead of the\n"
         "                        daemon's socket (on; off is not safe with untrusted pods)\n"
         "                        [CUSHARE_DP_ENDPOINTS]\n"
+        "  --pod-resources PATH  the kubelet's pod-resources socket, asked which pod holds\n"
+        "                        each endpoint, which cushared then shows (pod, namespace\n"
+        "                        and container labels); off: endpoints name no pod\n"
+        "                        (" DP_PODRES_DEFAULT ")\n"
+        "                        [CUSHARE_DP_POD_RESOURCES]\n"
+        "  --pod-resources-timeout S  how long after Allocate to look for the pod (60)\n"
+        "                        [CUSHARE_DP_POD_RESOURCES_TIMEOUT]\n"
         "  --inject MODE         env: LD_PRELOAD; preload: mount a file at /etc/ld.so.preload;\n"
         "                        none: mount the library only (env) [CUSHARE_DP_INJECT]\n"
         "  --preload-file PATH   host file written for --inject preload\n"

@@ -79,6 +79,17 @@ static void remember(struct dp_eps *t, const char *res, const char *dev, const c
     cs_strlcpy(e->ep, ep, sizeof e->ep);
 }
 
+bool dp_ep_holds(const struct dp_eps *t, const char *res, const char *ep, char *const *ids,
+                 size_t nids)
+{
+    for (size_t i = 0; i < nids; i++) {
+        const char *owner = owner_of(t, res, ids[i]);
+        if (!owner || strcmp(owner, ep) != 0)
+            return false;
+    }
+    return nids > 0;
+}
+
 void dp_eps_free(struct dp_eps *t)
 {
     free(t->v);

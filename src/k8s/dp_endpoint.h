@@ -42,6 +42,11 @@ int dp_ep_acquire(struct dp_eps *t, const struct dp_config *c, const struct dp_r
                   const struct dp_node *n, const bool *gpus, char *const *ids, size_t nids,
                   char *dir, size_t dcap, char *err, size_t ecap);
 
+/* Whether every one of ids (of resource res) went to endpoint ep and none
+ * has gone elsewhere since: what a late answer about ep is checked against. */
+bool dp_ep_holds(const struct dp_eps *t, const char *res, const char *ep, char *const *ids,
+                 size_t nids);
+
 void dp_eps_free(struct dp_eps *t);
 
 #endif

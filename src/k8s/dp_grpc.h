@@ -22,6 +22,32 @@ struct dp_op {
 
 #define DP_OWNER(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
+/* A unary call of a client on a channel of its own, to a unix socket:
+ * embed it, start it, and op.done runs on the completion queue when the
+ * call is over, with status and details filled (and recv, if an answer
+ * came); then dp_ucall_free. A fresh channel per call: after a kubelet
+ * restart an old channel would only report its stale connection. */
+struct dp_ucall {
+    grpc_channel *ch;
+    grpc_call *call;
+    grpc_byte_buffer *send, *recv;
+    grpc_metadata_array md_initial, md_trailing;
+    grpc_status_code status;
+    grpc_slice details;
+    struct dp_op op;
+};
+
+/* Calls method on the socket at path with a deadline of timeout_ms,
+ * sending send (the call owns it from now on). max_recv > 0 caps the size
+ * of the answer: a larger one ends the call RESOURCE_EXHAUSTED without
+ * being read. False if the call could not start: then status is INTERNAL
+ * and done will not run. */
+bool dp_ucall_start(struct dp_ucall *u, grpc_completion_queue *cq, const char *path,
+                    const char *method, int64_t timeout_ms, int max_recv,
+                    grpc_byte_buffer *send, void (*done)(struct dp_op *op, bool ok));
+void dp_ucall_cancel(struct dp_ucall *u);
+void dp_ucall_free(struct dp_ucall *u);
+
 /* gRPC method paths of the v1beta1 API. */
 #define DP_M_REGISTER "/v1beta1.Registration/Register"
 #define DP_M_OPTIONS "/v1beta1.DevicePlugin/GetDevicePluginOptions"
@@ -29,6 +55,8 @@ struct dp_op {
 #define DP_M_PREFER "/v1beta1.DevicePlugin/GetPreferredAllocation"
 #define DP_M_ALLOCATE "/v1beta1.DevicePlugin/Allocate"
 #define DP_M_PRESTART "/v1beta1.DevicePlugin/PreStartContainer"
+/* ... and of the kubelet's pod-resources API (v1). */
+#define DP_M_PODRES_LIST "/v1.PodResourcesLister/List"
 
 /* A new byte buffer holding m, serialized. */
 grpc_byte_buffer *dp_pb_pack(const ProtobufCMessage *m);

@@ -1,9 +1,10 @@
 /* dp_loop.c: the plugin's one thread. It waits on the completion queue for
  * at most DP_TICK_MS, runs the op of each event, and between events looks
- * at its other sources without blocking: the signalfd, the inotify fd and
- * the health and check timers. (gRPC's C core cannot wait on foreign file
- * descriptors; a short tick costs nothing measurable and keeps every state
- * change on this thread, so nothing here needs a lock.) */
+ * at its other sources without blocking: the signalfd, the inotify fd, the
+ * health and check timers and the pod-resources lookups (dp_podres). (gRPC's
+ * C core cannot wait on foreign file descriptors; a short tick costs nothing
+ * measurable and keeps every state change on this thread, so nothing here
+ * needs a lock.) */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -132,6 +133,7 @@ int dp_plugin_init(struct dp_plugin *p, const struct dp_config *cfg, const struc
     memset(p, 0, sizeof *p);
     p->cfg = cfg;
     p->node = *node;
+    dp_podres_init(&p->podres, p);
     p->sig_fd = p->watch_fd = -1;
     snprintf(p->kubelet_path, sizeof p->kubelet_path, "%s/%s", cfg->plugin_dir, cfg->kubelet_sock);
     sigset_t set;
@@ -162,6 +164,7 @@ static void begin_stop(struct dp_plugin *p)
 {
     cs_info("stopping");
     p->stopping = true;
+    dp_podres_stop(&p->podres);
     for (size_t i = 0; i < p->nslots; i++) {
         struct dp_slot *s = &p->slot[i];
         dp_reg_cancel(s);
@@ -204,6 +207,8 @@ static void tick(struct dp_plugin *p, bool *cq_shut)
         dp_plugin_check(p);
         p->next_check = now + DP_CHECK_NS;
     }
+    if (!p->stopping)
+        dp_podres_tick(&p->podres, now);
     if (!p->stopping && now >= p->next_health) {
         health(p);
         p->next_health = now + (uint64_t)p->cfg->health_ms * 1000000ull;
@@ -238,5 +243,6 @@ void dp_plugin_free(struct dp_plugin *p)
         close(p->watch_fd);
     p->cq = NULL;
     p->sig_fd = p->watch_fd = -1;
+    dp_podres_free(&p->podres);
     dp_eps_free(&p->eps);
 }

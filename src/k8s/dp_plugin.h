@@ -4,8 +4,9 @@
  * registration state.
  *
  * An ID names its GPU, so a restarted plugin answers Allocate as the old one
- * did; the only thing kept about allocations is which endpoint each device
- * ID went to (dp_endpoint.h), in memory. */
+ * did; the only things kept about allocations are which endpoint each device
+ * ID went to (dp_endpoint.h) and the endpoints whose pod is being looked up
+ * (dp_podres.h), in memory. */
 #ifndef DP_PLUGIN_H
 #define DP_PLUGIN_H
 
@@ -14,6 +15,7 @@
 
 #include "k8s/dp.h"
 #include "k8s/dp_endpoint.h"
+#include "k8s/dp_podres.h"
 
 struct dp_srv;
 struct dp_reg;
@@ -49,6 +51,7 @@ struct dp_plugin {
     unsigned live; /* servers and Register calls not yet finished */
     uint64_t next_health, next_check;
     struct dp_eps eps; /* device ID -> its container's endpoint */
+    struct dp_podres podres; /* the pods of endpoints, being looked up */
 };
 
 /* ---- dp_server.c ---- */

@@ -69,11 +69,16 @@ static grpc_status_code endpoint_of(struct dp_slot *s, struct dp_arena *a,
     if (e != DP_ALLOC_OK) /* dp_build_alloc says so again, with its status */
         return GRPC_STATUS_OK;
     *dir = dp_arena_alloc(a, DP_PATH_MAX);
+    /* An identity already on its way must land before this CREATE, which
+     * may start the same endpoint over for another container. */
+    dp_podres_settle(&s->p->podres);
     if (dp_ep_acquire(&s->p->eps, s->p->cfg, s->res, &s->p->node, gpus, c->devices_ids,
                       c->n_devices_ids, *dir, DP_PATH_MAX, msg, cap) < 0) {
         cs_error("%s", msg);
         return GRPC_STATUS_FAILED_PRECONDITION;
     }
+    /* Its pod shows in pod-resources once this answer is out. */
+    dp_podres_want(&s->p->podres, s->res->name, c->devices_ids, c->n_devices_ids);
     return GRPC_STATUS_OK;
 }
 

@@ -34,6 +34,8 @@ struct sd_grant {
     bool identity;          /* pod and ns below come from the allocation */
     char pod[CS_NAME_LEN];
     char ns[CS_NAME_LEN];
+    char container[CS_NAME_LEN]; /* the allocation's container (CTL_EP_IDENTITY), "" when
+                                    unknown: then LABELS' is shown where the pod is */
     char source[CS_NAME_LEN]; /* for logs and status: "owner", "uid 1000", "gid 100",
                                  "default", "endpoint <id>" */
 };

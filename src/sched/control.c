@@ -2,8 +2,9 @@
  *
  * Every request gets exactly one CTL_DONE (a status reply puts CTL_DAEMON,
  * then CTL_GPU and its CTL_CLIENTs per GPU, before it). Status is open to
- * every local user, like nvidia-smi; changes (set, drain, endpoint) need the
- * uid the daemon runs as, or root, taken from SO_PEERCRED. */
+ * every local user, like nvidia-smi; changes (set, drain, endpoint and its
+ * identity) need the uid the daemon runs as, or root, taken from
+ * SO_PEERCRED. */
 #include "sched/server.h"
 
 #include <errno.h>
@@ -511,6 +512,18 @@ static void ctl_endpoint(struct sd_server *s, struct sd_conn *c,
     done(s, c, rc, "%s", text);
 }
 
+/* The plugin's word on which pod an endpoint serves: only the daemon's
+ * owner or root (the plugin) may give it, as only they make endpoints. */
+static void ctl_ep_identity(struct sd_server *s, struct sd_conn *c,
+                            const struct cs_msg_ctl_ep_identity *m)
+{
+    if (!authorized(s, c, "name an endpoint's pod"))
+        return;
+    char text[CS_TEXT_LEN];
+    int rc = sd_ep_identity(s, m, text, sizeof text);
+    done(s, c, rc, "%s", text);
+}
+
 void sd_control(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
 {
     if (c->view && m->type != CS_MSG_CTL_STATUS) {
@@ -529,6 +542,9 @@ void sd_control(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
         return;
     case CS_MSG_CTL_ENDPOINT:
         ctl_endpoint(s, c, &m->u.ctl_endpoint);
+        return;
+    case CS_MSG_CTL_EP_IDENTITY:
+        ctl_ep_identity(s, c, &m->u.ctl_ep_identity);
         return;
     default:
         sd_conn_fail(s, c, "not a control request");

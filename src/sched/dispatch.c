@@ -188,6 +188,7 @@ static void set_identity(const struct sd_conn *c, const struct cs_msg_hello *h,
     if (g->identity) {
         memcpy(info->pod, g->pod, sizeof info->pod);
         memcpy(info->ns, g->ns, sizeof info->ns);
+        memcpy(info->container, g->container, sizeof info->container);
     } else if (sd_grant_trusted(g)) {
         memcpy(info->pod, h->pod, sizeof info->pod);
         memcpy(info->ns, h->ns, sizeof info->ns);
@@ -295,11 +296,33 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
 
 /* ---- client messages ------------------------------------------------------------ */
 
+/* The container a client is shown with: the one its allocation names
+ * (the kubelet's word, through the device plugin), else its LABELS claim
+ * where the pod is believed (an allocation that names the pod, or a trusted
+ * peer): a claim can then only mislabel a process of its own pod. */
+static void show_container(const struct sd_conn *c, struct sd_client *cl)
+{
+    const struct sd_grant *g = &c->grant;
+    const char *v = g->container[0] ? g->container
+                    : g->identity || sd_grant_trusted(g) ? c->claim
+                                                          : "";
+    cs_strlcpy(cl->info.container, v, sizeof cl->info.container);
+}
+
+void sd_dispatch_identity_changed(struct sd_conn *c)
+{
+    struct sd_client *cl = c->client;
+    if (!cl)
+        return; /* a control or view connection: its grant is all there is */
+    memcpy(cl->info.pod, c->grant.pod, sizeof cl->info.pod);
+    memcpy(cl->info.ns, c->grant.ns, sizeof cl->info.ns);
+    show_container(c, cl);
+}
+
 /* LABELS: once, from a client that announced CS_HELLO_LABELS, before its
- * first ATTACH, so that every series of it carries the same labels. The
- * container names a process within its pod: believed where the pod is
- * (an allocation that names it, or a trusted peer), since it can only
- * mislabel the pod it is in; elsewhere dropped with the pod. */
+ * first ATTACH, so that every series of it carries the same labels (until
+ * its allocation is named, sd_dispatch_identity_changed). The claim is kept
+ * for show_container. */
 static int on_labels(struct sd_conn *c, const struct cs_msg_labels *l, const char **why)
 {
     struct sd_client *cl = c->client;
@@ -313,11 +336,12 @@ static int on_labels(struct sd_conn *c, const struct cs_msg_labels *l, const cha
             return SD_EPROTO;
         }
     c->labeled = true;
-    if (c->grant.identity || sd_grant_trusted(&c->grant))
-        memcpy(cl->info.container, l->container, sizeof cl->info.container);
-    else if (l->container[0])
-        cs_debug("connection %llu (uid %u): container '%s' of its LABELS dropped (%s grant)",
-                 (unsigned long long)c->id, c->uid, l->container, c->grant.source);
+    memcpy(c->claim, l->container, sizeof c->claim);
+    show_container(c, cl);
+    if (l->container[0] && strcmp(cl->info.container, l->container) != 0)
+        cs_debug("connection %llu (uid %u): container '%s' of its LABELS not shown (%s grant%s)",
+                 (unsigned long long)c->id, c->uid, l->container, c->grant.source,
+                 c->grant.container[0] ? " names the container" : "");
     return SD_OK;
 }
 

@@ -65,7 +65,8 @@ static bool grant_same(const struct sd_grant *a, const struct sd_grant *b)
     return a->max_priority == b->max_priority && a->max_weight == b->max_weight &&
            a->mem_limit == b->mem_limit && a->max_conns == b->max_conns &&
            a->ngpus == b->ngpus && memcmp(a->gpus, b->gpus, sizeof a->gpus) == 0 &&
-           strcmp(a->pod, b->pod) == 0 && strcmp(a->ns, b->ns) == 0;
+           strcmp(a->pod, b->pod) == 0 && strcmp(a->ns, b->ns) == 0 &&
+           strcmp(a->container, b->container) == 0;
 }
 
 static int check_terms(const struct cs_msg_ctl_endpoint *m, char *why, size_t cap)
@@ -193,7 +194,9 @@ int sd_ep_write_atomic(const char *dir, const char *name, const char *data, size
 
 /* ---- persistence ---------------------------------------------------------------- */
 
-/* One line: ep ID PRIORITY WEIGHT CONNS MEM GPUS|- POD|- NS|- */
+/* One line: ep ID PRIORITY WEIGHT CONNS MEM GPUS|- POD|- NS|- [CONTAINER]. The
+ * container only when there is one: a line without it is what an older
+ * daemon wrote and reads. */
 static void append_ep(struct sd_buf *b, const struct sd_ep *ep)
 {
     const struct sd_grant *g = &ep->grant;
@@ -204,8 +207,8 @@ static void append_ep(struct sd_buf *b, const struct sd_ep *ep)
         cs_uuid_format(g->gpus[i], uuid);
         sd_buf_printf(b, "%s%s", i ? "," : "", uuid);
     }
-    sd_buf_printf(b, "%s %s %s\n", g->ngpus ? "" : "-", g->pod[0] ? g->pod : "-",
-                  g->ns[0] ? g->ns : "-");
+    sd_buf_printf(b, "%s %s %s%s%s\n", g->ngpus ? "" : "-", g->pod[0] ? g->pod : "-",
+                  g->ns[0] ? g->ns : "-", g->container[0] ? " " : "", g->container);
 }
 
 static void ep_save(struct sd_server *s)
@@ -245,25 +248,32 @@ static int parse_label(const char *tok, char *out)
     return 0;
 }
 
-static int parse_line(char *line, struct cs_msg_ctl_endpoint *m)
+/* A line of append_ep into m and container (CS_NAME_LEN). The file is in
+ * a directory of the daemon's, but every field is checked as if it came
+ * from anyone: a bad one drops the line. */
+static int parse_line(char *line, struct cs_msg_ctl_endpoint *m, char *container)
 {
     memset(m, 0, sizeof *m);
     m->op = CS_EP_CREATE;
-    char *tok[10], *save = NULL;
+    container[0] = '\0';
+    char *tok[11], *save = NULL;
     size_t n = 0;
     for (char *t = strtok_r(line, " \n", &save); t; t = strtok_r(NULL, " \n", &save)) {
-        if (n == 10)
+        if (n == 11)
             return -1;
         tok[n++] = t;
     }
     uint64_t v[4];
-    if (n != 9 || strcmp(tok[0], "ep") != 0 || strlen(tok[1]) >= CS_NAME_LEN ||
+    if ((n != 9 && n != 10) || strcmp(tok[0], "ep") != 0 || strlen(tok[1]) >= CS_NAME_LEN ||
         cs_parse_u64(tok[2], 0, CS_PRIO_COUNT - 1, &v[0]) < 0 ||
         cs_parse_u64(tok[3], 1, CS_WEIGHT_MAX, &v[1]) < 0 ||
         cs_parse_u64(tok[4], 0, EP_CONNS_MAX, &v[2]) < 0 ||
         cs_parse_u64(tok[5], 0, 1ull << 62, &v[3]) < 0 || parse_gpus(tok[6], m) < 0 ||
-        parse_label(tok[7], m->pod) < 0 || parse_label(tok[8], m->ns) < 0)
+        parse_label(tok[7], m->pod) < 0 || parse_label(tok[8], m->ns) < 0 ||
+        (n == 10 && (parse_label(tok[9], container) < 0 || !container[0])))
         return -1;
+    if (container[0] && !m->pod[0] && !m->ns[0])
+        return -1; /* a container names a process of a pod: never written without one */
     cs_strlcpy(m->id, tok[1], sizeof m->id);
     m->max_priority = (uint32_t)v[0];
     m->max_weight = (uint32_t)v[1];
@@ -332,9 +342,10 @@ static void reply_path(const struct sd_server *s, const struct sd_ep *ep, char *
         snprintf(text, cap, "(path too long)");
 }
 
-/* A new endpoint. save: persist now (not while loading the state). */
-static int ep_new(struct sd_server *s, const struct cs_msg_ctl_endpoint *m, bool save,
-                  char *text, size_t cap)
+/* A new endpoint (container: its allocation's, "" unknown). save: persist
+ * now (not while loading the state). */
+static int ep_new(struct sd_server *s, const struct cs_msg_ctl_endpoint *m, const char *container,
+                  bool save, char *text, size_t cap)
 {
     if (s->eps.n >= s->cfg.max_endpoints) {
         snprintf(text, cap, "too many endpoints (max_endpoints = %u)", s->cfg.max_endpoints);
@@ -351,6 +362,7 @@ static int ep_new(struct sd_server *s, const struct cs_msg_ctl_endpoint *m, bool
     ep->serial = SD_EP_TAG | ++s->eps.next_serial;
     cs_strlcpy(ep->id, m->id, sizeof ep->id);
     grant_of(m, &ep->grant);
+    cs_strlcpy(ep->grant.container, container, sizeof ep->grant.container);
     ep->lfd = -1;
     ep->idle_since = sd_server_now(s);
     if ((rc = ep_listen(s, ep, text, cap)) < 0) {
@@ -377,7 +389,7 @@ static int ep_create(struct sd_server *s, const struct cs_msg_ctl_endpoint *m, c
         return rc;
     struct sd_ep *ep = find(s, m->id);
     if (!ep)
-        return ep_new(s, m, true, text, cap);
+        return ep_new(s, m, "", true, text, cap);
     struct sd_grant g;
     grant_of(m, &g);
     if (!grant_same(&ep->grant, &g)) {
@@ -415,15 +427,95 @@ static int ep_remove(struct sd_server *s, const char *id, char *text, size_t cap
     return 0;
 }
 
+static int eps_off(const struct sd_server *s, char *text, size_t cap)
+{
+    if (s->eps.dir[0])
+        return 0;
+    snprintf(text, cap, "endpoints are off on this daemon (endpoint_dir = none, or no socket)");
+    return -EOPNOTSUPP;
+}
+
 int sd_ep_request(struct sd_server *s, const struct cs_msg_ctl_endpoint *m, char *text,
                   size_t cap)
 {
-    if (!s->eps.dir[0]) {
-        snprintf(text, cap, "endpoints are off on this daemon (endpoint_dir = none, or no "
-                            "socket)");
-        return -EOPNOTSUPP;
-    }
+    int rc = eps_off(s, text, cap);
+    if (rc < 0)
+        return rc;
     return m->op == CS_EP_CREATE ? ep_create(s, m, text, cap) : ep_remove(s, m->id, text, cap);
+}
+
+/* ---- identity: the pod an existing endpoint serves --------------------------------- */
+
+/* One field of an identity: what g names stays; what it does not is filled
+ * in. False when g names something else. */
+static bool fill(char *have, const char *want)
+{
+    if (have[0] && want[0] && strcmp(have, want) != 0)
+        return false;
+    if (!have[0])
+        cs_strlcpy(have, want, CS_NAME_LEN);
+    return true;
+}
+
+/* g names the pod, namespace and container of m where it named none; false
+ * (g unchanged) when it named others. */
+static bool identity_fill(struct sd_grant *g, const struct cs_msg_ctl_ep_identity *m)
+{
+    struct sd_grant t = *g;
+    if (!fill(t.pod, m->pod) || !fill(t.ns, m->ns) || !fill(t.container, m->container))
+        return false;
+    t.identity = true;
+    *g = t;
+    return true;
+}
+
+static int check_identity(const struct cs_msg_ctl_ep_identity *m, char *why, size_t cap)
+{
+    if (!sd_ep_id_ok(m->id)) {
+        snprintf(why, cap, "endpoint id '%.63s' is not 1-63 of [A-Za-z0-9._-]", m->id);
+        return -EINVAL;
+    }
+    if (!m->pod[0] || !m->ns[0] || !label_ok(m->pod) || !label_ok(m->ns) ||
+        !label_ok(m->container)) {
+        snprintf(why, cap, "pod and namespace (and a container, if given) must be 1-63 of "
+                           "[A-Za-z0-9._-] starting with a letter or digit");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int sd_ep_identity(struct sd_server *s, const struct cs_msg_ctl_ep_identity *m, char *text,
+                   size_t cap)
+{
+    int rc = eps_off(s, text, cap);
+    if (rc < 0 || (rc = check_identity(m, text, cap)) < 0)
+        return rc;
+    struct sd_ep *ep = find(s, m->id);
+    if (!ep) {
+        snprintf(text, cap, "no endpoint '%.63s'", m->id);
+        return -ENOENT;
+    }
+    struct sd_grant g = ep->grant;
+    if (!identity_fill(&g, m)) {
+        snprintf(text, cap, "endpoint %.63s already names %.63s/%.63s container '%.63s'; "
+                            "CREATE it again to name another", ep->id, ep->grant.ns,
+                 ep->grant.pod, ep->grant.container);
+        return -EEXIST;
+    }
+    if (!grant_same(&g, &ep->grant)) {
+        ep->grant = g;
+        ep_save(s);
+        cs_info("endpoint %s: pod %s/%s, container %s", ep->id, g.ns, g.pod,
+                g.container[0] ? g.container : "(unknown)");
+    }
+    /* The connections already open on it: a client that came before the
+     * device plugin learned the pod is shown with it from now on. One that
+     * names another pod (CREATEd with other terms since) keeps its own. */
+    for (struct sd_conn *c = s->conns; c; c = c->next)
+        if (c->ep == ep && identity_fill(&c->grant, m))
+            sd_dispatch_identity_changed(c);
+    snprintf(text, cap, "endpoint %.63s: pod %.63s/%.63s", ep->id, g.ns, g.pod);
+    return 0;
 }
 
 /* ---- connections and idleness ---------------------------------------------------- */
@@ -504,12 +596,13 @@ static void ep_load(struct sd_server *s)
         lineno++;
         bool whole = strchr(line, '\n') != NULL;
         struct cs_msg_ctl_endpoint m;
-        int rc = whole ? parse_line(line, &m) : -1;
+        char container[CS_NAME_LEN];
+        int rc = whole ? parse_line(line, &m, container) : -1;
         if (rc < 0)
             cs_warn("%s:%u: malformed line skipped", path, lineno);
         else if (find(s, m.id))
             cs_warn("%s:%u: endpoint %s given twice; the first kept", path, lineno, m.id);
-        else if (ep_new(s, &m, false, why, sizeof why) < 0)
+        else if (ep_new(s, &m, container, false, why, sizeof why) < 0)
             cs_warn("%s:%u: endpoint %s not recreated: %s", path, lineno, m.id, why);
         for (int ch = 0; !whole && ch != '\n' && ch != EOF;)
             ch = fgetc(f); /* the rest of an overlong line */

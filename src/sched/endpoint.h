@@ -11,6 +11,11 @@
  *     <endpoint_dir>/<id>/cushared.sock 0666 (the container's uid is unknown)
  *     <endpoint_dir>/endpoints.state   the endpoints, for the next daemon
  *
+ * An endpoint's grant may name the pod its clients belong to: from CREATE
+ * (cusharectl endpoint create --pod), or later from CTL_EP_IDENTITY, which
+ * the device plugin sends once the kubelet's pod-resources API told it
+ * which pod holds the allocation (Allocate carries only device IDs).
+ *
  * A daemon that stops closes the sockets but keeps the directories: a
  * container's mount names the directory, and the next daemon binds a new
  * socket in the same one. REMOVE, and the idle GC (endpoint_idle_ttl_s),
@@ -69,6 +74,12 @@ void sd_ep_fini(struct sd_server *s);
  * with the reason. */
 int sd_ep_request(struct sd_server *s, const struct cs_msg_ctl_endpoint *m, char *text,
                   size_t cap);
+
+/* CTL_EP_IDENTITY: the endpoint's pod, namespace and container, filled in
+ * where it names none (never changed: -EEXIST), for the connections already
+ * open on it too. 0 or -errno, with a reason or what was done in text. */
+int sd_ep_identity(struct sd_server *s, const struct cs_msg_ctl_ep_identity *m, char *text,
+                   size_t cap);
 
 struct sd_ep *sd_ep_by_tag(const struct sd_server *s, uint64_t tag);
 /* A connection accepted on ep: its grant, its count. */

@@ -82,6 +82,8 @@ struct sd_conn {
     size_t qbytes;
     struct sd_conn *next, *prev;
     bool labeled;           /* its LABELS came (one per connection) */
+    char claim[CS_NAME_LEN];/* LABELS' container as claimed: shown where the pod is believed
+                               and the allocation names no container (dispatch.c) */
     bool on_endpoint;       /* accepted on an endpoint: no control, grant from it */
     bool view;              /* a control connection that may only read its view (CS_HELLO_VIEW) */
     struct sd_ep *ep;       /* that endpoint while it exists (its connection count) */
@@ -222,6 +224,9 @@ void sd_dispatch(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m)
  * full, a name's within the client's grant g. */
 void sd_dispatch_apply_override(const struct sd_server *s, const struct sd_grant *g,
                                 struct sd_client_info *info);
+/* c's grant now names a pod (CTL_EP_IDENTITY on its endpoint): its client,
+ * if any, is shown with it from now on. */
+void sd_dispatch_identity_changed(struct sd_conn *c);
 
 /* control.c */
 void sd_control(struct sd_server *s, struct sd_conn *c, const struct cs_msg *m);

@@ -8,6 +8,8 @@
  *              [--mem-limit SIZE] [--gpus UUID[,UUID...]] [--max-conns N]
  *              [--pod P] [--namespace N]
  *   cusharectl [--socket PATH] endpoint remove ID
+ *   cusharectl [--socket PATH] endpoint identity ID --pod P --namespace N
+ *              [--container C]
  *
  * Exit status: 0 done; 1 the daemon refused or failed the request; 2 usage
  * error; 3 no daemon to talk to. */
@@ -46,6 +48,9 @@ static void usage(FILE *f)
             "                      a socket whose clients may claim at most these terms\n"
             "                      (default: normal, weight 1, any GPU); prints its path\n"
             "  endpoint remove ID  close it (its open connections keep running)\n"
+            "  endpoint identity ID --pod P --namespace N [--container C]\n"
+            "                      name the pod of an endpoint that names none yet (what\n"
+            "                      the device plugin does); its clients are shown with it\n"
             "Changes need the daemon's uid or root.\n");
 }
 
@@ -239,8 +244,9 @@ static int set_text(char *dst, const char *v)
     return 0;
 }
 
-/* One option of `endpoint create`; -1 with a message on a bad value. */
-static int endpoint_opt(int ch, const char *v, struct cs_msg_ctl_endpoint *e)
+/* One option of `endpoint create` or `identity` (container: the latter's
+ * --container); -1 with a message on a bad value. */
+static int endpoint_opt(int ch, const char *v, struct cs_msg_ctl_endpoint *e, char *container)
 {
     uint64_t x;
     int p;
@@ -277,20 +283,52 @@ static int endpoint_opt(int ch, const char *v, struct cs_msg_ctl_endpoint *e)
         if (set_text(e->ns, v) < 0)
             break;
         return 0;
+    case 'C':
+        if (set_text(container, v) < 0)
+            break;
+        return 0;
     }
-    fprintf(stderr, "cusharectl: endpoint create: bad value '%s'\n", v);
+    fprintf(stderr, "cusharectl: endpoint: bad value '%s'\n", v);
     return -1;
 }
 
-/* argv[0] is "create" or "remove", argv[1] the id, then create's options.
- * Checked whole before connecting. -1: usage error. */
+/* m (CTL_ENDPOINT, parsed as for create) becomes the CTL_EP_IDENTITY of
+ * its id, pod and namespace, and container. -1: usage error. */
+static int identity_msg(struct cs_msg *m, const char *container)
+{
+    struct cs_msg_ctl_endpoint e = m->u.ctl_endpoint;
+    if (!e.pod[0] || !e.ns[0]) {
+        fprintf(stderr, "cusharectl: endpoint identity: --pod and --namespace are needed\n");
+        return -1;
+    }
+    memset(m, 0, sizeof *m);
+    m->type = CS_MSG_CTL_EP_IDENTITY;
+    struct cs_msg_ctl_ep_identity *i = &m->u.ctl_ep_identity;
+    cs_strlcpy(i->id, e.id, sizeof i->id);
+    cs_strlcpy(i->pod, e.pod, sizeof i->pod);
+    cs_strlcpy(i->ns, e.ns, sizeof i->ns);
+    cs_strlcpy(i->container, container, sizeof i->container);
+    return 0;
+}
+
+/* Whether option ch belongs to the verb: identity takes only the pod's
+ * names, create all but --container. */
+static bool opt_of(int ch, bool identity)
+{
+    return identity ? strchr("PnC", ch) != NULL : ch != 'C';
+}
+
+/* argv[0] is "create", "remove" or "identity", argv[1] the id, then the
+ * options of create or identity. Checked whole before connecting. -1:
+ * usage error. */
 static int endpoint_args(int argc, char **argv, struct cs_msg *m)
 {
     static const struct option lo[] = {
         {"priority", required_argument, NULL, 'p'}, {"weight-max", required_argument, NULL, 'w'},
         {"mem-limit", required_argument, NULL, 'm'}, {"gpus", required_argument, NULL, 'g'},
         {"max-conns", required_argument, NULL, 'c'}, {"pod", required_argument, NULL, 'P'},
-        {"namespace", required_argument, NULL, 'n'}, {NULL, 0, NULL, 0},
+        {"namespace", required_argument, NULL, 'n'}, {"container", required_argument, NULL, 'C'},
+        {NULL, 0, NULL, 0},
     };
     struct cs_msg_ctl_endpoint *e = &m->u.ctl_endpoint;
     memset(m, 0, sizeof *m);
@@ -298,9 +336,11 @@ static int endpoint_args(int argc, char **argv, struct cs_msg *m)
     e->max_priority = CS_PRIO_NORMAL;
     e->max_weight = 1;
     bool create = argc >= 2 && strcmp(argv[0], "create") == 0;
-    if (argc < 2 || (!create && (strcmp(argv[0], "remove") != 0 || argc != 2)) ||
+    bool identity = argc >= 2 && strcmp(argv[0], "identity") == 0;
+    if (argc < 2 || (!create && !identity && (strcmp(argv[0], "remove") != 0 || argc != 2)) ||
         strlen(argv[1]) >= sizeof e->id) {
-        fprintf(stderr, "cusharectl: endpoint create ID [options] | endpoint remove ID\n");
+        fprintf(stderr, "cusharectl: endpoint create ID [options] | endpoint remove ID | "
+                        "endpoint identity ID --pod P --namespace N [--container C]\n");
         return -1;
     }
     e->op = create ? CS_EP_CREATE : CS_EP_REMOVE;
@@ -308,23 +348,25 @@ static int endpoint_args(int argc, char **argv, struct cs_msg *m)
     optind = 0; /* glibc: a full reset; argv[1] (the id) plays the program name */
     opterr = 0;
     int ch;
-    while (create && (ch = getopt_long(argc - 1, argv + 1, "", lo, NULL)) != -1) {
-        if (ch == '?') {
-            fprintf(stderr, "cusharectl: endpoint create: unknown option or missing value "
-                            "(see --help)\n");
+    char container[CS_NAME_LEN] = "";
+    while ((create || identity) && (ch = getopt_long(argc - 1, argv + 1, "", lo, NULL)) != -1) {
+        if (ch == '?' || !opt_of(ch, identity)) {
+            fprintf(stderr, "cusharectl: endpoint %s: unknown option or missing value "
+                            "(see --help)\n", argv[0]);
             return -1;
         }
-        if (endpoint_opt(ch, optarg, e) < 0)
+        if (endpoint_opt(ch, optarg, e, container) < 0)
             return -1;
     }
-    if (create && optind != argc - 1) {
-        fprintf(stderr, "cusharectl: endpoint create: unexpected '%s'\n", argv[optind + 1]);
+    if ((create || identity) && optind != argc - 1) {
+        fprintf(stderr, "cusharectl: endpoint %s: unexpected '%s'\n", argv[0],
+                argv[optind + 1]);
         return -1;
     }
-    return 0;
+    return identity ? identity_msg(m, container) : 0;
 }
 
-static int cmd_endpoint(int fd, const struct cs_msg *m)
+static int cmd_endpoint(int fd, const struct cs_msg *m, const char *verb, const char *id)
 {
     struct cs_msg_ctl_done d;
     char err[256];
@@ -333,9 +375,7 @@ static int cmd_endpoint(int fd, const struct cs_msg *m)
         return EXIT_REFUSED;
     }
     if (d.status != 0) {
-        fprintf(stderr, "cusharectl: endpoint %s %s: %s\n",
-                m->u.ctl_endpoint.op == CS_EP_CREATE ? "create" : "remove",
-                m->u.ctl_endpoint.id, d.text);
+        fprintf(stderr, "cusharectl: endpoint %s %s: %s\n", verb, id, d.text);
         return EXIT_REFUSED;
     }
     printf("%s\n", d.text);
@@ -399,7 +439,7 @@ int main(int argc, char **argv)
     else if (strcmp(cmd, "set") == 0)
         rc = cmd_set(fd, nargs, args);
     else if (strcmp(cmd, "endpoint") == 0)
-        rc = cmd_endpoint(fd, &ep);
+        rc = cmd_endpoint(fd, &ep, args[0], args[1]);
     else
         rc = cmd_drain(fd, args[0], strcmp(cmd, "drain") == 0);
     close(fd);

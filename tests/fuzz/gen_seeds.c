@@ -20,7 +20,7 @@ static const uint16_t all[] = {
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
     CS_MSG_LC_MODE, CS_MSG_LC_BURST, CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED, CS_MSG_TERMS,
     CS_MSG_CTL_ENDPOINT, CS_MSG_CTL_LIMITS, CS_MSG_CTL_VIEW, CS_MSG_LABELS,
-    CS_MSG_CTL_CLIENT_LABELS,
+    CS_MSG_CTL_CLIENT_LABELS, CS_MSG_CTL_EP_IDENTITY,
 };
 
 /* The smallest valid message of a type (fields with a lower bound at it). */
@@ -82,6 +82,12 @@ static void minimal(uint16_t type, struct cs_msg *m)
         m->u.ctl_endpoint.max_priority = CS_PRIO_NORMAL;
         m->u.ctl_endpoint.max_weight = 1;
         strcpy(m->u.ctl_endpoint.id, "seed");
+        break;
+    case CS_MSG_CTL_EP_IDENTITY:
+        memset(&m->u, 0, sizeof m->u);
+        strcpy(m->u.ctl_ep_identity.id, "seed");
+        strcpy(m->u.ctl_ep_identity.pod, "pod-0");
+        strcpy(m->u.ctl_ep_identity.ns, "ns");
         break;
     default:
         memset(&m->u, 0, sizeof m->u);

@@ -13,7 +13,9 @@ pod's IP (status.podIP), and off loopback a NetworkPolicy admits ingress to
 the metrics port from named peers only (never on the host network).
 the device plugin keeps endpoints on, and cushared and the plugin share the
 socket directory as a hostPath mounted at its own path (the plugin hands the
-daemon's endpoint paths to the kubelet as host paths).
+daemon's endpoint paths to the kubelet as host paths); unless
+--pod-resources=off, the plugin has the kubelet's pod-resources directory as
+a hostPath at its own path (the socket it asks which pod holds an endpoint).
 A container of an example that asks for a cushare.io resource sets POD_NAME
 and POD_NAMESPACE by the downward API and CUSHARE_CONTAINER to its own name
 (the labels of docs/metrics.md); a ServiceMonitor honors the scraped labels.
@@ -241,6 +243,14 @@ def flag(cmd, name):
     return None
 
 
+def hostpath_mounted(spec, container, path):
+    """container mounts the host's directory path at the same path."""
+    vols = {v.get("name"): v for v in spec.get("volumes") or []}
+    return any(vm.get("mountPath") == path and
+               ((vols.get(vm.get("name")) or {}).get("hostPath") or {}).get("path") == path
+               for vm in container.get("volumeMounts") or [])
+
+
 def check_endpoints(label, ds, plugin):
     cmd = plugin.get("command") or []
     if (flag(cmd, "endpoints") or "on").lower() in ("off", "false", "no", "0"):
@@ -248,7 +258,6 @@ def check_endpoints(label, ds, plugin):
     sock = flag(cmd, "socket") or "/run/cushare/cushared.sock"
     sdir = os.path.dirname(sock)
     spec = pod_spec(ds)
-    vols = {v.get("name"): v for v in spec.get("volumes") or []}
     daemons = [c for c in spec.get("containers") or []
                if (c.get("command") or [""])[0].endswith("/cushared")]
     if not daemons:
@@ -256,12 +265,21 @@ def check_endpoints(label, ds, plugin):
     for c in daemons + [plugin]:
         if c in daemons and (flag(c.get("command"), "socket") or sock) != sock:
             err(label, f"cushared's --socket is not the device plugin's ({sock})")
-        ok = any(vm.get("mountPath") == sdir and
-                 ((vols.get(vm.get("name")) or {}).get("hostPath") or {}).get("path") == sdir
-                 for vm in c.get("volumeMounts") or [])
-        if not ok:
+        if not hostpath_mounted(spec, c, sdir):
             err(label, f"container {c.get('name')}: the socket directory {sdir} is not a "
                        "hostPath mounted at the same path")
+
+
+def check_pod_resources(label, ds, plugin):
+    sock = flag(plugin.get("command") or [], "pod-resources")
+    if sock is None:
+        sock = "/var/lib/kubelet/pod-resources/kubelet.sock"
+    if sock in ("off", "none"):
+        return
+    pdir = os.path.dirname(sock)
+    if not hostpath_mounted(pod_spec(ds), plugin, pdir):
+        err(label, f"device plugin: the pod-resources directory {pdir} is not a hostPath "
+                   "mounted at the same path (--pod-resources=off if it must not be)")
 
 
 def check_set(label, objs, examples=()):
@@ -278,6 +296,7 @@ def check_set(label, objs, examples=()):
             if any(labels.get(k) != v for k, v in sel.items()):
                 err(label, f"Service {o['metadata']['name']} does not select the DaemonSet")
     check_endpoints(label, ds, plugin)
+    check_pod_resources(label, ds, plugin)
     names = advertised(plugin.get("command") or [])
     for where, o in examples:
         spec = pod_spec(o) or {}

@@ -15,8 +15,8 @@
 #      values, with the ServiceMonitor and preload injection, each result
 #      checked as above (flags and config included);
 #   5. the metrics checks of 1 (never 0.0.0.0, a NetworkPolicy, the
-#      examples' CUSHARE_CONTAINER) fail on broken copies of deploy/, and helm
-#      refuses metrics.bindAddress=0.0.0.0;
+#      examples' CUSHARE_CONTAINER) and the pod-resources mount fail on
+#      broken copies of deploy/, and helm refuses metrics.bindAddress=0.0.0.0;
 #   6. with promtool on PATH (Debian: prometheus): the PrometheusRule's
 #      groups and the Grafana dashboard's queries pass `promtool check
 #      rules` (tests/k8s/monitoring.py; tests/e2e/prometheus_check.sh also
@@ -73,14 +73,16 @@ programs_accept "$T/plain.flags" "$T/plain.conf"
 
 # The metrics checks catch what they are for: a copy of deploy/ that binds
 # every address, then one without the NetworkPolicy, must each fail.
-echo "== the metrics checks fail on an any-address bind, a missing NetworkPolicy, an example without CUSHARE_CONTAINER"
-mkdir -p "$T/bad1" "$T/bad2" "$T/bad3"
-cp -r deploy "$T/bad1/" && cp -r deploy "$T/bad2/" && cp -r deploy "$T/bad3/"
+echo "== the checks fail on an any-address bind, a missing NetworkPolicy, an example without CUSHARE_CONTAINER, a plugin without the pod-resources mount"
+mkdir -p "$T/bad1" "$T/bad2" "$T/bad3" "$T/bad4"
+for bad in bad1 bad2 bad3 bad4; do cp -r deploy "$T/$bad/"; done
 sed -i 's/--metrics=\$(POD_IP):/--metrics=0.0.0.0:/' "$T/bad1/deploy/kubernetes/daemonset.yaml"
 rm "$T/bad2/deploy/kubernetes/networkpolicy.yaml"
 sed -i '/networkpolicy.yaml/d' "$T/bad2/deploy/kubernetes/kustomization.yaml"
 sed -i '/name: CUSHARE_CONTAINER/,+1d' "$T/bad3/deploy/kubernetes/examples/lc-inference.yaml"
-for bad in bad1 bad2 bad3; do
+sed -i 's|mountPath: /var/lib/kubelet/pod-resources|mountPath: /pod-resources|' \
+    "$T/bad4/deploy/kubernetes/daemonset.yaml"
+for bad in bad1 bad2 bad3 bad4; do
     if "$PY" tests/k8s/check_manifests.py --root "$T/$bad" >"$T/$bad.out"; then
         echo "check_manifests.py passed a broken copy ($bad)" >&2
         exit 1

@@ -13,7 +13,12 @@
  * restart and SIGTERM, and NVML absent, failing or old (unversioned names,
  * found through LD_LIBRARY_PATH). Most tests run with --endpoints off (the
  * fields of today's answer); the endpoint tests start a real cushared and
- * check that each container of a slots resource gets its own endpoint.
+ * check that each container of a slots resource gets its own endpoint, and
+ * the pod-resources tests that the pod the test kubelet lists as its holder
+ * reaches cushared's status and metrics for a client already connected
+ * (after a delay, a failed call, an answer too large), that a hostile name
+ * is not applied, and that without the socket (or with --pod-resources off)
+ * Allocate works as before, said once in the log.
  *
  * No timing is asserted: every wait is for an event, with a 20 s limit
  * that only a hang reaches. */
@@ -24,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -31,6 +37,8 @@
 #include <cmocka.h>
 #include <grpc/grpc.h>
 
+#include "../sched/jsmall.h"
+#include "../sched/thttp.h"
 #include "common/proto.h"
 #include "k8s/dp_grpc.h"
 #include "tclient.h"
@@ -53,6 +61,8 @@ struct fx {
     bool endpoints; /* start the plugin with endpoints on (the default) */
     pid_t dpid;     /* a real cushared */
     char dlog[600];
+    bool node;      /* cushared with the fake NVML's GPUs as its node, and metrics */
+    char podres[600]; /* where the plugin looks for the kubelet's pod-resources socket */
 };
 static struct fx F;
 
@@ -93,6 +103,8 @@ static void fixture_dirs(void)
     snprintf(F.preload, sizeof F.preload, "%s/ld.so.preload", F.tmp);
     snprintf(F.errlog, sizeof F.errlog, "%s/plugin.err", F.tmp);
     snprintf(F.dlog, sizeof F.dlog, "%s/cushared.log", F.tmp);
+    /* Never the node's own: absent unless a test serves it. */
+    snprintf(F.podres, sizeof F.podres, "%s/pod-resources/kubelet.sock", F.tmp);
     tu_mkdirs(F.dir);
     tu_mkdirs(F.run);
     char p[700];
@@ -118,9 +130,11 @@ static pid_t start_plugin_env(const char *nvml, char *const *env, const char *co
         snprintf(nv, sizeof nv, "%s/tests/k8s/%s/libnvidia-ml.so.1", tu_build(), nvml);
     else
         snprintf(nv, sizeof nv, "%s", nvml ? nvml : "libnvidia-ml.so.1");
-    const char *argv[64] = {bin, "--plugin-dir", F.dir, "--nvml", nv, "--sysfs", F.sys,
-                            "--lib", F.lib, "--socket", F.sock, "--health-interval", "20"};
-    size_t n = 13;
+    const char *argv[64] = {bin,       "--plugin-dir", F.dir,   "--nvml",
+                            nv,        "--sysfs",      F.sys,   "--lib",
+                            F.lib,     "--socket",     F.sock,  "--health-interval",
+                            "20",      "--pod-resources", F.podres};
+    size_t n = 15;
     if (!F.endpoints) {
         argv[n++] = "--endpoints";
         argv[n++] = "off";
@@ -768,9 +782,19 @@ static bool served(const char *path)
 
 static void start_daemon(void)
 {
-    static char bin[600];
+    static char bin[600], conf[700];
     snprintf(bin, sizeof bin, "%s/bin/cushared", tu_build());
-    char *argv[] = {bin, "--socket", F.sock, NULL};
+    char *argv[] = {bin, "--socket", F.sock, NULL, NULL, NULL, NULL, NULL};
+    if (F.node) {
+        char text[300];
+        snprintf(text, sizeof text, "gpus = %s:16G\ngpus = %s:16G\n", uuid(0), uuid(1));
+        snprintf(conf, sizeof conf, "%s/cushared.conf", F.tmp);
+        tu_write(conf, text);
+        argv[3] = "--config";
+        argv[4] = conf;
+        argv[5] = "--metrics";
+        argv[6] = "127.0.0.1:0";
+    }
     F.dpid = tu_spawn(argv, NULL, F.dlog);
     for (int i = 0; i < 2000 && !served(F.sock); i++)
         usleep(10000);
@@ -895,6 +919,302 @@ static void test_endpoint_daemon_down(void **state)
     free_msg(a);
 }
 
+/* ---- pod-resources: who holds an endpoint ----------------------------------------------- */
+
+static const char *const res_pr_quick[] = {"--resource", "gpu:slots=3",
+                                           "--resource", "gpu-high:slots=2,priority=high,weight=4",
+                                           "--resource", "gpu-memory:kind=memory,unit=4G",
+                                           "--pod-resources-timeout", "1", NULL};
+static const char *const res_pr_off[] = {"--resource", "gpu:slots=3",
+                                         "--resource", "gpu-high:slots=2,priority=high,weight=4",
+                                         "--resource", "gpu-memory:kind=memory,unit=4G",
+                                         "--pod-resources", "off", NULL};
+
+/* cushared with GPUs and metrics, the test kubelet (serving pod-resources
+ * on F.podres when serve), the plugin with extra flags, its log in
+ * F.errlog. */
+static void setup_pr_with(const char *const *extra, bool serve)
+{
+    fixture_dirs();
+    F.endpoints = true;
+    F.node = true;
+    set_state_env();
+    start_daemon();
+    if (serve) {
+        char d[700];
+        snprintf(d, sizeof d, "%s/pod-resources", F.tmp);
+        tu_mkdirs(d);
+    }
+    F.k = tk_start_podres(F.dir, "kubelet.sock", serve ? F.podres : NULL);
+    F.pid = start_plugin_env("nvml", env2, extra, F.errlog);
+    register_all_a();
+}
+
+static int setup_pr(void **state)
+{
+    setup_pr_with(res_a, true);
+    return 0;
+}
+
+static int setup_pr_missing(void **state)
+{
+    setup_pr_with(res_pr_quick, false);
+    return 0;
+}
+
+static int setup_pr_off(void **state)
+{
+    setup_pr_with(res_pr_off, true);
+    return 0;
+}
+
+/* How often needle is in the plugin's log. */
+static unsigned log_count(const char *needle)
+{
+    char *text = tu_read(F.errlog);
+    unsigned n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)); p++)
+        n++;
+    free(text);
+    return n;
+}
+
+/* Waits for needle in file; false after WAIT_MS. */
+static bool wait_text(const char *file, const char *needle)
+{
+    for (int i = 0; i < WAIT_MS / 20; i++) {
+        char *text = tu_read(file);
+        bool in = text && strstr(text, needle);
+        free(text);
+        if (in)
+            return true;
+        usleep(20000);
+    }
+    return false;
+}
+
+static const char *state_file(void)
+{
+    static char st[700];
+    snprintf(st, sizeof st, "%s/endpoints/endpoints.state", F.run);
+    return st;
+}
+
+/* cushared's status, as cusharectl status --json prints it. */
+static struct js *daemon_status(void)
+{
+    static char out[1 << 16];
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "%s/bin/cusharectl --socket %s status --json", tu_build(), F.sock);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    size_t at = 0;
+    struct js *j = js_parse(out, &at);
+    if (!j)
+        fail_msg("status --json is not JSON (offset %zu):\n%s", at, out);
+    return j;
+}
+
+static void js_done(struct js *j)
+{
+    js_free(j);
+    free(j);
+}
+
+/* The pod, namespace and container status shows for the one client of
+ * GPU 0 (64 bytes each). */
+static void shown(char *pod, char *ns, char *ctr)
+{
+    struct js *j = daemon_status();
+    const struct js *cl = js_get(js_at(js_get(j, "gpus"), 0), "clients");
+    assert_non_null(cl);
+    assert_int_equal(cl->n, 1);
+    snprintf(pod, 64, "%s", js_get(js_at(cl, 0), "pod")->str);
+    snprintf(ns, 64, "%s", js_get(js_at(cl, 0), "namespace")->str);
+    snprintf(ctr, 64, "%s", js_get(js_at(cl, 0), "container")->str);
+    js_done(j);
+}
+
+static void expect_type(int fd, uint16_t type)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    struct cs_msg m;
+    if (poll(&p, 1, WAIT_MS) != 1 || cs_recv(fd, &m, NULL) != 1 || m.type != type)
+        fail_msg("no %s from cushared", cs_msg_name(type));
+}
+
+/* A job in the container of endpoint dir: it says a pod in HELLO and a
+ * container in LABELS, as the hook does from its environment (claims the
+ * daemon does not take from a container), and holds GPU 0's lease. */
+static int ep_client(const char *dir, const char *container)
+{
+    char p[800];
+    snprintf(p, sizeof p, "%s/cushared.sock", dir);
+    int fd = cs_connect(p);
+    assert_true(fd >= 0);
+    struct cs_msg m = {.type = CS_MSG_HELLO};
+    m.u.hello.flags = CS_HELLO_LABELS;
+    m.u.hello.priority = CS_PRIO_NORMAL;
+    m.u.hello.weight = 1;
+    m.u.hello.proto_min = CS_PROTO_VERSION;
+    strcpy(m.u.hello.name, "job");
+    strcpy(m.u.hello.pod, "claimed-pod");
+    strcpy(m.u.hello.ns, "claimed-ns");
+    assert_int_equal(cs_send(fd, &m), 0);
+    expect_type(fd, CS_MSG_WELCOME);
+    m = (struct cs_msg){.type = CS_MSG_LABELS};
+    strcpy(m.u.labels.container, container);
+    assert_int_equal(cs_send(fd, &m), 0);
+    m = (struct cs_msg){.type = CS_MSG_ATTACH};
+    assert_int_equal(cs_uuid_parse(uuid(0), m.u.attach.uuid), 0);
+    m.u.attach.total_mem = 16ull << 30;
+    assert_int_equal(cs_send(fd, &m), 0);
+    m = (struct cs_msg){.type = CS_MSG_ACQUIRE};
+    assert_int_equal(cs_send(fd, &m), 0);
+    expect_type(fd, CS_MSG_GRANT);
+    return fd;
+}
+
+/* The endpoint's line in endpoints.state ends with text (no match: the
+ * file, for the message). */
+static bool state_says(const char *dir, const char *text)
+{
+    char line[300];
+    snprintf(line, sizeof line, "ep %s ", strrchr(dir, '/') + 1);
+    char *all = tu_read(state_file()), *l = all ? strstr(all, line) : NULL;
+    bool ok = false;
+    if (l) {
+        char *end = strchr(l, '\n');
+        size_t n = strlen(text);
+        ok = end && (size_t)(end - l) >= n && !memcmp(end - n, text, n);
+    }
+    free(all);
+    return ok;
+}
+
+/* The kubelet lists the pod only after the job connected, and a few List
+ * calls: its client shows the pod, namespace and container from then on,
+ * in status and in the metrics (the container pod-resources names, not
+ * the one the job claims), and the next daemon would recreate it. */
+static void test_podres_labels(void **state)
+{
+    char dir[600], pod[64], ns[64], ctr[64];
+    const char *ids[] = {id(0, "1"), NULL};
+    allocate_ok("cushare-gpu.sock", ids, dir, sizeof dir);
+    int fd = ep_client(dir, "claimed");
+    shown(pod, ns, ctr);
+    assert_string_equal(pod, ""); /* nothing of its claims */
+    assert_string_equal(ns, "");
+    assert_string_equal(ctr, "");
+    assert_true(tk_podres_calls(F.k, 2, WAIT_MS) >= 2); /* asked again: not listed yet */
+    tk_podres_add(F.k, &(struct tk_ctr){.ns = "team-a", .pod = "trainer-0", .container = "main",
+                                        .resource = R_GPU, .ids = ids});
+    for (int i = 0; i < WAIT_MS / 20 && !pod[0]; i++) {
+        usleep(20000);
+        shown(pod, ns, ctr);
+    }
+    assert_string_equal(pod, "trainer-0");
+    assert_string_equal(ns, "team-a");
+    assert_string_equal(ctr, "main");
+    struct js *j = daemon_status();
+    uint16_t port = (uint16_t)js_get(js_get(j, "daemon"), "metrics_port")->num;
+    js_done(j);
+    static char page[1 << 17];
+    th_get(port, "/metrics", page, sizeof page);
+    char want[300];
+    snprintf(want, sizeof want,
+             "cushare_client_slices_total{gpu=\"%s\",client=\"job\",pid=\"%d\",uid=\"%u\","
+             "priority=\"normal\",pod=\"trainer-0\",namespace=\"team-a\",container=\"main\"} ",
+             uuid(0), (int)getpid(), (unsigned)geteuid());
+    if (!strstr(page, want))
+        fail_msg("no '%s' in the metrics page", want);
+    assert_true(state_says(dir, " trainer-0 team-a main"));
+    assert_true(wait_text(F.errlog, "pod team-a/trainer-0, container main"));
+    assert_int_equal(log_count("pod team-a/trainer-0, container main"), 1);
+    assert_int_equal(log_count("endpoints name no pod"), 0);
+    close(fd);
+}
+
+/* A List that fails, then answers naming the holder of one allocation with
+ * a NUL in its pod name, and a container holding another allocation's ID
+ * and an unknown one: the hostile name is not applied (said why), the
+ * good holder is; the failure is said once, the recovery once. */
+static void test_podres_hostile(void **state)
+{
+    const char *bad[] = {id(0, "2"), NULL}, *good[] = {id(1, "1"), NULL};
+    const char *mixed[] = {id(1, "1"), "GPU-ffffffff-0000-0000-0000-000000000000::0", NULL};
+    tk_podres_fail(F.k, 1, GRPC_STATUS_UNAVAILABLE);
+    tk_podres_add(F.k, &(struct tk_ctr){.ns = "team-x", .pod = "evil\0pod", .pod_len = 8,
+                                        .container = "main", .resource = R_GPU, .ids = bad});
+    tk_podres_add(F.k, &(struct tk_ctr){.ns = "team-x", .pod = "stranger", .container = "main",
+                                        .resource = R_GPU, .ids = mixed});
+    tk_podres_add(F.k, &(struct tk_ctr){.ns = "team-a", .pod = "good-0", .container = "worker",
+                                        .resource = R_GPU, .ids = good});
+    char d1[600], d2[600];
+    allocate_ok("cushare-gpu.sock", bad, d1, sizeof d1);
+    allocate_ok("cushare-gpu.sock", good, d2, sizeof d2);
+    for (int i = 0; i < WAIT_MS / 20 && !state_says(d2, " good-0 team-a worker"); i++)
+        usleep(20000);
+    assert_true(state_says(d2, " good-0 team-a worker"));
+    assert_true(wait_text(F.errlog, "pod 'evil?pod'"));
+    assert_true(state_says(d1, " - -"));
+    assert_int_equal(log_count("failed: status 14"), 1);
+    assert_int_equal(log_count("kubelet.sock answers"), 1);
+}
+
+/* An answer over 16 MiB is not read (said why); once the kubelet's answer
+ * is small again, the pod is named. */
+static void test_podres_oversized(void **state)
+{
+    const char *ids[] = {id(0, "0"), NULL};
+    tk_podres_pad(F.k, 17u << 20);
+    tk_podres_add(F.k, &(struct tk_ctr){.ns = "team-a", .pod = "big-0", .container = "main",
+                                        .resource = R_GPU, .ids = ids});
+    char dir[600];
+    allocate_ok("cushare-gpu.sock", ids, dir, sizeof dir);
+    assert_true(wait_text(F.errlog, "answers over 16 MiB are not read"));
+    assert_true(state_says(dir, " - -"));
+    tk_podres_pad(F.k, 0);
+    for (int i = 0; i < WAIT_MS / 20 && !state_says(dir, " big-0 team-a main"); i++)
+        usleep(20000);
+    assert_true(state_says(dir, " big-0 team-a main"));
+}
+
+/* No pod-resources socket (not mounted, an old kubelet): Allocate works as
+ * before, the endpoint names no pod, the plugin says so once, then gives
+ * up on each endpoint after --pod-resources-timeout. */
+static void test_podres_missing(void **state)
+{
+    char d1[600], d2[600];
+    allocate_ok("cushare-gpu.sock", (const char *[]){id(0, "0"), NULL}, d1, sizeof d1);
+    allocate_ok("cushare-gpu.sock", (const char *[]){id(1, "0"), NULL}, d2, sizeof d2);
+    assert_true(ep_served(d1));
+    assert_true(ep_served(d2));
+    assert_true(wait_text(F.errlog, "no container of pod-resources holds"));
+    char want[700];
+    snprintf(want, sizeof want, "endpoint %s: no container", strrchr(d2, '/') + 1);
+    assert_true(wait_text(F.errlog, want));
+    assert_int_equal(log_count("no socket at"), 1);
+    assert_true(state_says(d1, " - -"));
+}
+
+/* --pod-resources off: nothing asked, nothing said, Allocate as before. */
+static void test_podres_off(void **state)
+{
+    const char *ids[] = {id(0, "0"), NULL};
+    tk_podres_add(F.k, &(struct tk_ctr){.ns = "team-a", .pod = "p-0", .container = "main",
+                                        .resource = R_GPU, .ids = ids});
+    char dir[600];
+    allocate_ok("cushare-gpu.sock", ids, dir, sizeof dir);
+    assert_true(ep_served(dir));
+    assert_int_equal(tk_podres_calls(F.k, 1, 500), 0);
+    assert_int_equal(log_count("pod-resources"), 0);
+    assert_true(state_says(dir, " - -"));
+}
+
 static int teardown_none(void **state)
 {
     return 0;
@@ -925,6 +1245,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_endpoint_allocate, setup_ep, teardown),
         cmocka_unit_test_setup_teardown(test_endpoint_reallocate, setup_ep, teardown),
         cmocka_unit_test_setup_teardown(test_endpoint_daemon_down, setup_ep, teardown),
+        cmocka_unit_test_setup_teardown(test_podres_labels, setup_pr, teardown),
+        cmocka_unit_test_setup_teardown(test_podres_hostile, setup_pr, teardown),
+        cmocka_unit_test_setup_teardown(test_podres_oversized, setup_pr, teardown),
+        cmocka_unit_test_setup_teardown(test_podres_missing, setup_pr_missing, teardown),
+        cmocka_unit_test_setup_teardown(test_podres_off, setup_pr_off, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     grpc_shutdown();

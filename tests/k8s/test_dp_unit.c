@@ -1,7 +1,9 @@
 /* test_dp_unit.c: the device plugin's pure modules: settings (flags,
  * environment, resource specs, cross checks), device IDs, the replies
- * (ListAndWatch, Allocate, GetPreferredAllocation) and NVML loading with
- * its fallbacks against the fake libnvidia-ml.so.1 (full and legacy). */
+ * (ListAndWatch, Allocate, GetPreferredAllocation), NVML loading with
+ * its fallbacks against the fake libnvidia-ml.so.1 (full and legacy), and
+ * the holder of an allocation in a pod-resources answer (exact IDs only,
+ * hostile names refused, two holders). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include "k8s/dp_endpoint.h"
 #include "k8s/dp_ids.h"
 #include "k8s/dp_nvml.h"
+#include "k8s/dp_podres.h"
 #include "tutil.h"
 
 static char err[512];
@@ -56,6 +59,15 @@ static void test_config_defaults(void **state)
     assert_true(c.prestart);
     assert_false(c.device_nodes);
     assert_true(c.endpoints);
+    assert_string_equal(c.pod_resources, "/var/lib/kubelet/pod-resources/kubelet.sock");
+    assert_int_equal(c.pod_resources_timeout_s, 60);
+    assert_int_equal(PARSE(&c, "--pod-resources", "off", "--pod-resources-timeout", "5"), 0);
+    assert_string_equal(c.pod_resources, "");
+    assert_int_equal(c.pod_resources_timeout_s, 5);
+    setenv("CUSHARE_DP_POD_RESOURCES", "/run/pr/kubelet.sock", 1);
+    assert_int_equal(PARSE(&c, "--slots", "2"), 0);
+    assert_string_equal(c.pod_resources, "/run/pr/kubelet.sock");
+    unsetenv("CUSHARE_DP_POD_RESOURCES");
     assert_int_equal(PARSE(&c, "--endpoints", "off"), 0);
     assert_false(c.endpoints);
     setenv("CUSHARE_DP_ENDPOINTS", "off", 1);
@@ -112,6 +124,8 @@ static void test_config_errors(void **state)
     expect_bad(PARSE(&c, "--socket", "relative.sock"), "absolute");
     expect_bad(PARSE(&c, "--require-daemon", "maybe"), "on or off");
     expect_bad(PARSE(&c, "--endpoints", "sometimes"), "on or off");
+    expect_bad(PARSE(&c, "--pod-resources", "kubelet.sock"), "absolute");
+    expect_bad(PARSE(&c, "--pod-resources-timeout", "0"), "1..3600 s");
     expect_bad(PARSE(&c, "--plugin-dir",
                      "/a/very/long/directory/name/that/goes/on/and/on/and/on/and/on/and/on/and/"
                      "on/and/on/and/on/and/on/forever"),
@@ -294,6 +308,135 @@ static void nvml_lib(char *out, size_t cap, const char *which)
     snprintf(out, cap, "%s/tests/k8s/%s/libnvidia-ml.so.1", tu_build(), which);
 }
 
+/* ---- pod-resources answers -------------------------------------------------------------- */
+
+struct pr_row {
+    const char *ns, *pod;
+    size_t pod_len; /* 0: strlen */
+    const char *ctr, *res;
+    const char *ids[3];
+};
+
+static ProtobufCBinaryData pr_bin(const char *s, size_t n)
+{
+    return (ProtobufCBinaryData){n ? n : strlen(s), (uint8_t *)s};
+}
+
+/* A List answer: a pod per row, with one container holding ids of res. */
+static const V1__ListPodResourcesResponse *pr_answer(const struct pr_row *rows, size_t n)
+{
+    static V1__ListPodResourcesResponse r;
+    static V1__PodResources pod[8], *pods[8];
+    static V1__ContainerResources ctr[8], *ctrs[8];
+    static V1__ContainerDevices dev[8], *devs[8];
+    static ProtobufCBinaryData ids[8][3];
+    v1__list_pod_resources_response__init(&r);
+    for (size_t i = 0; i < n; i++) {
+        v1__pod_resources__init(&pod[i]);
+        v1__container_resources__init(&ctr[i]);
+        v1__container_devices__init(&dev[i]);
+        pod[i].name = pr_bin(rows[i].pod, rows[i].pod_len);
+        pod[i].namespace_ = pr_bin(rows[i].ns, 0);
+        ctr[i].name = pr_bin(rows[i].ctr, 0);
+        dev[i].resource_name = pr_bin(rows[i].res, 0);
+        for (dev[i].n_device_ids = 0; dev[i].n_device_ids < 3 && rows[i].ids[dev[i].n_device_ids];
+             dev[i].n_device_ids++)
+            ids[i][dev[i].n_device_ids] = pr_bin(rows[i].ids[dev[i].n_device_ids], 0);
+        dev[i].device_ids = ids[i];
+        devs[i] = &dev[i];
+        ctr[i].devices = &devs[i];
+        ctr[i].n_devices = 1;
+        ctrs[i] = &ctr[i];
+        pod[i].containers = &ctrs[i];
+        pod[i].n_containers = 1;
+        pods[i] = &pod[i];
+    }
+    r.pod_resources = pods;
+    r.n_pod_resources = n;
+    return &r;
+}
+
+static enum dp_pr_match pr_match(const struct pr_row *rows, size_t n, const char *res,
+                                 const char *const *ids, struct dp_pr_who *who, char *why)
+{
+    size_t nids = 0;
+    while (ids[nids])
+        nids++;
+    return dp_podres_match(pr_answer(rows, n), res, (char *const *)ids, nids, who, why, 512);
+}
+
+#define G "cushare.io/gpu"
+
+/* The container holding exactly the IDs, of that resource: not one with
+ * more or fewer of them, nor the same IDs of another resource. */
+static void test_podres_match(void **state)
+{
+    const struct pr_row rows[] = {
+        {"team-b", "other", 0, "main", "cushare.io/gpu-high", {"A", "B", NULL}},
+        {"team-c", "more", 0, "main", G, {"A", "B", "Z"}},
+        {"team-a", "trainer-0", 0, "main", G, {"B", "A", NULL}},
+    };
+    struct dp_pr_who who;
+    char why[512];
+    assert_int_equal(pr_match(rows, 3, G, (const char *[]){"A", "B", NULL}, &who, why),
+                     DP_PR_FOUND);
+    assert_string_equal(who.pod, "trainer-0");
+    assert_string_equal(who.ns, "team-a");
+    assert_string_equal(who.container, "main");
+    assert_int_equal(pr_match(rows, 3, G, (const char *[]){"A", NULL}, &who, why), DP_PR_NONE);
+    assert_int_equal(pr_match(rows, 3, G, (const char *[]){"A", "Q", NULL}, &who, why),
+                     DP_PR_NONE);
+    assert_int_equal(pr_match(rows, 3, "cushare.io/gpu-low", (const char *[]){"A", "B", NULL},
+                              &who, why),
+                     DP_PR_NONE);
+    assert_int_equal(pr_match(rows, 0, G, (const char *[]){"A", "B", NULL}, &who, why),
+                     DP_PR_NONE);
+    /* Two containers of one pod (an init container's IDs reused): the pod. */
+    const struct pr_row two[] = {
+        {"team-a", "p-0", 0, "init", G, {"C", NULL}},
+        {"team-a", "p-0", 0, "main", G, {"C", NULL}},
+    };
+    assert_int_equal(pr_match(two, 2, G, (const char *[]){"C", NULL}, &who, why), DP_PR_FOUND);
+    assert_string_equal(who.pod, "p-0");
+    assert_string_equal(who.container, "");
+}
+
+/* Names the daemon would refuse, and IDs two pods claim, name nothing. */
+static void test_podres_hostile(void **state)
+{
+    static const char long_name[] =
+        "a123456789b123456789c123456789d123456789e123456789f123456789abcd"; /* 64 */
+    const struct pr_row bad[] = {
+        {"team-a", long_name, 0, "main", G, {"L", NULL}},
+        {"team-a", "ok\0evil", 7, "main", G, {"N", NULL}},
+        {"a/b", "p", 0, "main", G, {"S", NULL}},
+        {"team-a", "p", 0, "-main", G, {"D", NULL}},
+        {"team-a", "", 0, "main", G, {"E", NULL}},
+        {"team-a", "p\n", 0, "main", G, {"F", NULL}},
+    };
+    const char *const which[] = {"L", "N", "S", "D", "E", "F"};
+    struct dp_pr_who who;
+    char why[512];
+    for (size_t i = 0; i < 6; i++) {
+        memset(&who, 0, sizeof who);
+        assert_int_equal(pr_match(bad, 6, G, (const char *[]){which[i], NULL}, &who, why),
+                         DP_PR_INVALID);
+        assert_string_equal(who.pod, "");
+        assert_non_null(strstr(why, "not all of them names"));
+    }
+    pr_match(bad, 6, G, (const char *[]){"N", NULL}, &who, why);
+    assert_non_null(strstr(why, "pod 'ok?evil'")); /* shown, not cut at the NUL */
+    pr_match(bad, 6, G, (const char *[]){"L", NULL}, &who, why);
+    assert_non_null(strstr(why, "...'"));
+    const struct pr_row two[] = {
+        {"team-a", "p-0", 0, "main", G, {"T", NULL}},
+        {"team-b", "p-0", 0, "main", G, {"T", NULL}},
+    };
+    assert_int_equal(pr_match(two, 2, G, (const char *[]){"T", NULL}, &who, why),
+                     DP_PR_CONFLICT);
+    assert_non_null(strstr(why, "two pods hold its devices"));
+}
+
 static void test_nvml_full(void **state)
 {
     char lib[600], st[600], tmp[512];
@@ -371,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_build_prefer_pack), cmocka_unit_test(test_endpoint_id),
         cmocka_unit_test(test_nvml_full),
         cmocka_unit_test(test_nvml_legacy),      cmocka_unit_test(test_nvml_missing),
+        cmocka_unit_test(test_podres_match),     cmocka_unit_test(test_podres_hostile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

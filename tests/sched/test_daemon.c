@@ -7,7 +7,6 @@
  * where it is the point (an EOF hands the GPU over well under a second). */
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,6 +24,7 @@
 #include "common/util.h"
 #include "jsmall.h"
 #include "tclient.h"
+#include "thttp.h"
 
 /* Short quanta so that revokes happen within a test; long revoke timeout
  * and grace so that they never fire by accident. */
@@ -720,8 +720,9 @@ static void test_unauthorized_control_refused(void **state)
 }
 
 /* cusharectl endpoint: create prints the socket, whose clients are served
- * and on which control is refused; remove deletes it; bad command lines are
- * usage errors that send nothing. */
+ * and on which control is refused; identity names its container, shown for
+ * the client already there, and refuses to rename it; remove deletes it;
+ * bad command lines are usage errors that send nothing. */
 static void test_endpoint_command(void **state)
 {
     (void)state;
@@ -746,6 +747,21 @@ static void test_endpoint_command(void **state)
     tc_ctl(&o, (uid_t)-1, path, "status", NULL);
     assert_int_not_equal(o.status, 0);
     assert_non_null(strstr(o.err, "control is not available on an endpoint"));
+    tc_ctl(&o, (uid_t)-1, d.sock, "endpoint", "identity", "job-1", "--pod", "p-0",
+           "--namespace", "ns", "--container", "main", NULL);
+    if (o.status != 0)
+        fail_msg("endpoint identity: exit %d: %s", o.status, o.err);
+    assert_string_equal(o.out, "endpoint job-1: pod ns/p-0\n");
+    struct js *j = status_json(d.sock);
+    const struct js *c = js_at(js_get(js_at(js_get(j, "gpus"), 0), "clients"), 0);
+    assert_string_equal(jstr(c, "name"), "in-pod");
+    assert_string_equal(jstr(c, "pod"), "p-0");
+    assert_string_equal(jstr(c, "container"), "main");
+    js_done(j);
+    tc_ctl(&o, (uid_t)-1, d.sock, "endpoint", "identity", "job-1", "--pod", "p-1",
+           "--namespace", "ns", NULL);
+    assert_int_equal(o.status, 1);
+    assert_non_null(strstr(o.err, "already names ns/p-0"));
     tc_ctl(&o, (uid_t)-1, d.sock, "endpoint", "remove", "job-1", NULL);
     assert_int_equal(o.status, 0);
     assert_string_equal(o.out, "removed job-1\n");
@@ -761,6 +777,9 @@ static void test_endpoint_command(void **state)
         {"endpoint", "create", "x", "--weight-max"},
         {"endpoint", "create", "x", "--gpus", "nope"},
         {"endpoint", "create", "x", "stray"},
+        {"endpoint", "identity", "x", "--pod", "p"},
+        {"endpoint", "create", "x", "--container", "c"},
+        {"endpoint", "identity", "x", "--priority", "high"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tc_ctl(&o, (uid_t)-1, d.sock, bad[i][0], bad[i][1], bad[i][2], bad[i][3], bad[i][4],
@@ -853,23 +872,6 @@ static void test_unknown_gpu_refused(void **state)
 
 /* ---- metrics ------------------------------------------------------------------------------ */
 
-static void http_get(uint16_t port, const char *path, char *out, size_t cap)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
-                             .sin_addr.s_addr = htonl(0x7f000001)};
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
-    assert_int_equal(send(fd, req, (size_t)n, 0), n);
-    size_t len = 0;
-    ssize_t r;
-    while ((r = recv(fd, out + len, cap - 1 - len, 0)) > 0)
-        len += (size_t)r;
-    out[len] = '\0';
-    close(fd);
-}
-
 /* The Prometheus endpoint, on a port the daemon picked, served from the
  * event loop: daemon, GPU and client series with live values. */
 static void test_metrics_endpoint(void **state)
@@ -889,7 +891,7 @@ static void test_metrics_endpoint(void **state)
     uint16_t port = (uint16_t)daemon_num("metrics_port");
     assert_true(port > 0);
     static char page[1 << 17];
-    http_get(port, "/metrics", page, sizeof page);
+    th_get(port, "/metrics", page, sizeof page);
     assert_non_null(strstr(page, "200 OK"));
     assert_non_null(strstr(page, "\ncushare_protocol_errors_total 1\n"));
     assert_non_null(strstr(page, "\ncushare_clients 1\n"));
@@ -914,7 +916,7 @@ static void test_metrics_endpoint(void **state)
     assert_non_null(strstr(page, want));
     assert_non_null(strstr(page, "# TYPE cushare_gpu_switch_latency_seconds histogram\n"));
     assert_non_null(strstr(page, "# TYPE cushare_client_gpu_seconds_total counter\n"));
-    http_get(port, "/other", page, sizeof page);
+    th_get(port, "/other", page, sizeof page);
     assert_non_null(strstr(page, "404"));
     close(a);
 }

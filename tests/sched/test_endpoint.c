@@ -10,7 +10,10 @@
  * own and the daemon's default), REMOVE with a connection left running,
  * persistence across a restart (malformed state lines skipped), the idle GC,
  * refusals (uid, bad names, max_endpoints, an unsafe endpoint_dir, a
- * symlink in its place, endpoints off), and the atomic state write. */
+ * symlink in its place, endpoints off), the atomic state write, and
+ * CTL_EP_IDENTITY (the pod named after CREATE: filled in once, never
+ * changed, shown for connections already open, the allocation's container
+ * over a client's claim, kept across a restart, hostile state lines). */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -218,6 +221,19 @@ static int control(void)
     return fd;
 }
 
+/* A control connection of another uid than the daemon's, not root
+ * (credentials made up). */
+static int stranger(void)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    assert_non_null(sd_conn_adopt(&srv, sv[0], 4242, srv.owner_uid + 1, 4242));
+    send_hello(sv[1], CS_HELLO_CONTROL, CS_PRIO_NORMAL, 1);
+    expect(sv[1], CS_MSG_WELCOME, NULL);
+    return sv[1];
+}
+
 struct terms {
     uint32_t prio, weight, conns;
     uint64_t mem;
@@ -262,6 +278,8 @@ static const char *create(int ctl, const char *id, const struct terms *t)
 }
 
 static const struct terms normal4 = {CS_PRIO_NORMAL, 4, 0, 8ull << 30, 0, {0}, "pod-a", "ns-a"};
+/* The same without a pod: what the device plugin asks for at Allocate. */
+static const struct terms anon4 = {CS_PRIO_NORMAL, 4, 0, 8ull << 30, 0, {0}, NULL, NULL};
 
 static mode_t mode_of(const char *path)
 {
@@ -275,6 +293,49 @@ static bool exists(const char *path)
 {
     struct stat st;
     return lstat(path, &st) == 0;
+}
+
+/* CTL_EP_IDENTITY; container may be "". Returns the CTL_DONE status. */
+static int identity(int ctl, const char *id, const char *pod, const char *ns,
+                    const char *container, char *text)
+{
+    struct cs_msg m = {.type = CS_MSG_CTL_EP_IDENTITY};
+    struct cs_msg_ctl_ep_identity *i = &m.u.ctl_ep_identity;
+    cs_strlcpy(i->id, id, sizeof i->id);
+    cs_strlcpy(i->pod, pod, sizeof i->pod);
+    cs_strlcpy(i->ns, ns, sizeof i->ns);
+    cs_strlcpy(i->container, container, sizeof i->container);
+    send_msg(ctl, &m);
+    struct cs_msg d;
+    expect(ctl, CS_MSG_CTL_DONE, &d);
+    if (text)
+        strcpy(text, d.u.ctl_done.text);
+    return d.u.ctl_done.status;
+}
+
+/* A GPU client that says LABELS with container (claimed), processed. */
+static struct sd_client *labeled_client(const char *path, const char *container, int *fd)
+{
+    *fd = connect_nb(path);
+    assert_true(*fd >= 0);
+    send_hello(*fd, CS_HELLO_LABELS, CS_PRIO_NORMAL, 1);
+    struct cs_msg w, l = {.type = CS_MSG_LABELS};
+    expect(*fd, CS_MSG_WELCOME, &w);
+    cs_strlcpy(l.u.labels.container, container, sizeof l.u.labels.container);
+    send_msg(*fd, &l);
+    struct sd_conn *c = conn_of_client(w.u.welcome.client_id);
+    for (int i = 0; i < 100 && !c->labeled; i++)
+        sd_server_step(&srv, 5);
+    assert_true(c->labeled);
+    return c->client;
+}
+
+static void expect_shown(const struct sd_client *cl, const char *pod, const char *ns,
+                         const char *container)
+{
+    assert_string_equal(cl->info.pod, pod);
+    assert_string_equal(cl->info.ns, ns);
+    assert_string_equal(cl->info.container, container);
 }
 
 /* ---- tests -------------------------------------------------------------------------------- */
@@ -579,19 +640,14 @@ static void test_refusals(void **state)
     create(ctl, "third", &normal4);
     close(ctl);
 
-    /* Not the daemon's uid nor root: refused (credentials made up). */
-    int sv[2];
-    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-    fcntl(sv[1], F_SETFL, O_NONBLOCK);
-    assert_non_null(sd_conn_adopt(&srv, sv[0], 4242, srv.owner_uid + 1, 4242));
-    send_hello(sv[1], CS_HELLO_CONTROL, CS_PRIO_NORMAL, 1);
-    expect(sv[1], CS_MSG_WELCOME, NULL);
+    /* Not the daemon's uid nor root: refused. */
+    int other = stranger();
     char text[CS_TEXT_LEN];
-    assert_int_equal(ep_request(sv[1], CS_EP_CREATE, "mine", &normal4, text), -EPERM);
+    assert_int_equal(ep_request(other, CS_EP_CREATE, "mine", &normal4, text), -EPERM);
     assert_non_null(strstr(text, "create an endpoint"));
-    assert_int_equal(ep_request(sv[1], CS_EP_REMOVE, "first", NULL, text), -EPERM);
+    assert_int_equal(ep_request(other, CS_EP_REMOVE, "first", NULL, text), -EPERM);
     assert_int_equal(srv.eps.n, 2);
-    close(sv[1]);
+    close(other);
 }
 
 /* endpoint_dir = none: every request is refused, saying so. */
@@ -631,6 +687,172 @@ static void test_atomic_write(void **state)
     assert_int_equal(sd_ep_write_atomic("/nonexistent-dir", "x", "y", 1), -1);
 }
 
+/* The device plugin learns the pod after CREATE: CTL_EP_IDENTITY names it
+ * for the endpoint and for the connections already open on it (their
+ * status, metrics and view); the container it names wins over a client's
+ * LABELS; once named, it is never changed (only a new CREATE starts over). */
+static void test_identity(void **state)
+{
+    (void)state;
+    int ctl = control();
+    char path[CS_TEXT_LEN], text[CS_TEXT_LEN];
+    strcpy(path, create(ctl, "dp-1", &anon4));
+    int fa, fb;
+    struct sd_client *a = labeled_client(path, "claimed", &fa);
+    uint64_t idb;
+    fb = client(path, CS_PRIO_NORMAL, 1, &idb);
+    expect_shown(a, "", "", ""); /* no pod: the claim is not shown */
+    assert_false(conn_of_client(a->id)->grant.identity);
+
+    assert_int_equal(identity(ctl, "dp-1", "trainer-0", "team-a", "main", text), 0);
+    assert_string_equal(text, "endpoint dp-1: pod team-a/trainer-0");
+    expect_shown(a, "trainer-0", "team-a", "main"); /* the allocation's container wins */
+    expect_shown(conn_of_client(idb)->client, "trainer-0", "team-a", "main");
+    const struct sd_conn *ca = conn_of_client(a->id);
+    assert_true(ca->grant.identity);
+    assert_string_equal(ca->grant.container, "main");
+    int fc;
+    struct sd_client *c = labeled_client(path, "other", &fc);
+    expect_shown(c, "trainer-0", "team-a", "main");
+
+    /* Again: nothing changes. Another pod or container: refused. */
+    assert_int_equal(identity(ctl, "dp-1", "trainer-0", "team-a", "main", NULL), 0);
+    assert_int_equal(identity(ctl, "dp-1", "trainer-0", "team-a", "", NULL), 0);
+    assert_int_equal(identity(ctl, "dp-1", "intruder", "team-a", "main", text), -EEXIST);
+    assert_non_null(strstr(text, "already names team-a/trainer-0"));
+    assert_int_equal(identity(ctl, "dp-1", "trainer-0", "team-a", "side", NULL), -EEXIST);
+    assert_int_equal(identity(ctl, "dp-1", "trainer-0", "team-b", "main", NULL), -EEXIST);
+    expect_shown(a, "trainer-0", "team-a", "main");
+
+    /* A pod without a container: the pod's own clients' claims are shown,
+     * those made before it too. */
+    char p2[CS_TEXT_LEN];
+    strcpy(p2, create(ctl, "dp-2", &anon4));
+    int fd2;
+    struct sd_client *d = labeled_client(p2, "worker", &fd2);
+    assert_int_equal(identity(ctl, "dp-2", "trainer-0", "team-a", "", NULL), 0);
+    expect_shown(d, "trainer-0", "team-a", "worker");
+    /* An endpoint CREATEd with a pod gets its container filled in. */
+    char p3[CS_TEXT_LEN];
+    strcpy(p3, create(ctl, "dp-3", &normal4));
+    assert_int_equal(identity(ctl, "dp-3", "pod-a", "ns-a", "sidecar", NULL), 0);
+    int fd3;
+    expect_shown(labeled_client(p3, "x", &fd3), "pod-a", "ns-a", "sidecar");
+
+    /* CREATE again without a pod starts over, for new connections only. */
+    assert_string_equal(create(ctl, "dp-1", &anon4), path);
+    int fe;
+    struct sd_client *e = labeled_client(path, "claimed", &fe);
+    expect_shown(e, "", "", "");
+    expect_shown(a, "trainer-0", "team-a", "main");
+    assert_int_equal(identity(ctl, "dp-1", "next-0", "team-a", "main", NULL), 0);
+    expect_shown(e, "next-0", "team-a", "main");
+    expect_shown(a, "trainer-0", "team-a", "main"); /* names another pod: kept */
+    close(fa);
+    close(fb);
+    close(fc);
+    close(fd2);
+    close(fd3);
+    close(fe);
+    close(ctl);
+}
+
+/* The clients a view sees (CTL_CLIENT records of its status reply). */
+static unsigned view_clients(int v)
+{
+    struct cs_msg st = {.type = CS_MSG_CTL_STATUS}, m;
+    send_msg(v, &st);
+    unsigned n = 0;
+    do {
+        if (next_msg(v, &m) != 1)
+            fail_msg("the view was closed");
+        n += m.type == CS_MSG_CTL_CLIENT;
+    } while (m.type != CS_MSG_CTL_DONE);
+    return n;
+}
+
+/* A view on another endpoint of the same pod sees a client once both
+ * endpoints are named (the rule is the allocation's pod, never a claim),
+ * the view having connected before either was. */
+static void test_identity_view(void **state)
+{
+    (void)state;
+    int ctl = control();
+    char p1[CS_TEXT_LEN], p2[CS_TEXT_LEN];
+    strcpy(p1, create(ctl, "dp-a", &anon4));
+    strcpy(p2, create(ctl, "dp-b", &anon4));
+    int fa = client(p1, CS_PRIO_NORMAL, 1, NULL);
+    attach_and_run(fa, 0, 1);
+    int v = connect_nb(p2);
+    send_hello(v, CS_HELLO_CONTROL | CS_HELLO_VIEW, CS_PRIO_NORMAL, 1);
+    expect(v, CS_MSG_WELCOME, NULL);
+    assert_int_equal(view_clients(v), 0);
+    assert_int_equal(identity(ctl, "dp-a", "pod-z", "ns-z", "", NULL), 0);
+    assert_int_equal(view_clients(v), 0); /* its own endpoint names no pod yet */
+    assert_int_equal(identity(ctl, "dp-b", "pod-z", "ns-z", "", NULL), 0);
+    assert_int_equal(view_clients(v), 1);
+    close(v);
+    close(fa);
+    close(ctl);
+}
+
+/* The identity is written with the endpoint and recreated by the next
+ * daemon; a state line with a bad container, a container without a pod,
+ * or a token too many is skipped. */
+static void test_identity_persist(void **state)
+{
+    (void)state;
+    int ctl = control();
+    char path[CS_TEXT_LEN], st[400];
+    strcpy(path, create(ctl, "dp-p", &anon4));
+    assert_int_equal(identity(ctl, "dp-p", "pod-p", "ns-p", "main", NULL), 0);
+    close(ctl);
+    sd_server_fini(&srv);
+    snprintf(st, sizeof st, "%s/endpoints.state", epdir);
+    assert_non_null(strstr(slurp(st), "ep dp-p 1 4 0 8589934592 - pod-p ns-p main\n"));
+    FILE *f = fopen(st, "a");
+    fputs("ep bad-1 1 1 0 0 - pod ns bad/container\n", f);
+    fputs("ep bad-2 1 1 0 0 - - - lonely\n", f);
+    fputs("ep bad-3 1 1 0 0 - pod ns c extra\n", f);
+    fputs("ep bad-4 1 1 0 0 - pod ns .dot\n", f);
+    fclose(f);
+    server_start();
+    assert_int_equal(srv.eps.n, 1);
+    int fd;
+    expect_shown(labeled_client(path, "claimed", &fd), "pod-p", "ns-p", "main");
+    close(fd);
+    assert_null(strstr(slurp(st), "bad-"));
+}
+
+/* Refused: endpoints off, no such endpoint, names that are not names, and
+ * anyone but the daemon's uid or root. */
+static void test_identity_refusals(void **state)
+{
+    (void)state;
+    int ctl = control();
+    create(ctl, "dp-r", &normal4);
+    char text[CS_TEXT_LEN];
+    assert_int_equal(identity(ctl, "nope", "p", "n", "", text), -ENOENT);
+    assert_non_null(strstr(text, "no endpoint 'nope'"));
+    const char *const bad[][3] = {
+        {"", "n", ""}, {"p", "", ""}, {"-p", "n", ""}, {"p", "n/x", ""}, {"p", "n", ".c"},
+        {"p", "n", "c d"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(identity(ctl, "dp-r", bad[i][0], bad[i][1], bad[i][2], text), -EINVAL);
+        assert_non_null(strstr(text, "must be 1-63 of"));
+    }
+    assert_int_equal(identity(ctl, "../x", "p", "n", "", NULL), -EINVAL);
+    assert_string_equal(srv.eps.list->grant.container, "");
+    close(ctl);
+
+    int other = stranger();
+    assert_int_equal(identity(other, "dp-r", "pod-a", "ns-a", "evil", text), -EPERM);
+    assert_non_null(strstr(text, "name an endpoint's pod"));
+    assert_string_equal(srv.eps.list->grant.container, "");
+    close(other);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -641,6 +863,8 @@ int main(void)
         T(test_remove),           T(test_persist_across_restart),
         T(test_idle_gc),          T(test_refusals),
         T(test_endpoints_off),    T(test_atomic_write),
+        T(test_identity),         T(test_identity_view),
+        T(test_identity_persist), T(test_identity_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,7 +31,7 @@ static const uint16_t all_types[] = {
     CS_MSG_CTL_CLIENT_MEM, CS_MSG_TIMESLICE, CS_MSG_TSG_STATE, CS_MSG_CTL_CLIENT_TSG,
     CS_MSG_LC_MODE,    CS_MSG_LC_BURST,   CS_MSG_CTL_CLIENT_LC, CS_MSG_PINNED,
     CS_MSG_TERMS,
-    CS_MSG_CTL_ENDPOINT,
+    CS_MSG_CTL_ENDPOINT, CS_MSG_CTL_EP_IDENTITY,
     CS_MSG_CTL_LIMITS, CS_MSG_CTL_VIEW,
     CS_MSG_BORROW,     CS_MSG_LEND,       CS_MSG_RETURN,
     CS_MSG_LABELS,     CS_MSG_CTL_CLIENT_LABELS,
@@ -226,6 +226,12 @@ static void sample(uint16_t type, struct cs_msg *m)
         strcpy(e->ns, "team-a");
         break;
     }
+    case CS_MSG_CTL_EP_IDENTITY:
+        strcpy(m->u.ctl_ep_identity.id, "dp-0123456789abcdef");
+        strcpy(m->u.ctl_ep_identity.pod, "trainer-0");
+        strcpy(m->u.ctl_ep_identity.ns, "team-a");
+        strcpy(m->u.ctl_ep_identity.container, "main");
+        break;
     case CS_MSG_BORROW:
         m->u.borrow = (struct cs_msg_borrow){2, CS_PIECE_SMALL, 99, CS_LEND_MAX, 0};
         break;
@@ -329,6 +335,7 @@ static void test_sizes_are_fixed(void **state)
     assert_int_equal(cs_msg_size(CS_MSG_CTL_CLIENT_LABELS), 24 + CS_NAME_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_SET), 16 + CS_KEY_LEN + CS_VALUE_LEN);
     assert_int_equal(cs_msg_size(CS_MSG_CTL_ENDPOINT), 488);
+    assert_int_equal(cs_msg_size(CS_MSG_CTL_EP_IDENTITY), 16 + 4 * CS_NAME_LEN);
     assert_int_equal(cs_msg_size(0), 0);
     assert_int_equal(cs_msg_size(200), 0);
     assert_string_equal(cs_msg_name(200), "UNKNOWN");
@@ -441,6 +448,8 @@ static void test_reject_out_of_range(void **state)
     /* LABELS: flags 8, pad 12 */
     reject_u32(CS_MSG_LABELS, 8, 1, RANGE);
     reject_u32(CS_MSG_LABELS, 12, 1, "non-zero padding");
+    reject_u32(CS_MSG_CTL_EP_IDENTITY, 8, 1, RANGE);
+    reject_u32(CS_MSG_CTL_EP_IDENTITY, 12, 1, "non-zero padding");
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_LIMITS);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_TSG | CS_HELLO_LC);
