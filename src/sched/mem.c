@@ -178,11 +178,15 @@ static void ovh_add(struct sd_member *m, uint64_t sample)
 }
 
 /* The reserve of the next process and of members not measured yet: the
- * largest overhead of the members measured now. Not the largest ever: one
- * member's passing overhead (an allocation the driver saw long before the
- * USAGE that reports it) would shrink the GPU for the daemon's lifetime.
- * With none measured, the last figure stays: the next process is likely
- * the same program again. */
+ * largest overhead of the members measured now, at most SD_OVH_GUESS_MAX.
+ * Not the largest ever: one member's passing overhead (an allocation the
+ * driver saw long before the USAGE that reports it) would shrink the GPU for
+ * the daemon's lifetime. Bounded because it is a guess made for others: a
+ * client that under-reports its resident memory raises its own measured
+ * overhead (which is real memory, reserved for it alone), but must not make
+ * every newcomer reserve as much (PyTorch measures ~0.6 GiB on an H200).
+ * With none measured, the last figure stays: the next process is likely the
+ * same program again. */
 static void ovh_reserve(struct sd_gpu *g)
 {
     bool any = false;
@@ -196,7 +200,7 @@ static void ovh_reserve(struct sd_gpu *g)
             mx = m->overhead;
     }
     if (any)
-        g->overhead_seen = mx;
+        g->overhead_seen = mx < SD_OVH_GUESS_MAX ? mx : SD_OVH_GUESS_MAX;
 }
 
 /* What the members of x[i]'s process report resident; whether x[i] is

@@ -74,6 +74,7 @@
 
 #define SD_MAX_GPUS 64
 #define SD_OVH_SAMPLES 5 /* overhead samples a member's median is taken over */
+#define SD_OVH_GUESS_MAX (2ull << 30) /* reserve guessed for a client not measured yet */
 #define SD_RESTORE_MAX_IDS 64 /* holders of one GPU remembered across a restart */
 #define SD_VT_SCALE 1000u     /* vtime unit: ns * SD_VT_SCALE / weight */
 #define SD_SHARE_BUCKETS 16   /* the class share window, in this many steps */
