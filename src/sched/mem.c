@@ -222,6 +222,7 @@ static uint64_t proc_resident(const struct sd_measured *x, size_t n, size_t i, b
 void sd_policy_measured(struct sd_policy *p, struct sd_gpu *g, const struct sd_measured *x,
                         size_t n, uint64_t now)
 {
+    uint64_t cap = sd_gpu_capacity(p, g);
     for (size_t i = 0; i < n; i++) {
         if (x[i].used == UINT64_MAX || x[i].m->gpu != g)
             continue;
@@ -234,8 +235,8 @@ void sd_policy_measured(struct sd_policy *p, struct sd_gpu *g, const struct sd_m
         ovh_add(x[i].m, o);
     }
     ovh_reserve(g);
-    if (p->cfg->client_reserve_mb == SD_RESERVE_AUTO)
-        sd_gpu_reschedule(p, g, now); /* the capacity may have changed */
+    if (sd_gpu_capacity(p, g) != cap)
+        sd_gpu_reschedule(p, g, now); /* once a second per GPU: only on a change */
 }
 
 uint64_t sd_gpu_footprint(const struct sd_gpu *g)
