@@ -29,7 +29,9 @@
 #             gpt4x30, add4x30e and gpt4x30e (expandable segments) and
 #             add4x24r3 add4x20r3 gpt4x20r3 (3x, scaled to the host's RAM
 #             with mem_reserve_mb), add2x45 (issue 20's pair) and fit2x20
-#             (two jobs that fit: the pool must pin nothing); OVERSUB_REPS
+#             (two jobs that fit: the pool must pin nothing), addNxG (N
+#             pytorch-add jobs of G GB, e.g. add4x45 on an H200);
+#             OVERSUB_FLOOR_MS (1000; `default`: the daemon's); OVERSUB_REPS
 #             repeats each case (solo run included); OVERSUB_CONF adds lines
 #             to the daemon's configuration (with pool_min_mb the cases
 #             start once the pool holds it, and the warm-up is timed);
@@ -527,8 +529,12 @@ section_oversub() {
     # a revoked job's drain can take longer than the default 10 s revoke
     # timeout, and a lease taken back while its work still runs leaves the
     # next job no room: give drains a minute.
+    # OVERSUB_FLOOR_MS: the slice floor these runs were first measured with
+    # (1000, the default before issue 21); `default` leaves it to the daemon.
+    local floor=${OVERSUB_FLOOR_MS:-1000}
+    [ "$floor" = default ] && floor= || floor="quantum_floor_ms = $floor"
     local base="[cushared]
-quantum_floor_ms = 1000
+$floor
 quantum_cap_ms = 30000
 client_reserve_mb = 768
 revoke_timeout_ms = 60000
@@ -616,6 +622,15 @@ mem_reserve_mb = 51200"
             ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/oversub-status-r3g.txt" 2>&1
             stop_daemon
             start_daemon "$base" ;;
+        add[0-9]x[0-9]*)
+            # addNxG: N pytorch-add jobs of G GB, as add4x30 (scaled to a
+            # larger GPU: add4x45 is 1.3x an H200).
+            local an=${c#add} ag
+            ag=${an#*x}; an=${an%%x*}
+            case $ag in *[!0-9]* | '') fail "unknown oversub case $c"; continue ;; esac
+            oversub_case "$c" "$an" "$ag" "CUSHARE_PIN_KEEP=16G" \
+                python3 $W/pytorch_add.py --gb "$ag" --iters "$it" ;;
+        *) fail "unknown oversub case $c" ;;
         esac
     done
     ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/oversub-status.txt" 2>&1

@@ -23,7 +23,8 @@
 #              mode, exclusive or mixed (issue 21: the LC job beside the BE
 #              job when both fit, gated or time-sliced); sched-default: the
 #              daemon's configuration left entirely at its defaults (mixed,
-#              client_reserve_mb measured)
+#              client_reserve_mb measured); sched-ts-N: the defaults but for
+#              be_timeslice_us = N (not in the default list)
 #
 # each repeated REPS times (interleaved: rep 1 of every case, then rep 2...),
 # then a markdown table of medians over the repetitions: LC p50/p99/max,
@@ -92,6 +93,7 @@ run_case() {
         sched-excl) us="" mode=exclusive ;;
         sched-mixed) us="" mode=mixed ;;
         sched-default) us="" mode="" ;;
+        sched-ts-[0-9]*) us=${c#sched-ts-} mode="" ;;
         sched-notsg) us=0 mech=off ;;
         sched-gate) us=0 mech=gate ;;
         sched-gate-hint) us=0 mech=gate hint=(--hint-us "$HINT") ;;
