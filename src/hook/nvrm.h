@@ -90,6 +90,7 @@ _Static_assert(NV_REQ_FREE == 0xc0104629ul && NV_REQ_CONTROL == 0xc020462aul &&
 
 /* nvstatuscodes.h */
 #define NV_OK 0x00u
+#define NV_ERR_BUSY_RETRY 0x03u
 #define NV_ERR_INSUFFICIENT_PERMISSIONS 0x1Bu
 #define NV_ERR_INVALID_ARGUMENT 0x1Fu
 #define NV_ERR_INVALID_CLIENT 0x23u

@@ -260,23 +260,44 @@ static int snapshot_gr(struct group *out, int cap)
 
 /* One RM control on libcuda's descriptor. Returns the RM status, or
  * UINT32_MAX with *err set when the ioctl itself failed. errno is kept. */
+/* How often a control is sent again when the driver did not run it. The
+ * NVIDIA ioctl takes its power-management lock with
+ * down_read_interruptible() before anything else, so a signal pending on
+ * the calling thread answers EINTR (EAGAIN while a suspend is under way),
+ * and the RM may answer NV_ERR_BUSY_RETRY; libcuda sends those again. Taken
+ * as failures, one signal at the wrong moment turned the mechanism off for
+ * the rest of the process, and beside a high job the daemon then gated it
+ * instead (issue 21). A bound, so that a signal storm cannot hold the
+ * thread for ever: after it, the failure stands. */
+#define RM_TRIES 64
+
 static uint32_t rm_control(int fd, uint32_t client, uint32_t obj, uint32_t cmd, void *params,
                            uint32_t size, int *err)
 {
     int saved = errno;
-    struct nvos54 p = {
-        .hClient = client,
-        .hObject = obj,
-        .cmd = cmd,
-        .flags = 0,
-        .params = (uint64_t)(uintptr_t)params,
-        .paramsSize = size,
-        .status = 0,
-    };
-    int rc = cs_ioctl_real(fd, NV_REQ_CONTROL, &p);
-    *err = rc ? errno : 0;
+    uint32_t status = UINT32_MAX;
+    *err = 0;
+    for (int i = 0; i < RM_TRIES; i++) {
+        struct nvos54 p = {
+            .hClient = client,
+            .hObject = obj,
+            .cmd = cmd,
+            .flags = 0,
+            .params = (uint64_t)(uintptr_t)params,
+            .paramsSize = size,
+            .status = 0,
+        };
+        int rc = cs_ioctl_real(fd, NV_REQ_CONTROL, &p);
+        *err = rc ? errno : 0;
+        status = rc ? UINT32_MAX : p.status;
+        bool again = rc ? *err == EINTR || *err == EAGAIN : status == NV_ERR_BUSY_RETRY;
+        if (!again)
+            break;
+        if (rc == 0 || *err == EAGAIN)
+            sched_yield(); /* the driver is busy: let it be (EINTR: at once) */
+    }
     errno = saved;
-    return rc ? UINT32_MAX : p.status;
+    return status;
 }
 
 static bool status_gone(uint32_t s)

@@ -227,6 +227,7 @@ struct sd_client {
     struct sd_member *slot[CS_MAX_DEVICES];
     /* its last TSG_STATE (the mechanism is process-wide, not per GPU) */
     bool tsg_reported;
+    bool tsg_warned; /* its UNAVAILABLE was logged (once per client: tslice.c) */
     struct cs_msg_tsg_state tsg;
     /* A deadline it missed (or its process was seen stopped while the
      * daemon waited for it): asked nothing more, its leases taken back at

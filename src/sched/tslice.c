@@ -80,6 +80,21 @@ int sd_policy_tsg_state(struct sd_policy *p, struct sd_client *c,
     }
     c->tsg = *t;
     c->tsg_reported = true;
+    /* Said once per client (a client flipping its state cannot fill the
+     * log): from now on it is gated beside a high job (lc_mechanism auto),
+     * which can cost it far more throughput than a timeslice does
+     * (bench/results/priority.md), and nothing else in the log shows why.
+     * The decoder has checked that the reason is printable. */
+    bool matters = sd_mode_coruns(p->cfg) && p->cfg->be_timeslice_us != 0 &&
+                   (p->cfg->lc_mechanism == SD_LC_AUTO || p->cfg->lc_mechanism == SD_LC_TSG);
+    if (!c->tsg_warned && t->state == CS_TSG_MECH_UNAVAILABLE && matters) {
+        c->tsg_warned = true;
+        cs_warn("client %s (pid %u): channel-group timeslices unavailable (%.*s); %s",
+                c->info.name[0] ? c->info.name : "unnamed", c->info.pid,
+                (int)sizeof t->reason, t->reason,
+                p->cfg->lc_mechanism == SD_LC_AUTO ? "it is gated beside high jobs instead"
+                                                    : "nothing protects high jobs from it (lc_mechanism tsg)");
+    }
     for (int i = 0; i < CS_MAX_DEVICES; i++)
         if (c->slot[i])
             sd_gpu_reschedule(p, c->slot[i]->gpu, now);

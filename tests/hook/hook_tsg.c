@@ -55,6 +55,9 @@ static struct {
     uint32_t ts_size;    /* paramsSize the driver wants for GET/SET */
     uint32_t set_status; /* forced answer to SET (0: normal) */
     uint64_t fail_value; /* ... only for this value (0: any) */
+    int intr_left;       /* the next controls fail with errno EINTR, not run */
+    int again_left;      /* ... with errno EAGAIN */
+    int busy_left;       /* ... answer NV_ERR_BUSY_RETRY, not run */
     uint64_t min_us;     /* SET below: NOT_SUPPORTED */
     const char *version; /* NULL: unreadable */
     int calls, gets, sets, others, fd_checks;
@@ -72,6 +75,7 @@ static void rm_reset(void)
     rm.ts_size = 8;
     rm.set_status = 0;
     rm.fail_value = 0;
+    rm.intr_left = rm.again_left = rm.busy_left = 0;
     rm.min_us = 1;
     rm.version = V580;
     rm.calls = rm.gets = rm.sets = rm.others = rm.fd_checks = 0;
@@ -164,6 +168,12 @@ static uint32_t rm_control(int fd, struct nvos54 *p)
     return NV_OK;
 }
 
+static int is_ts_cmd(const void *arg)
+{
+    uint32_t cmd = ((const struct nvos54 *)arg)->cmd;
+    return cmd == NV_CMD_GET_TIMESLICE || cmd == NV_CMD_SET_TIMESLICE;
+}
+
 /* tsg.c's system boundary. */
 int cs_ioctl_real(int fd, unsigned long req, void *arg)
 {
@@ -192,6 +202,16 @@ int cs_ioctl_real(int fd, unsigned long req, void *arg)
         struct nvos00 *p = arg;
         free_tree(p->hRoot, p->hObjectOld);
         p->status = NV_OK;
+    } else if (req == NV_REQ_CONTROL && is_ts_cmd(arg) && (rm.intr_left > 0 || rm.again_left > 0)) {
+        /* nvidia_ioctl's down_read_interruptible() with a signal pending (or
+         * a suspend under way): nothing done. Only cushare's controls:
+         * the replayed libcuda ones are strict. */
+        errno = rm.intr_left > 0 ? EINTR : EAGAIN;
+        rm.intr_left > 0 ? rm.intr_left-- : rm.again_left--;
+        ret = -1;
+    } else if (req == NV_REQ_CONTROL && is_ts_cmd(arg) && rm.busy_left > 0) {
+        rm.busy_left--;
+        ((struct nvos54 *)arg)->status = NV_ERR_BUSY_RETRY;
     } else if (req == NV_REQ_CONTROL) {
         struct nvos54 *p = arg;
         p->status = rm_control(fd, p);
@@ -517,6 +537,39 @@ static void refusal_after_use_restores(void **state)
     assert_int_equal(ts_of(CLIENT, 0x5c100000), 1024);    /* its default */
 }
 
+/* The driver did not run the control (a signal pending on the thread:
+ * EINTR; a suspend: EAGAIN; NV_ERR_BUSY_RETRY): sent again, as libcuda
+ * does. Before, one such answer turned the mechanism off for good, and the
+ * daemon gated the job beside a high one for the rest of its run. A storm
+ * longer than the bound still fails. */
+static void interrupted_control_retried(void **state)
+{
+    (void)state;
+    rm.intr_left = 2; /* the probe's GET at the first compute group */
+    replay(1);
+    assert_int_equal(rm.intr_left, 0);
+    assert_int_equal(cs_tsg_state(), CS_TSG_READY);
+    rm.intr_left = 3;
+    assert_int_equal(cs_tsg_set_timeslice_us(1), 0);
+    assert_int_equal(cs_tsg_state(), CS_TSG_ACTIVE);
+    assert_int_equal(ts_of(CLIENT, GR_GROUP), 1);
+    rm.again_left = 2;
+    rm.busy_left = 0;
+    assert_int_equal(cs_tsg_set_timeslice_us(50), 0);
+    assert_int_equal(ts_of(CLIENT, GR_GROUP), 50);
+    rm.busy_left = 5;
+    assert_int_equal(cs_tsg_restore(), 0);
+    assert_int_equal(rm.busy_left, 0);
+    assert_int_equal(ts_of(CLIENT, GR_GROUP), 2048);
+    /* Endless: the bound holds and the failure stands. */
+    rm.intr_left = 1000000;
+    assert_int_equal(cs_tsg_set_timeslice_us(1), -EIO);
+    assert_int_equal(cs_tsg_state(), CS_TSG_UNAVAILABLE);
+    assert_non_null(strstr(cs_tsg_reason(), "Interrupted"));
+    assert_true(rm.intr_left > 1000000 - 1000);
+    rm.intr_left = 0;
+}
+
 static void value_refused_changes_nothing(void **state)
 {
     (void)state;
@@ -825,6 +878,7 @@ int main(void)
         cmocka_unit_test_setup(nvos21_form, setup),
         cmocka_unit_test_setup(driver_refuses_set, setup),
         cmocka_unit_test_setup(refusal_after_use_restores, setup),
+        cmocka_unit_test_setup(interrupted_control_retried, setup),
         cmocka_unit_test_setup(value_refused_changes_nothing, setup),
         cmocka_unit_test_setup(params_size_mismatch, setup),
         cmocka_unit_test_setup(unknown_driver_version, setup),

@@ -9,7 +9,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -406,6 +408,58 @@ static void test_auto_prefers_timeslices(void **state)
     assert_int_equal(be->lc_mech, CS_LC_MECH_GATE);
 }
 
+/* Lines of the daemon's log (stderr) that contain `what` while fn runs. */
+static int log_lines_during(void (*fn)(void), const char *what)
+{
+    char path[] = "/tmp/test_lc_log.XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    int saved = dup(STDERR_FILENO);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+    cs_log_set_level(CS_LOG_WARN);
+    fn();
+    cs_log_set_level(CS_LOG_ERROR);
+    assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+    close(saved);
+    char buf[8192];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    assert_true(n >= 0);
+    buf[n] = '\0';
+    int lines = 0;
+    for (const char *q = buf; (q = strstr(q, what)) != NULL; q++)
+        lines++;
+    return lines;
+}
+
+static struct sd_member *warned_be;
+static void flip_tsg_states(void)
+{
+    tsg_state(warned_be, CS_TSG_MECH_UNAVAILABLE);
+    tsg_state(warned_be, CS_TSG_MECH_READY);
+    tsg_state(warned_be, CS_TSG_MECH_UNAVAILABLE);
+}
+
+/* A client whose timeslices turn unavailable is gated from then on: the log
+ * says so, once per client however often it reports (a client cannot fill
+ * the log), and not where the mechanism does not matter. */
+static void test_unavailable_warned_once(void **state)
+{
+    (void)state;
+    warned_be = member(CS_PRIO_LOW, true, "be");
+    assert_int_equal(log_lines_during(flip_tsg_states, "channel-group timeslices unavailable"), 1);
+    assert_true(warned_be->client->tsg_warned);
+    cfg.lc_mechanism = SD_LC_GATE; /* gated whatever it reports */
+    warned_be = member(CS_PRIO_LOW, true, "be2");
+    assert_int_equal(log_lines_during(flip_tsg_states, "timeslices unavailable"), 0);
+    cfg.lc_mechanism = SD_LC_AUTO;
+    cfg.mode = CS_MODE_EXCLUSIVE; /* one holder: nobody beside it */
+    warned_be = member(CS_PRIO_LOW, true, "be3");
+    assert_int_equal(log_lines_during(flip_tsg_states, "timeslices unavailable"), 0);
+}
+
 static void test_auto_gates_without_timeslices(void **state)
 {
     (void)state;
@@ -552,7 +606,8 @@ int main(void)
         T(test_tsg_state_needs_capability),
         /* gating (lcgate.c) */
         G(test_gate_revokes_be_while_lc_has_work), G(test_modes_follow_the_neighbours),
-        G(test_auto_prefers_timeslices),           G(test_auto_gates_without_timeslices),
+        G(test_auto_prefers_timeslices),           G(test_unavailable_warned_once),
+        G(test_auto_gates_without_timeslices),
         G(test_knob_zero_gates_in_auto),           G(test_mechanism_gate_and_off),
         G(test_three_classes),                     G(test_exclusive_mode_untouched),
         G(test_lc_waits_when_memory_does_not_fit), G(test_burst_reports),
