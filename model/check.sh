@@ -5,6 +5,9 @@
 # property and, last, "N passed, M failed"; exits non-zero if any failed or
 # if spin/gcc are missing. Works from any cwd; writes only under a mktemp dir.
 # docs/model.md explains the properties and the configurations.
+# Environment: MODEL_JOBS (runs at a time), CHECK_LIMIT_S (seconds per run),
+# MODEL_DEFINES (added to every run's spin defines, e.g. a BREAK_* switch of
+# docs/model.md's failure table).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -41,7 +44,7 @@ run_one() {
     (
         cd "$d"
         # shellcheck disable=SC2086
-        nice -n 19 spin $defs -a lease.pml >spin.out 2>&1 || { cat spin.out; exit 1; }
+        nice -n 19 spin $defs ${MODEL_DEFINES:-} -a lease.pml >spin.out 2>&1 || { cat spin.out; exit 1; }
         # shellcheck disable=SC2086
         nice -n 19 gcc -O2 $cflags -o pan pan.c >gcc.out 2>&1 || { cat gcc.out; exit 1; }
         # shellcheck disable=SC2086
@@ -63,51 +66,63 @@ ONLY=" $* " # properties named on the command line; none: all of them
 # timing-sensitive runs beside them.
 JOBS="${MODEL_JOBS:-$(nproc 2>/dev/null || echo 1)}"
 [ "$JOBS" -gt 4 ] && JOBS=4
+declare -A RUNS=()  # run tag -> "DEFINES|GCC|PAN"
 PROPS=()            # property names, in order
-declare -A SPECS=() # property -> its runs, "TAG|DEFINES|GCC|PAN" separated by newlines
-# prop NAME "TAG|DEFINES|GCC|PAN" ...: the property passes if every run does
+declare -A SPECS=() # property -> its run tags, separated by spaces
+# run TAG "DEFINES|GCC|PAN": one search; a safety search checks every
+# invariant of the model at once (one assertion each: Spin's line names the
+# one that failed), so several properties share it and it runs once
+run() {
+    RUNS[$1]="$2"
+}
+# prop NAME TAG...: the property passes if every one of its runs does
 prop() {
     local name="$1"
     shift
     [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $name "* ]] || return 0
     PROPS+=("$name")
-    SPECS[$name]=$(printf '%s\n' "$@")
+    SPECS[$name]="$*"
 }
 
-# Runs every declared run, JOBS at a time; each leaves TAG.rc (0 passed).
+# Runs every run of the selected properties once, JOBS at a time; each
+# leaves TAG.rc (0 passed).
 run_all() {
-    local name spec tag defs cflags pflags
+    local name tag defs cflags pflags
+    declare -A started=()
     for name in "${PROPS[@]}"; do
-        while IFS= read -r spec; do
-            [ -n "$spec" ] || continue
+        for tag in ${SPECS[$name]}; do
+            [ -z "${started[$tag]:-}" ] || continue
+            started[$tag]=1
             while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
-            IFS='|' read -r tag defs cflags pflags <<<"$spec"
+            IFS='|' read -r defs cflags pflags <<<"${RUNS[$tag]}"
             (
                 rc=0
+                t0=$(date +%s)
                 run_one "$tag" "$defs" "$cflags" "$pflags" || rc=1
-                echo "$rc $(date +%s)" >"$work/$tag.rc"
+                echo "$rc $(($(date +%s) - t0))" >"$work/$tag.rc"
             ) &
-        done <<<"${SPECS[$name]}"
+        done
     done
     wait
 }
 
-# PASS/FAIL per property from its runs' results, with what failed.
+# PASS/FAIL per property from its runs' results, with what failed and each
+# run's time (on stderr: make test keeps it in the test's log).
 report() {
-    local name spec tag defs cflags pflags ok rc t
+    local name tag defs cflags pflags ok rc t
     for name in "${PROPS[@]}"; do
         ok=1
-        while IFS= read -r spec; do
-            [ -n "$spec" ] || continue
-            IFS='|' read -r tag defs cflags pflags <<<"$spec"
+        for tag in ${SPECS[$name]}; do
+            IFS='|' read -r defs cflags pflags <<<"${RUNS[$tag]}"
             read -r rc t <"$work/$tag.rc" || rc=1
             if [ "$rc" != 0 ]; then
                 ok=0
                 echo "  $name: run $tag ($defs) failed:" >&2
                 grep -E "pan:[0-9]+: |assertion violated|errors:|max search depth|not completed|error: " \
-                    "$work/$tag.out" | head -5 | sed 's/^/    /' >&2 || true
+                    "$work/$tag.out" | head -5 |
+                    sed -E 's/^(.{160}).*(\(at depth [0-9]+\))$/\1 ... \2/; s/^/    /' >&2 || true
             fi
-        done <<<"${SPECS[$name]}"
+        done
         if [ "$ok" = 1 ]; then
             echo "PASS $name"
             pass=$((pass + 1))
@@ -116,45 +131,94 @@ report() {
             fail=$((fail + 1))
         fi
     done
+    for tag in "${!RUNS[@]}"; do
+        [ -f "$work/$tag.rc" ] || continue
+        read -r rc t <"$work/$tag.rc" || true
+        printf '  run %-12s %4s s  %s\n' "$tag" "$t" \
+            "$(grep -oE '[0-9]+ states, stored' "$work/$tag.out" | head -1)" >&2
+    done
 }
 
 SAFE="-DSAFETY -DNOCLAIM -DCOLLAPSE"
 LIVE="-DNFAIR=4 -DCOLLAPSE"
+LIVE3="-DNFAIR=5 -DCOLLAPSE" # three clients: more processes for the fairness algorithm
 # liveness runs leave the invariants to the safety runs
 LN="-DNOMON"
 PM="-m300000"
-# fault budgets: one kill -9, one daemon restart, one client that stops answering
+# fault budgets: one kill -9, one daemon restart, one client that stops
+# answering (and, the model's default, one drain longer than the revoke
+# timeout: MAXSLOW=1)
 F="-DMAXKILL=1 -DMAXRESTART=1 -DMAXSTOP=1"
+KR="-DMAXKILL=1 -DMAXRESTART=1"
+NOF="-DMAXKILL=0 -DMAXRESTART=0"
+# classes (C0, C1, C2; 0 high, 1 normal, 2 low; default high, normal, normal)
+NL="-DC0=1 -DC1=2"
+NN="-DC0=1 -DC1=1"
 start=$(date +%s)
 
-# 1. exclusivity: memory short (CAP=1: swaps on every switch) and memory ample (CAP=2)
-prop exclusivity \
-    "excl1|-DPROP_EXCL -DCAP=1 $F|$SAFE|$PM" \
-    "excl2|-DPROP_EXCL -DCAP=2 $F|$SAFE|$PM"
+# ---- exclusive mode (MODE=0), high + normal: model/check_safety.sh, check_liveness.sh
+# Every invariant, with memory short (CAP=1: swaps on every switch) and
+# memory ample (CAP=2), the high client's wait bound 2.
+run x-safe1 "-DCAP=1 $F|$SAFE|$PM"
+run x-safe2 "-DCAP=2 $F|$SAFE|$PM"
+# 1. exclusivity: at most one running process has its gate open
+prop exclusivity x-safe1 x-safe2
 # 2. no data loss (one authoritative copy that holds the data; gate open only
 #    over resident, authoritative memory; resident <= CAP)
-prop no-data-loss \
-    "loss1|-DPROP_NOLOSS -DCAP=1 $F|$SAFE|$PM" \
-    "loss2|-DPROP_NOLOSS -DCAP=2 $F|$SAFE|$PM"
-# 3a. no deadlock: no invalid end state, no protocol error between correct peers
-prop no-deadlock \
-    "dead1|-DNOMON -DCAP=1 $F|$SAFE|$PM" \
-    "dead2|-DNOMON -DCAP=2 $F|$SAFE|$PM"
+prop no-data-loss x-safe1 x-safe2
+# 3a. no deadlock: no protocol error between correct peers; when nothing can
+#     move, nobody waits at a closed gate (DEADOK)
+prop no-deadlock x-safe1 x-safe2
 # 3b. a high client waits at most HBOUND (2) daemon steps
-prop high-wait-bound \
-    "hb1|-DPROP_HBOUND -DCAP=1 $F|$SAFE|$PM" \
-    "hb2|-DPROP_HBOUND -DCAP=2 $F|$SAFE|$PM"
+prop high-wait-bound x-safe1 x-safe2
 # 3c. under weak fairness every client that keeps wanting the GPU gets it
 #     (kill -9 of the other client, a daemon restart; memory short)
-prop liveness-high \
-    "live0|$LN -DCAP=1 -DMAXKILL=1 -DMAXRESTART=1|$LIVE|-a -f -N live0 $PM"
-prop liveness-normal \
-    "live1|$LN -DCAP=1 -DMAXKILL=1 -DMAXRESTART=1|$LIVE|-a -f -N live1 $PM"
+run x-live0 "$LN -DCAP=1 $KR|$LIVE|-a -f -N live0 $PM"
+run x-live1 "$LN -DCAP=1 $KR|$LIVE|-a -f -N live1 $PM"
+prop liveness-high x-live0
+prop liveness-normal x-live1
 # 4. a client that never answers (stopped for good) does not keep the other
 #    from the GPU: revoke_timeout + force_release (memory must fit without it)
-prop silent-client-no-block \
-    "silent0|$LN -DCAP=2 $F -DSTOPPABLE=1|$LIVE|-a -f -N live0 $PM" \
-    "silent1|$LN -DCAP=2 $F -DSTOPPABLE=0|$LIVE|-a -f -N live1 $PM"
+run x-silent0 "$LN -DCAP=2 $F -DSTOPPABLE=1|$LIVE|-a -f -N live0 $PM"
+run x-silent1 "$LN -DCAP=2 $F -DSTOPPABLE=0|$LIVE|-a -f -N live1 $PM"
+prop silent-client-no-block x-silent0 x-silent1
+
+# ---- mixed (MODE=2, the daemon's default) and shared (MODE=1) mode:
+# model/check_mixed.sh. With two clients a pair either co-runs (sides
+# differ, memory fits) or is exclusive mode (same side, or memory short:
+# the same state graph as x-safe1/x-safe2); three clients (H, N, N) mix
+# both: the high job beside whichever normal one holds.
+run m-side "-DMODE=2 $NL -DCAP=2 $F|$SAFE|$PM"            # normal + low: one side
+run m-corun "-DMODE=2 -DCAP=2 -DHBOUND=1 $F|$SAFE|$PM"    # high + normal side by side
+run m-three "-DMODE=2 -DN=3 -DCAP=2 -DHBOUND=0 -DMAXKILL=1 -DMAXRESTART=0|$SAFE|$PM"
+run s-three "-DMODE=1 -DN=3 -DCAP=2 -DHBOUND=1 -DMAXKILL=1 -DMAXSTOP=1 -DMAXRESTART=0|$SAFE|$PM"
+# 1m. mixed mode: at most one running process per class side has its gate open
+prop mixed-exclusivity m-side m-three
+# 1b. shared/mixed: the holders' footprints fit in the capacity, so do the
+#     open gates' (each resident, NOLOSS), resident <= CAP
+prop memory-fits m-corun m-three s-three
+# 2, 3a in mixed and shared mode (kill -9 of another client, a restart)
+prop mixed-no-data-loss m-side m-corun m-three s-three
+prop mixed-no-deadlock m-side m-corun m-three s-three
+# 3b. the high client's wait in mixed mode: 1 step when the memory fits (a
+#     restart's grace), 0 with three clients (granted in the step that reads
+#     its request); when it does not fit, exclusive mode's 2 (the same state
+#     graph as x-safe1). Shared mode, three clients: 1 (the two normal ones
+#     may fill the GPU: one is preempted). Each bound less one fails.
+prop mixed-high-wait-bound m-corun m-three s-three
+# 3c. liveness in every class arrangement the policy promises it for
+#     (class_share_max_pct < 100): normal + low on one side (share turns),
+#     two of one class (vtime), high beside two normal (mixed, shared)
+run m-live-low "$LN -DMODE=2 $NL -DCAP=2 $KR|$LIVE|-a -f -N live1 $PM"
+run m-live-same "$LN -DMODE=2 $NN -DCAP=1 $KR|$LIVE|-a -f -N live1 $PM"
+run m-live-three "$LN -DMODE=2 -DN=3 -DCAP=2 $NOF|$LIVE3|-a -f -N livel $PM"
+run s-live-three "$LN -DMODE=1 -DN=3 -DCAP=2 $NOF|$LIVE3|-a -f -N livel $PM"
+prop mixed-liveness m-live-low m-live-same m-live-three s-live-three
+# 4m. a silent normal client beside a high one (mixed, memory that fits
+#     without it): the other normal one, on its side, is not kept from the
+#     GPU (the high one fits beside it whatever it does)
+run m-silent "$LN -DMODE=2 -DN=3 -DCAP=3 $NOF -DMAXSTOP=1 -DSTOPPABLE=1|$LIVE3|-a -f -N livel $PM"
+prop mixed-silent-client-no-block m-silent
 
 run_all
 report

@@ -1,6 +1,7 @@
 /*
  * lease.pml: Promela model of cushare's lease/revoke protocol on one GPU in
- * EXCLUSIVE mode (issue 24, first part). Checked by model/check.sh with Spin.
+ * exclusive, shared and mixed mode (issue 24; -DMODE picks the mode, one
+ * protocol description for all three). Checked by model/check.sh with Spin.
  * docs/model.md says what is modelled, what is abstracted away and how a
  * change to the protocol must change this file.
  *
@@ -8,9 +9,14 @@
  *   daemon   src/sched/policy.c  grant(), revoke(), take_back(), end_lease(),
  *                                check_revoke_timeouts(), sd_unresponsive(),
  *                                trim_holders(), restore_check(), waiter_before(),
- *                                sd_policy_attach(), sd_policy_acquire(),
- *                                sd_policy_release(), sd_policy_client_remove(),
- *                                sd_policy_restore()
+ *                                fits(), sd_may_corun(), make_room(),
+ *                                victims_needed(), revoke_reason_for(),
+ *                                gpu_decide(), sd_policy_attach(),
+ *                                sd_policy_acquire(), sd_policy_release(),
+ *                                sd_policy_client_remove(), sd_policy_restore()
+ *            src/sched/share.c   class share turns (denied_now, sd_share_target)
+ *            src/sched/mem.c     sd_mem_shortfall() (REVOKE evict_bytes)
+ *            src/sched/room.c    ROOM -> EVICT (victims, last_resort())
  *            src/sched/server.c  EOF -> sd_policy_client_remove()
  *            src/sched/state.c   state file: holders (+ revoke reason), read at start
  *   client   src/hook/lease.c    on_grant(), on_revoke(), on_disconnect(),
@@ -21,10 +27,17 @@
  *            src/hook/gate.c     the gate word (one atomic), cs_gate_slow()
  *
  * Build switches (-D on the spin command line):
- *   N=2|3      clients (client 0 is class high, the others normal)
- *   CAP=k      device memory in units (each client has one 1-unit segment)
- *   MAXKILL, MAXSTOP, MAXRESTART   fault budgets (kill -9, a process that
- *              stops answering for good, daemon restart)
+ *   MODE=0|1|2 the daemon's `mode` (src/sched/config.c): 0 exclusive (the
+ *              default of the model), 1 shared, 2 mixed (the daemon's default)
+ *   C0, C1, C2 the class of client 0, 1, 2 (0 high, 1 normal, 2 low as
+ *              CS_PRIO_*; default high, normal, normal)
+ *   N=2|3      clients
+ *   CAP=k      device memory in units (each client has one 1-unit segment,
+ *              its footprint)
+ *   MAXKILL, MAXSTOP, MAXRESTART, MAXSLOW   fault budgets (kill -9, a
+ *              process that stops answering for good, daemon restart, a
+ *              drain longer than revoke_timeout_ms)
+ *   STOPPABLE  the client that may stop; HBOUND the high client's wait bound
  *   CODE_AS_IS the code exactly as it is today, with the two defects this
  *              model found (docs/model.md, "Findings"):
  *     AS_IS_STALE_GRANT     src/hook/jobs.c granted() opens the gate for a
@@ -32,7 +45,11 @@
  *                           queued (grant_stale() is checked only on failure)
  *     AS_IS_UNRESP_TAKEBACK src/sched/policy.c revoke() takes the lease of an
  *                           unresponsive client back before it read the REVOKE
- *              Without them the model checks the code (both fixed 2026-11-28).
+ *   AS_IS_ROOM_UNRESP       src/sched/room.c never asks an unresponsive client
+ *                           to move its memory (finding 4; not part of
+ *                           CODE_AS_IS, which is the code of the first model)
+ *              Without them the model checks the code (fixed 2026-11-28 and,
+ *              finding 4, with the mixed-mode model).
  *   BREAK_*    the deliberate bugs of docs/model.md's failure table
  */
 
@@ -49,6 +66,9 @@
 #ifndef MAXKILL
 #define MAXKILL 1
 #endif
+#ifndef MAXSLOW
+#define MAXSLOW 1       /* drains longer than revoke_timeout_ms (timing fault) */
+#endif
 #ifndef MAXSTOP
 #define MAXSTOP 0
 #endif
@@ -62,8 +82,27 @@
 #define HBOUND 2
 #endif
 
+/* the daemon's mode (src/sched/config.c, CS_MODE_*) */
+#define M_EXCL   0
+#define M_SHARED 1
+#define M_MIXED  2
+#ifndef MODE
+#define MODE M_EXCL
+#endif
+/* classes, as CS_PRIO_* (src/common/util.h): 0 high, 1 normal, 2 low */
+#ifndef C0
+#define C0 0
+#endif
+#ifndef C1
+#define C1 1
+#endif
+#ifndef C2
+#define C2 1
+#endif
+
 #define NONE 255
-#define LMOD 4          /* lease ids are counted modulo 4 per client */
+#define LMOD 4          /* lease ids are counted modulo 4 per client; a REVOKE
+                         * carries lease + LMOD when it asks for a swap-out */
 
 mtype = { ACQUIRE, RELEASE, ATT_IDLE, ATT_WAIT, ATT_HELD,   /* client -> daemon */
           GRANT, REVOKE, EVICT,                             /* daemon -> client */
@@ -113,18 +152,53 @@ bool dwant[N];      /* m->want: ACQUIRE while being revoked */
 bool unresp[N];     /* c->unresponsive */
 bool resumed[N];    /* m->resumed: recorded holder back WAITING */
 byte lastgrant = NONE;   /* vtime abstraction: the last one granted goes last */
-byte share = NONE;       /* class share turn: the lower-class waiter owed one */
+byte share = NONE;       /* share.c: the lower-class client owed a share turn (waiting:
+                          * share_pending) or in it (holding: share_holder) */
 bool evsent[N];     /* an EVICT is outstanding for this client */
 bool opened[N];     /* ghost: the gate opened under the daemon's current lease */
 byte newest = NONE;      /* the holder that got its lease last (holder_before) */
 /* restart / state file (src/sched/state.c, sd_policy_restore) */
 bool restoring;
-byte rec = NONE;         /* recorded holder (state file) */
-bool recrev;             /* it was being revoked */
-byte restarts, kills, stops;
+bool recd[N];            /* a holder the state file names, not back yet (g->expect) */
+bool recrv[N];           /* ... and it was being revoked (g->expect_revoke) */
+byte restarts, kills, stops, slows;
 byte hwait;              /* daemon steps while the high client waits */
+/* counted only where the monitor reads it (a safety run, client 0 high):
+ * elsewhere it would only multiply the states */
+#if defined(NOMON) || C0 != 0
+#define HWAIT_STEP skip
+#define HWAIT_RESET skip
+#else
+#define HWAIT_STEP if :: ds[0] == D_WAITING && share == NONE -> hwait++ :: else -> skip fi
+#define HWAIT_RESET hwait = 0
+#endif
 
-#define prio(i) ((i) == 0 -> 0 : 1)
+#define prio(i) ((i) == 0 -> C0 : ((i) == 1 -> C1 : C2))
+#define HIGHC(i) (prio(i) == 0)
+
+/* sd_may_corun() (src/sched/policy.c): whether a and b may hold the GPU
+ * together, memory aside: never in exclusive mode, always in shared mode,
+ * in mixed mode a high member and a lower-class one (one holder per class
+ * side: two high, or a normal and a low, never hold together). */
+#if MODE == M_SHARED
+#define MAYCORUN(a, b) 1
+#elif MODE == M_MIXED
+#ifdef BREAK_MIXED_CLASS
+#define MAYCORUN(a, b) (prio(a) != prio(b))     /* by class, not by class side */
+#else
+#define MAYCORUN(a, b) (HIGHC(a) != HIGHC(b))
+#endif
+#else
+#define MAYCORUN(a, b) 0
+#endif
+
+/* sd_mode_coruns() (src/sched/policy_int.h): the mode lets holders run
+ * together at all (fits(), victims_needed(), trim_holders()) */
+#ifdef BREAK_CORUNS_SHARED_ONLY
+#define CORUNS (MODE == M_SHARED)   /* mixed mode forgotten: it acts as exclusive */
+#else
+#define CORUNS (MODE != M_EXCL)
+#endif
 
 /* ---- helpers ----------------------------------------------------------- */
 /* sends never overflow between correct peers (the real daemon drops a
@@ -144,8 +218,30 @@ inline csend(i, t, l) {
 }
 #define RESIDENT (dv[0] + dv[1] + (N > 2 -> dv[N-1] : 0))
 #define FITS(i)  (dv[i] || RESIDENT < CAP)
-/* someone holds or is being revoked (is_holder) */
-#define BUSY (ds[0] >= D_HELD || ds[1] >= D_HELD || (N > 2 -> ds[N-1] >= D_HELD : 0))
+/* holders: HELD or REVOKING (is_holder); HELD alone (holding) */
+#define HOLD(i) (ds[i] >= D_HELD)
+#define NHOLD (HOLD(0) + HOLD(1) + (N > 2 -> HOLD(N-1) : 0))
+#define NHELD ((ds[0] == D_HELD) + (ds[1] == D_HELD) + (N > 2 -> ds[N-1] == D_HELD : 0))
+#define BUSY (NHOLD > 0)
+
+/* policy.c fits(): w may be granted now. Alone on the GPU always (even if
+ * too big); else only in a mode that co-runs, beside holders that may all
+ * run with it (leaving ones included: their work still runs), and if the
+ * holders' footprints (holders_footprint(): HELD and REVOKING) plus w's fit
+ * in the capacity. Footprints are one unit each. */
+#define CORUN1(k, w) ((k) == (w) || !HOLD(k) || MAYCORUN(k, w))
+#define CORUN_ALL(w) (CORUN1(0, w) && CORUN1(1, w) && (N < 3 || CORUN1(N-1, w)))
+#ifdef BREAK_GRANT_BUSY
+#define ALONE (NHELD == 0)      /* REVOKING not counted as a holder */
+#else
+#define ALONE (NHOLD == 0)
+#endif
+#ifdef BREAK_FIT_HELD_ONLY
+#define HFP NHELD               /* holding_footprint() for holders_footprint() */
+#else
+#define HFP NHOLD
+#endif
+#define FITSD(w) (ALONE || (CORUNS && CORUN_ALL(w) && HFP + 1 <= CAP))
 
 /* policy.c end_lease(): lease over; waiting again if it asked meanwhile */
 inline end_lease(i) {
@@ -155,12 +251,12 @@ inline end_lease(i) {
     if :: share == i -> share = NONE :: else -> skip fi
 }
 
-/* policy.c revoke(): REVOKE (the client swaps out when memory is short),
- * and for an unresponsive client (force_release) the lease ends at once:
- * take_back() */
-inline revoke(i) {
+/* policy.c revoke(): REVOKE, with evict_bytes (ev: swap out after the
+ * drain, sent as lease + LMOD), and for an unresponsive client
+ * (force_release) the lease ends at once: take_back() */
+inline revoke(i, ev) {
     ds[i] = D_REVOKING;
-    dsend(i, REVOKE, dlid[i]);
+    dsend(i, REVOKE, dlid[i] + LMOD * ev);
 #ifdef AS_IS_UNRESP_TAKEBACK
     /* policy.c revoke(): "Told, in case it still listens; never waited for
      * again": the lease ends before the REVOKE is even read */
@@ -179,27 +275,128 @@ inline grant(i) {
     dlid[i] = (dlid[i] + 1) % LMOD;
     ds[i] = D_HELD; resumed[i] = 0; newest = i; opened[i] = 0;
     lastgrant = i;
-    if :: i == 0 -> hwait = 0 :: else -> skip fi;
+    if :: i == 0 -> HWAIT_RESET :: else -> skip fi;
     dsend(i, GRANT, dlid[i])
 }
 
-/* policy.c gpu_decide(): trim_holders(), restore_check(), preemption,
- * grant. waiter_before(): class, then resumed, then vtime (abstracted: the
- * one granted last goes last), then lowest id. */
-byte bw, bh, k;
-inline schedule() {
-    /* trim_holders (exclusive): more than one HELD (claims after a
-     * restart): revoke the worse (lower class, then the later holder) */
-    bh = NONE;
-    k = 0;
+/* scratch of the decisions below (reset after each: not part of the state) */
+byte bw, bh, k, nv, must, mall, tk, need, vc, vp, qexp = NONE;
+
+/* trim_holders(): more HELD holders than the mode allows (claims after a
+ * restart): while two or more hold and some two may not run together (in
+ * exclusive mode: any two), or their footprints pass the capacity, revoke
+ * the worst (holder_before: lower class, then the later holder) with
+ * evict_bytes 0 (REVOKE PREEMPT / MEMORY) */
+#define HELDPAIR_BAD(a, b) (ds[a] == D_HELD && ds[b] == D_HELD && !MAYCORUN(a, b))
+#define HELD_CONFLICT (HELDPAIR_BAD(0, 1) || (N > 2 -> (HELDPAIR_BAD(0, N-1) || HELDPAIR_BAD(1, N-1)) : 0))
+inline trim_holders() {
+    do
+    :: true ->
+       bh = NONE; k = 0;
+       do
+       :: k < N ->
+          if
+          :: ds[k] == D_HELD &&
+             (bh == NONE || prio(k) > prio(bh) || (prio(k) == prio(bh) && k == newest)) -> bh = k
+          :: else -> skip
+          fi;
+          k++
+       :: else -> break
+       od;
+       if
+       :: NHELD < 2 -> break
+       :: NHELD >= 2 && (!CORUNS || HELD_CONFLICT || NHELD > CAP) -> revoke(bh, 0)
+       :: else -> break
+       fi
+    od
+}
+
+/* waiter_before(): class, then resumed, then vtime (abstracted: the one
+ * granted last goes last), then lowest id; sd_share_target() first: a
+ * lower-class waiter owed a share turn */
+inline best_waiter() {
+    bw = NONE; k = 0;
     do
     :: k < N ->
        if
-       :: ds[k] == D_HELD && bh == NONE -> bh = k
-       :: ds[k] == D_HELD && bh != NONE ->
+       :: ds[k] == D_WAITING &&
+          (bw == NONE || prio(k) < prio(bw) ||
+           (prio(k) == prio(bw) &&
+            ((resumed[k] && !resumed[bw]) ||
+             (resumed[k] == resumed[bw] && bw == lastgrant)))) -> bw = k
+       :: else -> skip
+       fi;
+       k++
+    :: else -> break
+    od;
+    if
+    :: share != NONE && ds[share] == D_WAITING -> bw = share   /* sd_share_target */
+    :: else -> skip
+    fi
+}
+
+/* revoke_reason_for(h, w) != 0: a lower class at once (REVOKE PREEMPT),
+ * not during its class's share turn (sd_share_protected; the turn ends
+ * with its quantum, qexp); a better class only for w's share turn
+ * (sd_share_owed, REVOKE QUANTUM); the same class at the end of its slice
+ * (the quantum event sets qexp) */
+#ifdef BREAK_NO_PREEMPT
+#define PREEMPT_OK(h, w) ((h) == qexp)   /* a higher class waits for the quantum */
+#define NOPREEMPT 1
+#else
+#define PREEMPT_OK(h, w) (share != (h) || (h) == qexp)
+#define NOPREEMPT 0
+#endif
+#define REASON(h, w) (ds[h] == D_HELD && \
+    (prio(h) > prio(w) -> PREEMPT_OK(h, w) : (prio(h) < prio(w) -> share == (w) : (h) == qexp)))
+/* mem.c sd_mem_shortfall(): w's footprint plus what every other member
+ * keeps resident (res_after: a holder its footprint, an unresponsive one 0,
+ * a third party its resident memory unless an EVICT is out) above CAP */
+#define RESA(o, w) ((o) == (w) || unresp[o] -> 0 : (HOLD(o) -> 1 : dv[o] && !evsent[o]))
+#define SHORT(w) (1 + RESA(0, w) + RESA(1, w) + (N > 2 -> RESA(N-1, w) : 0))
+
+/* make_room(w), w does not fit: victims_needed() picks, among the HELD
+ * holders with a reason, all of them or none in exclusive mode (w needs
+ * the GPU to itself); else every one that may not run beside w (if one of
+ * those has no reason, none: w waits for it), then enough of the others,
+ * in sort_victims() order, for w's footprint (the holders' footprints less
+ * the leaving ones'). Each is revoked, in that order, with evict_bytes for
+ * what is still short for w (partial eviction: a unit here). */
+/* sort_victims() order: the lower class first, then the longest holding
+ * (for two holders of one class: the one that is not `newest`); idleness
+ * is not modelled. vc: class, vp: 0 the older holders, 1 the newest */
+#define VICTIM_LOOP(body) \
+    vc = 3; \
+    do \
+    :: vc > 0 -> vc--; vp = 0; \
+       do \
+       :: vp < 2 -> k = 0; \
+          do \
+          :: k < N -> \
+             if \
+             :: prio(k) == vc && (vp == 1) == (k == newest) -> body \
+             :: else -> skip \
+             fi; \
+             k++ \
+          :: else -> break \
+          od; \
+          vp++ \
+       :: else -> break \
+       od \
+    :: else -> break \
+    od
+inline make_room(w) {
+    nv = 0; must = 0; mall = 0; tk = 0; k = 0;
+    do
+    :: k < N ->
+       if
+       :: ds[k] == D_HELD ->
+          if :: !MAYCORUN(k, w) -> mall++ :: else -> skip fi;
           if
-          :: prio(k) > prio(bh) || (prio(k) == prio(bh) && k == newest) -> revoke(k)
-          :: else -> revoke(bh); bh = k
+          :: REASON(k, w) ->
+             nv++;
+             if :: !MAYCORUN(k, w) -> must++; tk = tk | (1 << k) :: else -> skip fi
+          :: else -> skip
           fi
        :: else -> skip
        fi;
@@ -207,45 +404,63 @@ inline schedule() {
     :: else -> break
     od;
     if
+    :: !CORUNS -> tk = (nv == NHELD -> tk | 7 : 0)
+    :: CORUNS && must < mall -> tk = 0
+    :: else ->
+       /* memory: excess = holders + w - CAP - the leaving ones = HELD + w - CAP */
+       need = NHELD + 1;
+       need = (need > CAP -> need - CAP : 0);
+#ifdef BREAK_VICTIMS_MEMORY_ONLY
+       /* take < must forgotten: taken only while freed < excess */
+       if :: need == 0 -> tk = 0 :: else -> skip fi;
+#endif
+       need = (need > must -> need - must : 0);   /* the incompatible ones free that much */
+       VICTIM_LOOP(
+          if
+          :: need > 0 && REASON(k, w) && MAYCORUN(k, w) && !(tk & (1 << k)) ->
+             tk = tk | (1 << k); need--
+          :: else -> skip
+          fi);
+       if :: need > 0 -> tk = 0 :: else -> skip fi
+    fi;
+    /* revoke them, each with the swap-out still short for w */
+    need = SHORT(w);
+    need = (need > CAP -> need - CAP : 0);
+    VICTIM_LOOP(
+       if
+       :: (tk & (1 << k)) && REASON(k, w) ->
+          if
+          :: need > 0 && !unresp[k] -> need--; revoke(k, 1)
+          :: else -> revoke(k, 0)
+          fi
+       :: else -> skip
+       fi)
+}
+
+/* policy.c gpu_decide(): trim_holders(), restore_check(), then while there
+ * is a waiter: grant it if it fits (fits()), else make_room() and grant if
+ * a lease was taken back at once, else stop */
+inline schedule() {
+    trim_holders();
+    if
     :: restoring -> skip
     :: else ->
-       bw = NONE; k = 0;
        do
-       :: k < N ->
+       :: true ->
+          best_waiter();
           if
-          :: ds[k] == D_WAITING &&
-             (bw == NONE || prio(k) < prio(bw) ||
-              (prio(k) == prio(bw) &&
-               ((resumed[k] && !resumed[bw]) ||
-                (resumed[k] == resumed[bw] && bw == lastgrant)))) -> bw = k
-          :: else -> skip
-          fi;
-          k++
-       :: else -> break
-       od;
-       if
-       :: share != NONE && ds[share] == D_WAITING -> bw = share   /* sd_share_target */
-       :: else -> skip
-       fi;
-       if
-       :: bw == NONE -> skip
-#ifdef BREAK_GRANT_BUSY
-       :: bw != NONE && (!BUSY || (bh == NONE)) -> grant(bw)   /* REVOKING not counted */
-#else
-       :: bw != NONE && !BUSY -> grant(bw)
-#endif
-#ifndef BREAK_NO_PREEMPT
-       :: bw != NONE && BUSY && bh != NONE && prio(bw) < prio(bh) && share != bh ->
-          revoke(bh);       /* REVOKE PREEMPT (not during the holder's share turn) */
-          if                /* taken back at once: the loop in gpu_decide() grants */
-          :: !BUSY -> grant(bw)
-          :: else -> skip
+          :: bw == NONE -> break
+          :: bw != NONE && FITSD(bw) -> grant(bw)
+          :: bw != NONE && !FITSD(bw) ->
+             make_room(bw);
+             if
+             :: FITSD(bw) -> grant(bw)     /* taken back at once */
+             :: else -> break
+             fi
           fi
-#endif
-       :: else -> skip
-       fi
+       od
     fi;
-    bw = NONE; bh = NONE; k = 0     /* scratch: not part of the state */
+    bw = NONE; bh = NONE; k = 0; nv = 0; must = 0; mall = 0; tk = 0; need = 0; vc = 0; vp = 0
 }
 
 /* ---- properties as invariants ------------------------------------------ */
@@ -255,7 +470,29 @@ inline schedule() {
  *    src/sched/policy.c gpu_decide()/grant() grants only when no member is a
  *    holder (is_holder: HELD or REVOKING). A stopped process submits nothing. */
 #define OPEN(i) (alive[i] && !stopped[i] && gate[i])
+#define NOPEN (OPEN(0) + OPEN(1) + (N > 2 -> OPEN(N-1) : 0))
+#if MODE == M_EXCL
 #define EXCL (OPEN(0) + OPEN(1) + (N > 2 -> OPEN(N-1) : 0) <= 1)
+#else
+/*    Mixed mode: at most one per class side ("two jobs of one side never
+ *    hold together", docs/configuration.md `mode`); shared mode has no
+ *    exclusivity, only memory (1b). The specification, not the daemon's
+ *    MAYCORUN (which a BREAK_ switch may change). */
+#if MODE == M_MIXED
+#define SPECCO(a, b) (HIGHC(a) != HIGHC(b))
+#else
+#define SPECCO(a, b) 1
+#endif
+#define PAIROK(a, b) (!(OPEN(a) && OPEN(b)) || SPECCO(a, b))
+#define EXCL (PAIROK(0, 1) && (N > 2 -> (PAIROK(0, N-1) && PAIROK(1, N-1)) : 1))
+#endif
+
+/* 1b. memory: the holders the daemon runs together fit in the capacity
+ *    (src/sched/policy.c fits(): holders_footprint(), HELD and REVOKING,
+ *    plus the waiter's footprint <= capacity; alone always; trim_holders()
+ *    revokes when they no longer do), and so do the open gates (each open
+ *    gate's memory is resident: NOLOSS). Footprints are one unit. */
+#define MEMFIT ((NHOLD <= 1 || NHOLD <= CAP) && NOPEN <= CAP)
 
 /* 2. no data loss: the authoritative copy of every live client's segment
  *    holds the data, and a running process's gate is open only while the
@@ -273,19 +510,42 @@ inline schedule() {
  *     counted: the steps of other processes (the holder's drain), and a
  *     lower class's share turn (class_share_max_pct). */
 
-#if defined(PROP_EXCL)
-#define INV EXCL
-#elif defined(PROP_NOLOSS)
-#define INV NOLOSS
-#elif defined(PROP_HBOUND)
-#define INV (hwait <= HBOUND)
-#else
-#define INV (EXCL && NOLOSS && hwait <= HBOUND)
+/* 3a. no deadlock: when nothing can move any more (Spin's timeout: every
+ *     fault budget spent), every live, running client that wants the GPU
+ *     has its gate open; excepted: one whose memory cannot fit beside a
+ *     stopped client's (its memory stays where it is, take_back(): the
+ *     design's limit, docs/model.md) */
+#define STUCK(i) (RUN(i) && want[i] && !gate[i])
+#define SILENTMEM ((stopped[0] && dv[0]) || (stopped[1] && dv[1]) || (N > 2 -> (stopped[N-1] && dv[N-1]) : 0))
+#define DEADOK ((!STUCK(0) && !STUCK(1) && (N < 3 || !STUCK(N-1))) || SILENTMEM)
+
+/* The monitor: one assertion per property, so that Spin's line names the
+ * one that failed (model/check.sh checks them all in one search per
+ * configuration; -DPROP_* checks one). */
+#if defined(PROP_EXCL) || defined(PROP_NOLOSS) || defined(PROP_MEM) || defined(PROP_HBOUND) || defined(PROP_DEAD)
+#define ONEPROP 1
 #endif
 #ifndef NOMON
 active proctype monitor()
 {
-end: atomic { !INV -> assert(INV) }
+end:
+    do
+#if !defined(ONEPROP) || defined(PROP_EXCL)
+    :: atomic { !EXCL -> assert(EXCL) }
+#endif
+#if !defined(ONEPROP) || defined(PROP_NOLOSS)
+    :: atomic { !NOLOSS -> assert(NOLOSS) }
+#endif
+#if !defined(ONEPROP) || defined(PROP_MEM)
+    :: atomic { !MEMFIT -> assert(MEMFIT) }
+#endif
+#if (!defined(ONEPROP) || defined(PROP_HBOUND)) && C0 == 0
+    :: atomic { hwait > HBOUND -> assert(hwait <= HBOUND) }   /* client 0 is high */
+#endif
+#if !defined(ONEPROP) || defined(PROP_DEAD)
+    :: atomic { timeout && !DEADOK -> assert(DEADOK) }
+#endif
+    od
 }
 #endif
 
@@ -294,27 +554,28 @@ end: atomic { !INV -> assert(INV) }
 /* one message from connection i (server.c dispatch -> policy.c) */
 inline on_msg(i) {
     c2d[i]?m, l;
-    if
-    :: ds[0] == D_WAITING && share == NONE -> hwait++
-    :: else -> skip
-    fi;
+    HWAIT_STEP;
     if
     :: m == ATT_IDLE || m == ATT_WAIT || m == ATT_HELD ->
        /* sd_policy_attach(): restore_resolve(), adopt a HELD claim */
        ds[i] = D_IDLE; dwant[i] = 0; unresp[i] = 0; dprev[i] = NONE;
        t = 0;
        if
-       :: restoring && rec == i -> t = 1; restoring = 0   /* nexpect -> 0 */
+       :: restoring && recd[i] ->          /* restore_resolve(): nexpect-- */
+          t = 1; recd[i] = 0;
+          restoring = (recd[0] || recd[1] || (N > 2 -> recd[N-1] : 0))
        :: else -> skip
        fi;
-       resumed[i] = (t && !recrev && m != ATT_HELD);
+       resumed[i] = (t && !recrv[i] && m != ATT_HELD);
        if
        :: m == ATT_HELD ->
           dlid[i] = l; ds[i] = D_HELD; newest = i; opened[i] = 1;
-          if :: t && recrev -> revoke(i) :: else -> skip fi
+          /* its slice was over: revoked again, evict_bytes 0 */
+          if :: t && recrv[i] -> revoke(i, 0) :: else -> skip fi
        :: m == ATT_WAIT -> ds[i] = D_WAITING
        :: else -> skip
-       fi
+       fi;
+       recrv[i] = 0
     :: m == ACQUIRE ->                                    /* sd_policy_acquire() */
        if
        :: ds[i] == D_IDLE -> ds[i] = D_WAITING
@@ -336,7 +597,6 @@ inline on_msg(i) {
 #endif
        fi
     fi;
-    schedule();
     m = 0; l = 0; t = 0
 }
 
@@ -344,118 +604,221 @@ inline on_msg(i) {
  * ends its lease at once and grants the next waiter */
 inline on_eof(i) {
     eof[i] = 0;
-    if :: ds[0] == D_WAITING && share == NONE -> hwait++ :: else -> skip fi;
+    HWAIT_STEP;
     ds[i] = D_NONE; dwant[i] = 0;
-    if :: share == i -> share = NONE :: else -> skip fi;
-    if :: restoring && rec == i -> restoring = 0 :: else -> skip fi;
-    schedule()
+    if :: share == i -> share = NONE :: else -> skip fi    /* sd_share_forget */
 }
 
-/* the quantum, a nondeterministic timeout: slice over while someone waits
- * -> REVOKE QUANTUM; if only a lower class waits behind a high holder, it
- * is that class's share turn (class_share_max_pct) */
-inline on_quantum(i) {
-    if
-#ifndef BREAK_NO_SHARE
-    :: ds[0] != D_WAITING && i == 0 ->
-       share = (ds[1] == D_WAITING -> 1 : N - 1)
+/* the quantum, a nondeterministic timeout: time passes until holder i's
+ * slice is over while a waiter j does not fit beside it (one that fits is
+ * granted at once). gpu_decide() -> make_room(): revoke_reason_for() is
+ * QUANTUM for the same class (qexp = i); a lower class kept from the GPU
+ * (share.c denied_now(): it waits, none of its class holds, a better class
+ * does) is owed its share turn (sd_share_target(), class_share_max_pct):
+ * the better holder i goes; if i is a lower class in its share turn and a
+ * better one waits, the turn is over (qexp). Enabled only when the code
+ * would act on it: a no-op event would be a stutter that weak fairness
+ * (per process) lets the daemon repeat for ever. */
+#define DENIED(j) (!(HOLD(0) && prio(0) == prio(j)) && !(HOLD(1) && prio(1) == prio(j)) && \
+                   (N < 3 || !(HOLD(N-1) && prio(N-1) == prio(j))))
+#ifdef BREAK_NO_SHARE
+#define SHAREQ(i, j) 0          /* no class-share turn: a better holder stays */
+#else
+#define SHAREQ(i, j) (prio(j) > prio(i) && share == NONE && DENIED(j))
 #endif
-    :: else -> skip
-    fi;
-    if :: ds[0] == D_WAITING && share == NONE -> hwait++ :: else -> skip fi;
-    revoke(i);
-    schedule()
+#define QR(i, j) ((j) != (i) && ds[j] == D_WAITING && \
+    (prio(j) == prio(i) || (prio(j) < prio(i) && (share == (i) || NOPREEMPT)) || SHAREQ(i, j)))
+inline on_quantum(i) {
+    /* the share turn: the best waiter of a lower class that is denied */
+    bw = NONE; k = 0;
+    do
+    :: k < N ->
+       if
+       :: QR(i, k) && SHAREQ(i, k) &&
+          (bw == NONE || prio(k) < prio(bw) ||
+           (prio(k) == prio(bw) && ((resumed[k] && !resumed[bw]) ||
+                                    (resumed[k] == resumed[bw] && bw == lastgrant)))) -> bw = k
+       :: else -> skip
+       fi;
+       k++
+    :: else -> break
+    od;
+    if :: bw != NONE -> share = bw :: else -> skip fi;
+    bw = NONE; k = 0;
+    HWAIT_STEP;
+    qexp = i            /* for the decision that follows; reset after it */
 }
 /* Timing assumption: the slice (>= quantum_floor_ms, sized against the
  * measured switch cost) does not end before the holder's restore is done
  * and its gate opened (opened[], a ghost variable). */
-#ifdef BREAK_NO_SHARE
-#define SHARE_OK(i) (i != 0)    /* a high holder is revoked only for its own class */
-#else
-#define SHARE_OK(i) 1
-#endif
 #define QUANTUM_OK(i) (!restoring && ds[i] == D_HELD && (opened[i] || !alive[i] || stopped[i]) && \
-    (ds[0] == D_WAITING || (SHARE_OK(i) && (ds[1] == D_WAITING || (N > 2 -> ds[N-1] == D_WAITING : 0)))))
+    (QR(i, 0) || QR(i, 1) || (N > 2 -> QR(i, N-1) : 0)))
 
 /* revoke_timeout_ms: check_revoke_timeouts() -> sd_unresponsive() ->
  * take_back() (force_release, the default). Timing assumption: the
  * timeout (10 s) is far longer than an I/O thread takes to read a REVOKE,
  * so it fires once the REVOKE was read, or for a stopped process
  * (check_stopped() marks it at once). */
-#define RTO_OK(i) (ds[i] == D_REVOKING && (!unresp[i] || !AS_IS_UNRESP) && (empty(d2c[i]) || stopped[i]))
+#define RTO_OK(i) (ds[i] == D_REVOKING && (!unresp[i] || !AS_IS_UNRESP) && \
+    (stopped[i] || (empty(d2c[i]) && (unresp[i] || slows < MAXSLOW))))
 #ifdef AS_IS_UNRESP_TAKEBACK
 #define AS_IS_UNRESP 1
 #else
 #define AS_IS_UNRESP 0
 #endif
 inline on_rto(i) {
-    if :: ds[0] == D_WAITING && share == NONE -> hwait++ :: else -> skip fi;
+    HWAIT_STEP;
+    if :: !unresp[i] && !stopped[i] -> slows++ :: else -> skip fi;
     unresp[i] = 1;
 #ifndef BREAK_NO_FORCE
-    end_lease(i);       /* take_back() */
+    end_lease(i)        /* take_back() */
+#else
+    skip
 #endif
-    schedule()
 }
 
+/* ROOM (src/sched/room.c sd_policy_room): the holder h's restore does not
+ * fit; a victim v neither holds nor has an EVICT out and has memory on the
+ * device; an unresponsive one only as the last resort (last_resort(): no
+ * responsive victim left). AS_IS_ROOM_UNRESP: the code before finding 4,
+ * which never asked an unresponsive client. */
+#define ROOMV(h, v) ((v) != (h) && ds[v] >= D_IDLE && ds[v] <= D_WAITING && dv[v] && !evsent[v])
+#ifdef AS_IS_ROOM_UNRESP
+#define LASTRESORT(h, v) 0
+#else
+#define LASTRESORT(h, v) (N < 3 || !(ROOMV(h, 0) && !unresp[0]) && !(ROOMV(h, 1) && !unresp[1]) && \
+                          !(ROOMV(h, N-1) && !unresp[N-1]))
+#endif
 #define ROOM_OK(h, v) (ds[h] == D_HELD && wbusy[h] && wph[h] == 0 && auth[h] == HOST && \
-    !FITS(h) && wq[h]?[JGRANT, dlid[h], cgen[h]] && \
-    ds[v] >= D_IDLE && ds[v] <= D_WAITING && dv[v] && !unresp[v] && !evsent[v])
+    !FITS(h) && wq[h]?[JGRANT, eval(dlid[h]), eval(cgen[h])] && \
+    ROOMV(h, v) && (!unresp[v] || LASTRESORT(h, v)))
+/* reconnect_grace_ms over (restore_check()): every recorded holder not
+ * back yet is no longer expected. Timing assumption: a live, running
+ * recorded holder reconnects within the grace (1.5 s), and what a recorded
+ * holder sent before it died or stopped (its ATTACH) is read before the
+ * grace ends (the daemon reads a socket within microseconds) */
+#define GONE(x) (!recd[x] || ((!alive[x] || stopped[x]) && empty(c2d[x])))
+#define GRACE_OK (restoring && GONE(0) && GONE(1) && (N < 3 || GONE(N-1)))
+inline grace_over() {
+    restoring = 0;
+    k = 0;
+    do :: k < N -> recd[k] = 0; recrv[k] = 0; k++ :: else -> break od;
+    k = 0
+}
+
 inline on_room(v) {
     evsent[v] = 1;
     dsend(v, EVICT, 0)
 }
 
-active proctype daemon()
+/* The daemon: one event at a time, each followed by the GPU's decision
+ * (gpu_schedule(): policy.c calls it after any event that touches the GPU;
+ * idempotent). The daemon is single-threaded: every event is one atomic
+ * step. Its server loop (src/sched/server.c, epoll) serves every readable
+ * connection. With three clients a connection is read by a process of its
+ * own, dconn(i): weak fairness (per process) then means no connection is
+ * left unread for ever while the others keep the daemon busy, which one
+ * process for all of them allows (the model found exactly that: client
+ * 0's ATTACH never read while clients 1 and 2 took turns). With two, one
+ * client alone makes no endless stream of events (it holds, or is granted
+ * at once): the daemon process reads both connections, which is cheaper
+ * (fewer processes for the fairness algorithm) and equivalent. */
+#if N > 2
+proctype dconn(byte i)
 {
-    byte i, t, l;
+    byte t, l;
     mtype m;
 end:
     do
-    :: atomic { nempty(c2d[0]) -> on_msg(0) }
-    :: atomic { nempty(c2d[1]) -> on_msg(1) }
-#if N > 2
-    :: atomic { nempty(c2d[2]) -> on_msg(2) }
+    :: atomic {
+        if
+        :: nempty(c2d[i]) -> on_msg(i)
+        /* EOF after everything the client sent (server.c) */
+        :: eof[i] && empty(c2d[i]) -> on_eof(i)
+        fi;
+        schedule()
+       }
+    od
+}
 #endif
-    :: atomic { eof[0] && empty(c2d[0]) -> on_eof(0) }
-    :: atomic { eof[1] && empty(c2d[1]) -> on_eof(1) }
-#if N > 2
-    :: atomic { eof[2] && empty(c2d[2]) -> on_eof(2) }
+
+/* The daemon process: with two clients both connections (above); the
+ * timers (gpu_decide() at a deadline): quantum, revoke timeout, the
+ * reconnect grace; and ROOM, which a holder's worker sends while its
+ * restore does not fit (modelled from the daemon's side, see ROOM_OK). One
+ * atomic step whose first statement is the disjunction of the guards, so
+ * that the decision exists once in the generated verifier. */
+#define E_QUANTUM 3
+#define E_RTO 4
+#define E_ROOM 5
+#define E_GRACE 6
+#define E_MSG 1
+#define E_EOF 2
+active proctype daemon()
+{
+    byte i, e, t, l;
+    mtype m;
+end:
+    do
+    :: atomic {
+        if
+#if N < 3
+        :: nempty(c2d[0]) -> e = E_MSG; i = 0
+        :: nempty(c2d[1]) -> e = E_MSG; i = 1
+        :: eof[0] && empty(c2d[0]) -> e = E_EOF; i = 0
+        :: eof[1] && empty(c2d[1]) -> e = E_EOF; i = 1
 #endif
-    :: atomic { QUANTUM_OK(0) -> on_quantum(0) }
-    :: atomic { QUANTUM_OK(1) -> on_quantum(1) }
+        :: QUANTUM_OK(0) -> e = E_QUANTUM; i = 0
+        :: QUANTUM_OK(1) -> e = E_QUANTUM; i = 1
 #if N > 2
-    :: atomic { QUANTUM_OK(2) -> on_quantum(2) }
+        :: QUANTUM_OK(2) -> e = E_QUANTUM; i = 2
 #endif
-    :: atomic { RTO_OK(0) -> on_rto(0) }
-    :: atomic { RTO_OK(1) -> on_rto(1) }
+        :: RTO_OK(0) -> e = E_RTO; i = 0
+        :: RTO_OK(1) -> e = E_RTO; i = 1
 #if N > 2
-    :: atomic { RTO_OK(2) -> on_rto(2) }
+        :: RTO_OK(2) -> e = E_RTO; i = 2
 #endif
-    /* ROOM: a holder's restore does not fit (src/hook/jobs.c job_grant ->
-     * cs_client_request_room; src/sched/room.c, make_room()): EVICT the
-     * resident memory of a client that neither holds nor is unresponsive */
+        /* ROOM: a holder's restore does not fit (src/hook/jobs.c job_grant
+         * -> cs_client_request_room; src/sched/room.c): EVICT a victim */
 #ifndef BREAK_NO_ROOM
-    :: atomic { ROOM_OK(0, 1) -> on_room(1) }
-    :: atomic { ROOM_OK(1, 0) -> on_room(0) }
+        :: ROOM_OK(0, 1) -> e = E_ROOM; i = 1
+        :: ROOM_OK(1, 0) -> e = E_ROOM; i = 0
 #if N > 2
-    :: atomic { ROOM_OK(0, 2) -> on_room(2) }
-    :: atomic { ROOM_OK(1, 2) -> on_room(2) }
-    :: atomic { ROOM_OK(2, 0) -> on_room(0) }
-    :: atomic { ROOM_OK(2, 1) -> on_room(1) }
+        :: ROOM_OK(0, 2) -> e = E_ROOM; i = 2
+        :: ROOM_OK(1, 2) -> e = E_ROOM; i = 2
+        :: ROOM_OK(2, 0) -> e = E_ROOM; i = 0
+        :: ROOM_OK(2, 1) -> e = E_ROOM; i = 1
 #endif
 #endif
-    /* reconnect_grace_ms over (restore_check()). Timing assumption: a live,
-     * running recorded holder reconnects within the grace (1.5 s) */
-    :: atomic { restoring && (!alive[rec] || stopped[rec]) -> restoring = 0; schedule() }
+        /* reconnect_grace_ms over (restore_check(), GRACE_OK) */
+        :: GRACE_OK -> e = E_GRACE
+        fi;
+        if
+#if N < 3
+        :: e == E_MSG -> on_msg(i)
+        :: e == E_EOF -> on_eof(i)
+#endif
+        :: e == E_QUANTUM -> on_quantum(i)
+        :: e == E_RTO -> on_rto(i)
+        :: e == E_ROOM -> on_room(i)
+        :: e == E_GRACE -> grace_over()
+        fi;
+        /* sd_policy_room() decides nothing (the EVICTED does, later) */
+        if :: e != E_ROOM -> schedule() :: else -> skip fi;
+        qexp = NONE; e = 0; i = 0
+       }
     od
 }
 
 /* ---- client i: I/O thread, worker, application, as separate processes so
  * that weak fairness treats them as the threads they are ---------------- */
 
-/* a REVOKE job for lease l is queued (or running) */
-#define REVQ(i, l) (wq[i]??[JREVOKE, l, 0] || wq[i]??[JREVOKE, l, 1])
-#define GRANTQ(i, l) (wq[i]??[JGRANT, l, 0] || wq[i]??[JGRANT, l, 1])
+/* a REVOKE job for lease l is queued (or running), with or without a
+ * swap-out (lease + LMOD); a GRANT job for lease l. (In a poll a plain
+ * variable matches anything: eval() makes it a value to match.) */
+#define REVQ(i, l) (wq[i]??[JREVOKE, eval(l), 0] || wq[i]??[JREVOKE, eval(l), 1] || \
+                    wq[i]??[JREVOKE, eval(l + LMOD), 0] || wq[i]??[JREVOKE, eval(l + LMOD), 1])
+#define GRANTQ(i, l) (wq[i]??[JGRANT, eval(l), 0] || wq[i]??[JGRANT, eval(l), 1])
 
 proctype io(byte i)
 {
@@ -471,12 +834,12 @@ end:
         :: m == EVICT -> wq[i]!JEVICT, 0, cgen[i]          /* on_evict() */
         :: m == REVOKE ->                                  /* on_revoke() */
            if
-           :: cst[i] == C_HELD && clid[i] == l ->
+           :: cst[i] == C_HELD && clid[i] == l % LMOD ->
               cst[i] = C_REVOKING; gate[i] = 0;            /* stop new work now */
               wq[i]!JREVOKE, l, cgen[i]
-           :: cst[i] != C_HELD || clid[i] != l ->
+           :: cst[i] != C_HELD || clid[i] != l % LMOD ->
               if
-              :: GRANTQ(i, l) -> wq[i]!JREVOKE, l, cgen[i]
+              :: GRANTQ(i, l % LMOD) -> wq[i]!JREVOKE, l, cgen[i]
               :: else -> skip                              /* ignoring revoke */
               fi
            fi
@@ -549,14 +912,14 @@ end:
                 evsent[i] = 0;
                 wq[i]?_, _, _; wbusy[i] = 0; j = 0; l = 0; g = 0 }
 
-    /* job_revoke(): close, drain, swap out when memory is short (the
-     * daemon's evict_bytes), RELEASE, cs_lease_released_locked() */
+    /* job_revoke(): close, drain, swap out what the REVOKE's evict_bytes
+     * asks (l >= LMOD), RELEASE, cs_lease_released_locked() */
     :: atomic { RUN(i) && wbusy[i] && j == JREVOKE && wph[i] == 0 ->
                 if
-                :: cst[i] == C_HELD && clid[i] == l -> cst[i] = C_REVOKING; gate[i] = 0
+                :: cst[i] == C_HELD && clid[i] == l % LMOD -> cst[i] = C_REVOKING; gate[i] = 0
                 :: else -> skip
                 fi;
-                wph[i] = (CAP < N && auth[i] == DEV -> 1 : 3) }
+                wph[i] = (l >= LMOD && auth[i] == DEV -> 1 : 3) }
     :: atomic { RUN(i) && wbusy[i] && j == JREVOKE && wph[i] == 1 ->
                 hv[i] = 1; wph[i] = 2                          /* copy out */
 #ifdef BREAK_UNMAP_FIRST
@@ -567,7 +930,7 @@ end:
                 auth[i] = HOST; dv[i] = 0; wph[i] = 3 }        /* switch, unmap */
     :: atomic { RUN(i) && wbusy[i] && j == JREVOKE && wph[i] == 3 ->
                 if
-                :: g == cgen[i] && conn[i] -> csend(i, RELEASE, l); acq_sent[i] = 0
+                :: g == cgen[i] && conn[i] -> csend(i, RELEASE, l % LMOD); acq_sent[i] = 0
                 :: else -> skip
                 fi;
                 cst[i] = C_IDLE;
@@ -623,21 +986,23 @@ end:
     :: atomic { kills < MAXKILL -> kills = MAXKILL }
     :: atomic { restarts < MAXRESTART -> restarts = MAXRESTART }
     :: atomic { stops < MAXSTOP -> stops = MAXSTOP }
+    :: atomic { slows < MAXSLOW -> slows = MAXSLOW }
     /* the daemon is killed and restarted: every connection closes; the new
-     * daemon knows only the state file (state.c): the holder and whether it
-     * was being revoked; lease ids go on (abstraction) */
+     * daemon knows only the state file (state.c): every holder (several in
+     * shared and mixed mode) and whether it was being revoked; lease ids go
+     * on (abstraction) */
     :: atomic {
         restarts < MAXRESTART ->
         restarts++;
-        hwait = 0;
-        rec = NONE; recrev = 0;
+        HWAIT_RESET;
         i = 0;
         do
         :: i < N ->
-           if
-           :: ds[i] >= D_HELD -> rec = i; recrev = (ds[i] == D_REVOKING)
-           :: else -> skip
-           fi;
+           /* the state file: every holder, and whether it was being revoked */
+           recd[i] = (ds[i] >= D_HELD); recrv[i] = (ds[i] == D_REVOKING);
+#ifdef BREAK_NO_STATEFILE
+           recd[i] = 0; recrv[i] = 0;  /* the holder was not written before the GRANT left */
+#endif
            ds[i] = D_NONE; dwant[i] = 0; unresp[i] = 0; resumed[i] = 0;
            conn[i] = 0; eof[i] = 0; evsent[i] = 0;
            do :: c2d[i]?_, _ :: empty(c2d[i]) -> break od;
@@ -645,10 +1010,7 @@ end:
            i++
         :: else -> break
         od;
-#ifdef BREAK_NO_STATEFILE
-        rec = NONE;     /* the holder was not written before the GRANT left */
-#endif
-        restoring = (rec != NONE);
+        restoring = (recd[0] || recd[1] || (N > 2 -> recd[N-1] : 0));
         share = NONE; lastgrant = NONE
        }
 
@@ -670,6 +1032,9 @@ init {
         :: i < N ->
            alive[i] = 1; auth[i] = HOST; hv[i] = 1; dprev[i] = NONE;
            run io(i); run worker(i); run app(i);
+#if N > 2
+           run dconn(i);
+#endif
            i++
         :: else -> break
         od
@@ -680,12 +1045,17 @@ init {
  * 3. every client that keeps wanting the GPU eventually holds it (gate open),
  *    unless it is killed or stops. policy.c: waiter_before() (class, then
  *    vtime: nobody starves in its class), class share turns for the lower
- *    class, end_lease()/gpu_decide() grant the next waiter when a lease ends.
+ *    class, end_lease()/gpu_decide() grant the next waiter when a lease ends;
+ *    in shared and mixed mode fits() grants a waiter that fits beside the
+ *    holders at once.
  * 4. with MAXSTOP=1: a client that never answers cannot keep the others
- *    waiting: check_revoke_timeouts() -> take_back() (force_release). */
+ *    waiting: check_revoke_timeouts() -> take_back() (force_release), when
+ *    the others' memory fits beside its own (which stays where it is).
+ * livel is the last client (client 2 with N=3). */
 #define LIVE0 (!alive[0] || stopped[0] || !want[0] || gate[0])
 #define LIVE1 (!alive[1] || stopped[1] || !want[1] || gate[1])
 #define LIVEL (!alive[N-1] || stopped[N-1] || !want[N-1] || gate[N-1])
 ltl live0 { [] <> LIVE0 }
 ltl live1 { [] <> LIVE1 }
 ltl livel { [] <> LIVEL }
+

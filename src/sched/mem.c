@@ -90,7 +90,8 @@ uint64_t sd_mem_movable(const struct sd_member *m)
  * 2.4 x the honest jobs' makespan on the simulated GPU). Planning evictions,
  * prefetches and ROOM's "cannot fit" shortcut are all optimizations: if the
  * memory is real, the next allocation fails in the driver and ROOM makes
- * room among the others. Status still shows what it reported. */
+ * room among the others (and asks it last, room.c last_resort()). Status
+ * still shows what it reported. */
 uint64_t sd_mem_fixed(const struct sd_member *m)
 {
     return m->client->unresponsive ? 0 : m->unswappable;
@@ -323,11 +324,15 @@ static void evict_third_parties(struct sd_policy *p, struct sd_gpu *g, struct sd
 /* Memory on its way out: an EVICT or a REVOKE with evict_bytes unanswered.
  * An EVICT that a grant has already waited out is not waited for again: a
  * client that sits on it would otherwise cost every later switch
- * revoke_timeout_ms until its answer deadline marks it (issue 17). */
+ * revoke_timeout_ms until its answer deadline marks it (issue 17). Nor is
+ * an unresponsive client's (room.c asks one as a last resort): only the
+ * ROOM that asked waits for it. */
 static bool evictions_in_flight(const struct sd_gpu *g)
 {
     for (size_t i = 0; i < g->n; i++) {
         const struct sd_member *m = g->m[i];
+        if (m->client->unresponsive)
+            continue;
         if ((m->evict_id && m->evict_id != m->evict_waited) ||
             (m->state == CS_STATE_REVOKING && m->evict_bytes))
             return true;

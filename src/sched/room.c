@@ -5,7 +5,8 @@
  * hold the GPU can move their memory out (their gates are closed, their
  * work drained), so the daemon asks them (EVICT), furthest from running
  * first: idle before waiting, lower class before higher, larger vtime
- * before smaller. The ROOM is answered when every EVICT it caused has been
+ * before smaller; clients marked unresponsive last, and only for what the
+ * others cannot free (last_resort()). The ROOM is answered when every EVICT it caused has been
  * answered (EVICTED) or after revoke_timeout_ms: 0 when anything was moved
  * (the hook retries its allocation), CUDA_ERROR_OUT_OF_MEMORY when nothing
  * could be, or when the allocation cannot fit even with the GPU to itself
@@ -38,6 +39,33 @@ static struct sd_member *next_victim(const struct sd_gpu *g, const struct sd_mem
     struct sd_member *best = NULL;
     for (size_t i = 0; i < g->n; i++)
         if (may_evict(g->m[i], asker) && (!best || sd_mem_evict_before(g->m[i], best)))
+            best = g->m[i];
+    return best;
+}
+
+/* An unresponsive client's memory is not planned around (its report may be
+ * a lie, and it will not be waited for), so its REVOKEs ask for no swap-out
+ * and nothing else moves it. But a ROOM follows a real allocation failure:
+ * when nobody else can move enough, its memory is what is in the way. It
+ * is asked last, for what is still missing, one EVICT at a time (an
+ * unanswered one is not repeated), and the ROOM waits for its answer up to
+ * its deadline like any other's. Without this, a client marked once (one
+ * drain longer than revoke_timeout_ms) and honest afterwards kept its
+ * memory on the GPU for the rest of its connection, and a job that did not
+ * fit beside it stalled in the restore of every grant (docs/model.md,
+ * finding 4). */
+static bool may_ask_unresponsive(const struct sd_member *v, const struct sd_member *asker)
+{
+    return v != asker && v->client->unresponsive && !sd_is_holder(v) && !v->evict_id &&
+           !v->no_swap && v->resident > v->unswappable;
+}
+
+static struct sd_member *last_resort(const struct sd_gpu *g, const struct sd_member *asker)
+{
+    struct sd_member *best = NULL;
+    for (size_t i = 0; i < g->n; i++)
+        if (may_ask_unresponsive(g->m[i], asker) &&
+            (!best || sd_mem_evict_before(g->m[i], best)))
             best = g->m[i];
     return best;
 }
@@ -158,6 +186,13 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
     struct sd_member *v;
     while (need > 0 && (v = next_victim(g, m))) {
         uint64_t movable = sd_mem_movable(v);
+        uint64_t amount = movable < need ? movable : need;
+        need -= amount;
+        m->room_wait++;
+        sd_mem_send_evict(p, v, amount, m, now);
+    }
+    while (need > 0 && (v = last_resort(g, m))) {
+        uint64_t movable = v->resident - v->unswappable;
         uint64_t amount = movable < need ? movable : need;
         need -= amount;
         m->room_wait++;

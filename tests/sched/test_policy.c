@@ -2841,6 +2841,125 @@ static void test_unresponsive_claim_not_planned_around(void **state)
     assert_int_equal(count(EV_EVICT, s), ev_s);
 }
 
+/* Runs the clock deadline by deadline until m is revoked (within 10 s). */
+static void next_revoke(const struct sd_member *m)
+{
+    size_t n = count(EV_REVOKE, m);
+    for (uint64_t end = now + 10 * SEC; count(EV_REVOKE, m) == n;) {
+        uint64_t d = sd_policy_deadline(&pol);
+        assert_true(d != 0 && d <= end);
+        now = d > now ? d : now;
+        sd_policy_tick(&pol, now);
+    }
+}
+
+/* Two low jobs of 6 GiB on a 10 GiB GPU, weight 1 (an unresponsive mark
+ * demotes neither), revoke_timeout_ms 1 s: *h holds its memory resident,
+ * *w waits with its memory swapped out. */
+static void low_pair(const char *name, struct sd_member **h, struct sd_member **w)
+{
+    no_predicted_quantum();
+    cfg.revoke_timeout_ms = 1000;
+    *h = attach(client(CS_PRIO_LOW, 1, name), 0);
+    *w = attach(client(CS_PRIO_LOW, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(*h, 6 * GiB, 0, 0, 6 * GiB);
+    usage4(*w, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(*h);
+    acquire(*w);
+}
+
+/* docs/model.md, finding 4: a client marked unresponsive once (here one
+ * drain longer than revoke_timeout_ms, which a PyTorch job with ~1000
+ * queued kernels can take) that answers again afterwards. Its memory is
+ * not planned around, so its REVOKEs ask for no swap-out; then the other
+ * job's restore fails in the driver, and a ROOM that finds nobody else to
+ * move must ask it: before, ROOM never did (its movable memory counts 0),
+ * and on a GPU the two do not fit together the other job's grants all
+ * stalled in their restore for as long as this one lived. */
+static void test_unresponsive_memory_moved_for_room(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b;
+    low_pair("slow", &a, &b);
+    run_until(a->grant_ns + cfg.quantum_floor_ms * MS);
+    const struct ev *r = find(EV_REVOKE, a);
+    assert_non_null(r);
+    assert_int_equal(r->evict, 2 * GiB); /* b needs 6 beside a's 6 on 10 */
+    uint64_t lease = a->lease_id;
+    /* a drains for longer than revoke_timeout_ms: marked, taken back. */
+    run_until(now + 1000 * MS);
+    assert_true(a->client->unresponsive);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    /* Its RELEASE comes late, with the 2 GiB it was asked for; b restores
+     * beside its 4 and runs. */
+    struct cs_msg_release late = {.slot = a->slot, .reason = CS_RELEASE_REVOKED,
+                                  .lease_id = lease, .swapped_bytes = 2 * GiB};
+    const char *why = NULL;
+    assert_int_equal(sd_policy_release(&pol, a->client, &late, now, &why), SD_OK);
+    usage4(a, 4 * GiB, 2 * GiB, 0, 6 * GiB);
+    usage4(b, 6 * GiB, 0, 0, 6 * GiB);
+    acquire(a);
+    next_revoke(b); /* b's slices, until its vtime passes a's */
+    release_swap(b, MS, MS, find(EV_REVOKE, b)->evict);
+    assert_int_equal(a->state, CS_STATE_HELD);
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB); /* restored: b had swapped out 2 */
+    usage4(b, 4 * GiB, 2 * GiB, 0, 6 * GiB);
+    acquire(b);
+    /* a's next slice ends: its REVOKE asks for nothing (its memory is not
+     * planned around) and, read at once, ends the lease: b is granted. */
+    next_revoke(a);
+    assert_int_equal(find(EV_REVOKE, a)->evict, 0);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    /* a's RELEASE moved nothing, so b's restore fails in the driver: a's
+     * 6 GiB are in the way and nobody else can move. */
+    release_lease(a, find(EV_REVOKE, a)->lease, CS_RELEASE_REVOKED);
+    size_t asked = count(EV_EVICT, a);
+    assert_int_equal(room(b, 91, 2 * GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, a), asked + 1);
+    const struct ev *e = find(EV_EVICT, a);
+    assert_int_equal(e->evict, 2 * GiB);
+    assert_int_equal(count(EV_ROOM, b), 0); /* waits for a's answer */
+    assert_int_equal(evicted(a, e->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0); /* room made: b's restore goes on */
+    /* Asked, never planned around: still not movable for the planner. */
+    assert_int_equal(sd_mem_movable(a), 0);
+}
+
+/* The same with a client that never answers: the ROOM waits for it up to
+ * its deadline once, and later ROOMs do not ask it again while that EVICT
+ * is unanswered; no grant waits for it. */
+static void test_unresponsive_room_asked_once(void **state)
+{
+    (void)state;
+    struct sd_member *s, *b;
+    low_pair("silent", &s, &b);
+    run_until(s->grant_ns + cfg.quantum_floor_ms * MS + 1000 * MS);
+    assert_true(s->client->unresponsive);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    assert_int_equal(room(b, 1, 2 * GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, s), 1);
+    assert_int_equal(count(EV_ROOM, b), 0);
+    run_until(now + 1000 * MS); /* the ROOM's deadline */
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM);
+    assert_int_equal(room(b, 2, 2 * GiB), SD_OK); /* not asked again: OOM at once */
+    assert_int_equal(count(EV_EVICT, s), 1);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM);
+    /* No grant waits for that EVICT: with a third job's 5 GiB that cannot
+     * move, b does not fit by the planner's figures and nothing else can be
+     * evicted, so b is granted at once (ROOM decides); before, the grant
+     * waited revoke_timeout_ms for the silent client's answer. */
+    struct sd_member *c = attach(client(CS_PRIO_LOW, 1, "pinned"), 0);
+    gpu(0)->mem_total = 10 * GiB; /* its ATTACH said 16 */
+    usage4(c, 5 * GiB, 0, 5 * GiB, 5 * GiB);
+    release(b);
+    acquire(b);
+    assert_int_equal(b->state, CS_STATE_HELD);
+}
+
 /* A REVOKE unanswered: the lease is taken back once, the client is marked
  * and demoted for the rest of its connection (an operator's set does not
  * lift it, a late RELEASE is accepted), and its later leases are taken back
@@ -3368,6 +3487,8 @@ int main(void)
         T(test_unresponsive_evict_dealt_with_once),
         T(test_silent_evict_waited_once),
         T(test_unresponsive_claim_not_planned_around),
+        T(test_unresponsive_memory_moved_for_room),
+        T(test_unresponsive_room_asked_once),
         T(test_mixed_high_runs_beside_low),
         T(test_mixed_high_preempts_when_it_does_not_fit),
         T(test_mixed_one_holder_per_side),
