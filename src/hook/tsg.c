@@ -258,8 +258,6 @@ static int snapshot_gr(struct group *out, int cap)
 
 /* ---- Controls cushare sends ---------------------------------------------- */
 
-/* One RM control on libcuda's descriptor. Returns the RM status, or
- * UINT32_MAX with *err set when the ioctl itself failed. errno is kept. */
 /* How often a control is sent again when the driver did not run it. The
  * NVIDIA ioctl takes its power-management lock with
  * down_read_interruptible() before anything else, so a signal pending on
@@ -271,6 +269,9 @@ static int snapshot_gr(struct group *out, int cap)
  * thread for ever: after it, the failure stands. */
 #define RM_TRIES 64
 
+/* One RM control on libcuda's descriptor, sent again while the driver did
+ * not run it (RM_TRIES). Returns the RM status, or UINT32_MAX with *err set
+ * when the ioctl itself failed. errno is kept. */
 static uint32_t rm_control(int fd, uint32_t client, uint32_t obj, uint32_t cmd, void *params,
                            uint32_t size, int *err)
 {

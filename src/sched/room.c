@@ -6,10 +6,10 @@
  * work drained), so the daemon asks them (EVICT), furthest from running
  * first: idle before waiting, lower class before higher, larger vtime
  * before smaller; clients marked unresponsive last, and only for what the
- * others cannot free (last_resort()). The ROOM is answered when every EVICT it caused has been
- * answered (EVICTED) or after revoke_timeout_ms: 0 when anything was moved
- * (the hook retries its allocation), CUDA_ERROR_OUT_OF_MEMORY when nothing
- * could be, or when the allocation cannot fit even with the GPU to itself
+ * others cannot free (last_resort()). The ROOM is answered when every EVICT
+ * it caused has been answered (EVICTED) or after revoke_timeout_ms: 0 when
+ * anything was moved (the hook retries its allocation),
+ * CUDA_ERROR_OUT_OF_MEMORY when nothing could be, or when the allocation cannot fit even with the GPU to itself
  * (the capacity minus the other jobs' unswappable memory), which is what a
  * bare GPU would answer.
  *
@@ -68,6 +68,16 @@ static struct sd_member *last_resort(const struct sd_gpu *g, const struct sd_mem
             (!best || sd_mem_evict_before(g->m[i], best)))
             best = g->m[i];
     return best;
+}
+
+/* Asks victim v for what of *need it can move (movable), for m's ROOM. */
+static void ask(struct sd_policy *p, struct sd_member *m, struct sd_member *v, uint64_t movable,
+                uint64_t *need, uint64_t now)
+{
+    uint64_t amount = movable < *need ? movable : *need;
+    *need -= amount;
+    m->room_wait++;
+    sd_mem_send_evict(p, v, amount, m, now);
 }
 
 static void reply(struct sd_policy *p, struct sd_member *m, uint64_t id, int32_t status)
@@ -184,20 +194,10 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
     if (model > need)
         need = model;
     struct sd_member *v;
-    while (need > 0 && (v = next_victim(g, m))) {
-        uint64_t movable = sd_mem_movable(v);
-        uint64_t amount = movable < need ? movable : need;
-        need -= amount;
-        m->room_wait++;
-        sd_mem_send_evict(p, v, amount, m, now);
-    }
-    while (need > 0 && (v = last_resort(g, m))) {
-        uint64_t movable = v->resident - v->unswappable;
-        uint64_t amount = movable < need ? movable : need;
-        need -= amount;
-        m->room_wait++;
-        sd_mem_send_evict(p, v, amount, m, now);
-    }
+    while (need > 0 && (v = next_victim(g, m)))
+        ask(p, m, v, sd_mem_movable(v), &need, now);
+    while (need > 0 && (v = last_resort(g, m)))
+        ask(p, m, v, v->resident - v->unswappable, &need, now);
     if (m->room_wait == 0) {
         reply(p, m, r->request_id, CUDA_ERROR_OUT_OF_MEMORY);
         return SD_OK;
