@@ -208,13 +208,18 @@ static int cmd_poison(void)
         ck(cuMemcpyHtoD(p[a], h, per), "fill");
     }
     ck(cuCtxSynchronize(), "cuCtxSynchronize");
+    /* The count a cycle waits to see grow is taken as soon as the pattern
+     * is on the GPU (filled, or just read back), not when the cycle starts:
+     * a revoke may come while check_fresh's host loop runs (its memory is
+     * idle by then), and a swap-out finished before the cycle looked would
+     * otherwise leave it waiting for another that nobody asks for. */
+    uint64_t outs = stats(get).swap_outs;
     check_fresh(per, h, 0);
     printf("swap_probe: filled %" PRIu64 " MiB\n", o.mem_mb);
     fflush(stdout);
     for (uint64_t c = 1; c <= o.cycles; c++) {
         /* Off the GPU until the others have pushed our memory out. */
         uint64_t deadline = now_ms() + o.timeout_ms;
-        uint64_t outs = stats(get).swap_outs;
         for (;;) {
             struct cushare_stats s = stats(get);
             if (s.swap_outs > outs || (s.mem_swapped > 0 && s.mem_resident == 0))
@@ -227,6 +232,7 @@ static int cmd_poison(void)
         }
         struct cushare_stats before = stats(get);
         check_pattern(p, per, h, (int)c);
+        outs = stats(get).swap_outs;
         check_fresh(per, h, (int)c);
         struct cushare_stats after = stats(get);
         printf("swap_probe: cycle %" PRIu64 " ok (swapped %llu bytes before, %llu swap-ins "
