@@ -46,7 +46,10 @@ run_one() {
         # shellcheck disable=SC2086
         nice -n 19 spin $defs ${MODEL_DEFINES:-} -a lease.pml >spin.out 2>&1 || { cat spin.out; exit 1; }
         # shellcheck disable=SC2086
-        nice -n 19 gcc -O2 $cflags -o pan pan.c >gcc.out 2>&1 || { cat gcc.out; exit 1; }
+        # MEMLIM (MiB): a search that grows past it stops and fails rather
+        # than take the RAM of the test suites beside it (the largest run
+        # stores ~0.5 GiB).
+        nice -n 19 gcc -O2 -DMEMLIM="${MODEL_MEMLIM_MB:-4096}" $cflags -o pan pan.c >gcc.out 2>&1 || { cat gcc.out; exit 1; }
         # The limit is CPU seconds (SIGXCPU ends pan), not wall time: make
         # test runs this in its idle lane, where a search may wait for a
         # core as long as the suites beside it keep both busy.
@@ -54,7 +57,7 @@ run_one() {
         (ulimit -t "$LIMIT" && exec nice -n 19 ./pan $pflags) 2>&1 || echo "error: pan ended (status $?; a CPU limit of ${LIMIT} s?)"
     ) >"$work/$tag.out" 2>&1
     local out="$work/$tag.out"
-    if grep -qE "assertion violated|pan:[0-9]+: |acceptance cycle \(|invalid end state \(|max search depth too small|Search not completed|error: " "$out"; then
+    if grep -qE "assertion violated|pan:[0-9]+: |acceptance cycle \(|invalid end state \(|max search depth too small|Search not completed|MEMLIM|out of memory|error: " "$out"; then
         return 1
     fi
     grep -q "errors: 0" "$out"
