@@ -2,7 +2,7 @@
 # refuses a malformed one (a message per bad row on stderr, exit 1, nothing
 # printed), and prints, one per line:
 #
-#   -v tree=opt|asan|tsan|idle -v build=DIR [-v have="NAME..."] [-v bins="PATH..."]
+#   -v tree=opt|asan|tsan -v build=DIR [-v have="NAME..."] [-v bins="PATH..."]
 #       the tests that tree runs, in order: DIR/PATH for a bin row, PATH for
 #       a script row; rows with needs=NAME only where NAME is in `have`.
 #       With `bins` (the tree's TEST_BINS), a bin row the build does not
@@ -17,8 +17,8 @@
 BEGIN {
     # The conditions mk/tests.mk can report in `have`.
     known_needs["fuzz-cc"] = 1
-    if (mode != "files" && tree !~ /^(opt|asan|tsan|idle)$/)
-        bad("", "tree must be opt, asan, tsan or idle (got '" tree "')")
+    if (mode != "files" && tree !~ /^(opt|asan|tsan)$/)
+        bad("", "tree must be opt, asan or tsan (got '" tree "')")
     nb = split(bins, b)
     for (i = 1; i <= nb; i++)
         built[b[i]] = 1
@@ -58,27 +58,20 @@ $1 == "bin" || $1 == "script" {
     runs = 0
     ok = 1
     ntrees = 0
-    idle = 0
     for (i = 3; i <= NF; i++) {
-        if ($i ~ /^(opt|asan|tsan|idle)$/) {
+        if ($i ~ /^(opt|asan|tsan)$/) {
             ntrees++
-            if ($i == "idle")
-                idle = 1
             if ($i == tree)
                 runs = 1
         } else if ($i ~ /^needs=/ && (substr($i, 7) in known_needs)) {
             if (!(substr($i, 7) in holds))
                 ok = 0
         } else {
-            bad(at, "'" $i "' is neither a tree (opt, asan, tsan, idle) nor a known needs=NAME")
+            bad(at, "'" $i "' is neither a tree (opt, asan, tsan) nor a known needs=NAME")
         }
     }
     if (ntrees == 0)
         bad(at, $2 " runs in no tree")
-    # The idle lane runs in the optimized build beside every suite: a test
-    # in it and in a suite would run twice, at once.
-    if (idle && ntrees > 1)
-        bad(at, $2 " is in the idle lane and in a suite: idle stands alone")
     if (!runs || !ok)
         next
     path = ($1 == "bin" ? build "/" $2 : $2)
