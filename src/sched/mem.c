@@ -664,18 +664,11 @@ void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         if (sd_is_holder(h) && h->restoring)
             return;
     }
-    /* In shared mode, and in mixed mode beside holders of the other class
-     * side, w may wait for holders that stay (a higher class, a slice not
-     * over): moving memory for it would only churn, until it fits beside
-     * them or one of them is on its way out. Where a holder may not run
-     * beside w (exclusive mode; in mixed mode, one of w's class side) that
-     * holder's slice ends for w anyway: w is planned for while it runs.
-     * (Mixed mode, the default since issue 21, had fallen under the first
-     * rule: on an H200 with 4 x 45 GB jobs of one class, evictions and
-     * prefetches for the next holder waited for the revoke, and the last
-     * switch restored 16 GB, 455 ms, on the critical path.) */
-    if (sd_mode_coruns(p->cfg) && !leaving && sd_corun_with_holders(p, g, w) &&
-        !sd_fits_beside_holders(p, g, w))
+    /* In shared mode w may wait for holders that stay (a higher class, a
+     * slice not over): moving memory for it would only churn, until it
+     * fits beside them or one of them is on its way out. In exclusive mode
+     * the holder's slice ends for w anyway. */
+    if (sd_mode_coruns(p->cfg) && !leaving && !sd_fits_beside_holders(p, g, w))
         return;
     if (running)
         evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w), now);

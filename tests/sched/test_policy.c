@@ -3014,64 +3014,6 @@ static void test_mixed_high_preempts_when_it_does_not_fit(void **state)
     assert_int_equal(hi->state, CS_STATE_HELD);
 }
 
-/* Mixed mode, one class side (the default, with jobs of one class): the
- * next holder is planned for while the current one runs, as in exclusive
- * mode: an idle third party is evicted for it at once and, once there is
- * room, its memory is prefetched, all before the holder's slice ends.
- * Beside a holder of the other side, which stays, nothing is moved for a
- * waiter that does not fit (it would only churn). Without the rule for one
- * side, mixed mode waited for the revoke (4 x 45 GB on an H200: the last
- * switch restored 16 GB on the critical path). */
-static void test_mixed_same_side_planned_ahead(void **state)
-{
-    (void)state;
-    cfg.mode = CS_MODE_MIXED;
-    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
-    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
-    struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 1);
-    struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 1);
-    struct sd_member *c1 = attach(client(CS_PRIO_LOW, 1, "c1"), 1);
-    gpu(0)->mem_total = 16 * GiB;
-    gpu(1)->mem_total = 16 * GiB;
-    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
-    usage4(c, 6 * GiB, 0, 0, 6 * GiB); /* idle: resident, not waiting */
-    usage4(b, 0, 6 * GiB, 0, 6 * GiB); /* swapped out */
-    acquire(a);
-    acquire(b);
-    assert_int_equal(a->state, CS_STATE_HELD);
-    assert_int_equal(b->state, CS_STATE_WAITING);
-    /* 8 + 6 + 6 = 20 > 16: 4 GiB of c's go now, while a runs, and the 2
-     * GiB free already come in for b (the other copy direction). */
-    const struct ev *e = find(EV_EVICT, c);
-    assert_non_null(e);
-    assert_int_equal(e->evict, 4 * GiB);
-    const struct ev *pf = find(EV_PREFETCH, b);
-    assert_non_null(pf);
-    assert_int_equal(pf->evict, 2 * GiB);
-    assert_int_equal(evicted(c, e->lease, 0, 4 * GiB), SD_OK);
-    /* b's driver had room for those 2 GiB only (stopped short); c's room
-     * came after the prefetch was sent: the rest follows at once. */
-    prefetched(b, pf->lease, CUDA_OOM, 2 * GiB, 40 * MS);
-    assert_int_equal(count(EV_PREFETCH, b), 2);
-    assert_int_equal(last()->kind, EV_PREFETCH);
-    assert_int_equal(last()->evict, 4 * GiB);
-    assert_null(find(EV_REVOKE, a)); /* still a's slice */
-    assert_int_equal(a->state, CS_STATE_HELD);
-    /* GPU 1: a high holder and a low waiter that may run beside it but does
-     * not fit (12 + 6 > 16): the high one stays, nothing moves for lo. */
-    usage4(hi, 12 * GiB, 0, 0, 12 * GiB);
-    usage4(c1, 4 * GiB, 0, 0, 4 * GiB);
-    usage4(lo, 0, 6 * GiB, 0, 6 * GiB);
-    acquire(hi);
-    acquire(lo);
-    assert_int_equal(hi->state, CS_STATE_HELD);
-    assert_int_equal(lo->state, CS_STATE_WAITING);
-    assert_null(find(EV_EVICT, c1));
-    assert_null(find(EV_PREFETCH, lo));
-    assert_null(find(EV_REVOKE, hi));
-}
-
 /* One class side, one holder: two low jobs take turns at the quantum, the
  * high one beside whichever holds; a normal job preempts the low one and
  * runs beside the high one; a second high job waits for the first. */
@@ -3549,7 +3491,6 @@ int main(void)
         T(test_unresponsive_room_asked_once),
         T(test_mixed_high_runs_beside_low),
         T(test_mixed_high_preempts_when_it_does_not_fit),
-        T(test_mixed_same_side_planned_ahead),
         T(test_mixed_one_holder_per_side),
         T(test_mixed_to_exclusive_trims),
         T(test_unresponsive_revoke),
