@@ -1625,6 +1625,31 @@ static void test_prefetch_limits(void **state)
     assert_int_equal(count(EV_PREFETCH, b), 2);
 }
 
+/* A holder granted before its first USAGE (a new job, or any job right
+ * after a daemon restart) counts as restoring: its memory is unknown, not
+ * nothing. Counted as nothing, the next waiter was sent a PREFETCH for the
+ * whole GPU less its own memory, which raced the holder's restore for the
+ * same bytes; the restore then asked ROOM, which evicted what the prefetch
+ * had just brought in (the lease model's finding 5, docs/model.md). */
+static void test_unreported_holder_blocks_prefetch(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(b, 0, 6 * GiB, 0, 6 * GiB); /* b has reported: all of it swapped */
+    acquire(h); /* granted before h's first USAGE: its 6 GiB are not known */
+    assert_int_equal(h->state, CS_STATE_HELD);
+    acquire(b);
+    assert_null(find(EV_PREFETCH, b)); /* it would race h's restore */
+    assert_true(h->restoring);
+    usage4(h, 6 * GiB, 0, 0, 6 * GiB); /* h is all back: the rest may go to b */
+    assert_false(h->restoring);
+    const struct ev *e = find(EV_PREFETCH, b);
+    assert_non_null(e);
+    assert_true(e->evict <= 4 * GiB); /* what h leaves free, not the whole GPU */
+}
+
 /* Host backing is pinned ahead of need on an oversubscribed GPU: once per
  * client per footprint change, rate limited, never when everything fits,
  * one client at a time (furthest from running first). */
@@ -3455,6 +3480,7 @@ int main(void)
         T(test_evict_order_and_partial),
         T(test_prefetch_when_it_fits),
         T(test_prefetch_limits),
+        T(test_unreported_holder_blocks_prefetch),
         T(test_prepare_when_oversubscribed),
         T(test_prepare_one_at_a_time),
         T(test_room_cannot_fit_alone),
