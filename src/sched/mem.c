@@ -392,6 +392,16 @@ static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_membe
         return; /* (a blocked one is restoring already) */
     if (w->prefetch_stuck && w->prefetch_epoch == g->freed_epoch)
         return;
+    /* A member that has not sent USAGE since it attached (a new job, or any
+     * job right after a daemon restart) has memory the model does not know
+     * of: counted as none, a prefetch was budgeted into memory in use and
+     * took the room the next holder's restore needed, and ROOM then
+     * evicted the prefetched memory again (docs/model.md, finding 5). Its
+     * first USAGE comes within one report tick (report.c). An unresponsive
+     * one is not planned around anyway. */
+    for (size_t i = 0; i < g->n; i++)
+        if (!g->m[i]->usage_seen && !g->m[i]->client->unresponsive)
+            return;
     uint64_t need = sub0(w->footprint, w->resident);
     if (need <= SD_MEM_SLACK)
         return;

@@ -1598,6 +1598,7 @@ static void test_prefetch_limits(void **state)
     g->mem_total = 10 * GiB;
     usage4(a, 0, 6 * GiB, 0, 6 * GiB); /* swapped out: restores when granted */
     usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    usage4(c, 0, 0, 0, 0); /* its first report: no memory (report.c sends one) */
     acquire(a);
     assert_true(a->restoring);
     acquire(b);
@@ -1648,6 +1649,28 @@ static void test_unreported_holder_blocks_prefetch(void **state)
     const struct ev *e = find(EV_PREFETCH, b);
     assert_non_null(e);
     assert_true(e->evict <= 4 * GiB); /* what h leaves free, not the whole GPU */
+}
+
+/* Nor while another member's memory is unknown (no USAGE since it
+ * attached): its memory is somewhere on the GPU, and a prefetch budgeted
+ * as if it were not took the room the next holder's restore needed (the
+ * lease model's finding 5). */
+static void test_unknown_member_blocks_prefetch(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(h, 3 * GiB, 0, 0, 3 * GiB);
+    usage4(b, 0, 3 * GiB, 0, 3 * GiB);
+    acquire(h);
+    acquire(b);
+    assert_null(find(EV_PREFETCH, b)); /* c may hold the rest of the GPU */
+    usage4(c, 4 * GiB, 0, 0, 4 * GiB); /* it does not: b's 3 GiB fit */
+    const struct ev *e = find(EV_PREFETCH, b);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 3 * GiB);
 }
 
 /* Host backing is pinned ahead of need on an oversubscribed GPU: once per
@@ -3481,6 +3504,7 @@ int main(void)
         T(test_prefetch_when_it_fits),
         T(test_prefetch_limits),
         T(test_unreported_holder_blocks_prefetch),
+        T(test_unknown_member_blocks_prefetch),
         T(test_prepare_when_oversubscribed),
         T(test_prepare_one_at_a_time),
         T(test_room_cannot_fit_alone),
