@@ -402,6 +402,15 @@ static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_membe
     for (size_t i = 0; i < g->n; i++)
         if (!g->m[i]->usage_seen && !g->m[i]->client->unresponsive)
             return;
+    /* Nor while an unresponsive member holds the GPU: its memory and the
+     * room its ROOM asked for are not planned around (res_now() 0), so
+     * that room looked free and went to w's prefetch, its allocation
+     * failed again, and its next ROOM evicted w's prefetched memory, which
+     * then looked free again: a room/prefetch ping-pong for as long as it
+     * held the GPU (docs/model.md, finding 7). */
+    for (size_t i = 0; i < g->n; i++)
+        if (sd_is_holder(g->m[i]) && g->m[i]->client->unresponsive)
+            return;
     uint64_t need = sub0(w->footprint, w->resident);
     if (need <= SD_MEM_SLACK)
         return;

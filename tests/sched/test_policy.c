@@ -1673,6 +1673,33 @@ static void test_unknown_member_blocks_prefetch(void **state)
     assert_int_equal(e->evict, 3 * GiB);
 }
 
+/* Nor while an unresponsive member holds the GPU: its memory, and the room
+ * its ROOM asked for, are not planned around (res_now() 0), so the room
+ * made for it looked free and went to the next waiter's prefetch; its
+ * allocation failed again, its next ROOM evicted the prefetched memory,
+ * which looked free again: the room/prefetch ping-pong for as long as it
+ * held the GPU (the lease model's finding 7). */
+static void test_unresponsive_holder_blocks_prefetch(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_LOW, 1, "b"), 0); /* a's class once demoted */
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    usage4(b, 2 * GiB, 2 * GiB, 0, 4 * GiB);
+    sd_unresponsive(&pol, a->client, "test", now); /* one drain too long, once */
+    acquire(a);
+    assert_int_equal(a->state, CS_STATE_HELD);
+    acquire(b);
+    /* a's allocation of 2 GiB more fails: room is made, b's 2 GiB go. */
+    assert_int_equal(room(a, 1, 2 * GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, b);
+    assert_non_null(e);
+    assert_int_equal(evicted(b, e->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(find(EV_ROOM, a)->reason, 0);
+    assert_null(find(EV_PREFETCH, b)); /* the room is a's, not b's */
+}
+
 /* Host backing is pinned ahead of need on an oversubscribed GPU: once per
  * client per footprint change, rate limited, never when everything fits,
  * one client at a time (furthest from running first). */
@@ -3505,6 +3532,7 @@ int main(void)
         T(test_prefetch_limits),
         T(test_unreported_holder_blocks_prefetch),
         T(test_unknown_member_blocks_prefetch),
+        T(test_unresponsive_holder_blocks_prefetch),
         T(test_prepare_when_oversubscribed),
         T(test_prepare_one_at_a_time),
         T(test_room_cannot_fit_alone),
