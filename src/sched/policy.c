@@ -1246,6 +1246,7 @@ int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_m
     m->gpu = g;
     m->slot = a->slot;
     m->state = CS_STATE_IDLE;
+    m->attach_ns = now;
     c->slot[a->slot] = m;
     if (a->total_mem > g->mem_total)
         g->mem_total = a->total_mem;

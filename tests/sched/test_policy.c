@@ -1307,6 +1307,7 @@ static void test_idle_revoke_waits_for_switch_cost(void **state)
     struct sd_member *h = attach(client(CS_PRIO_HIGH, 1, "h"), 0);
     struct sd_gpu *g = gpu(0);
     g->mem_total = 20 * GiB;
+    usage(h, 0, 0, 0, 0); /* its first report, as the hook sends it (report.c) */
     acquire(a);
     usage(a, 0, 16 * GiB, 0, 16 * GiB);
     usage(b, 0, 0, 16 * GiB, 16 * GiB);
@@ -1668,6 +1669,33 @@ static void test_unknown_member_blocks_prefetch(void **state)
     acquire(b);
     assert_null(find(EV_PREFETCH, b)); /* c may hold the rest of the GPU */
     usage4(c, 4 * GiB, 0, 0, 4 * GiB); /* it does not: b's 3 GiB fit */
+    const struct ev *e = find(EV_PREFETCH, b);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 3 * GiB);
+}
+
+/* A member that never reports holds prefetching up on its GPU for a second
+ * (FIRST_USAGE_NS) at most: a silent tenant cannot switch it off for the
+ * others. */
+static void test_silent_member_holds_prefetch_a_second(void **state)
+{
+    (void)state;
+    cfg.quantum_floor_ms = 5000; /* h's slice outlasts the test */
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    uint64_t t0 = now;
+    attach(client(CS_PRIO_NORMAL, 1, "silent"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(h, 3 * GiB, 0, 0, 3 * GiB);
+    usage4(b, 0, 3 * GiB, 0, 3 * GiB);
+    acquire(h);
+    acquire(b);
+    assert_null(find(EV_PREFETCH, b));
+    run_until(t0 + 999 * MS);
+    assert_null(find(EV_PREFETCH, b));
+    assert_true(sd_policy_deadline(&pol) <= t0 + 1000 * MS); /* it wakes itself */
+    run_until(t0 + 1000 * MS);
+    assert_null(find(EV_REVOKE, h));
     const struct ev *e = find(EV_PREFETCH, b);
     assert_non_null(e);
     assert_int_equal(e->evict, 3 * GiB);
@@ -3532,6 +3560,7 @@ int main(void)
         T(test_prefetch_limits),
         T(test_unreported_holder_blocks_prefetch),
         T(test_unknown_member_blocks_prefetch),
+        T(test_silent_member_holds_prefetch_a_second),
         T(test_unresponsive_holder_blocks_prefetch),
         T(test_prepare_when_oversubscribed),
         T(test_prepare_one_at_a_time),
