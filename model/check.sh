@@ -228,6 +228,25 @@ prop mixed-liveness m-live-low m-live-same m-live-three s-live-three
 run m-silent "$LN -DMODE=2 -DN=3 -DCAP=3 $NOF -DMAXSTOP=1 -DSTOPPABLE=1|$LIVE3|-a -f -N livel $PM"
 prop mixed-silent-client-no-block m-silent
 
+# ---- prefetch (PF): model/check_prefetch.sh. Exclusive mode, high + normal,
+# the normal client of two 1-unit segments (footprint 2) on CAP=2, so that
+# prefetches, evictions and swap-outs can be partial; the daemon plans from
+# its estimate (USAGE, RELEASE, EVICTED, RESTORED, PREFETCHED).
+PFD="-DPF -DCAP=2"
+# every invariant and prefetch-room, with a kill, a stop and a slow drain;
+# with a restart prefetch-room is not checked (docs/model.md, finding 6)
+run p-safe "$PFD -DMAXKILL=1 -DMAXRESTART=0 -DMAXSTOP=1|$SAFE|$PM"
+run p-restart "$PFD -DNO_PFROOM -DMAXKILL=1 -DMAXRESTART=1 -DMAXSTOP=0 -DMAXSLOW=0|$SAFE|$PM"
+# 1p, 2p, 3ap: exclusivity, no data loss (both segments), no deadlock
+prop prefetch-exclusivity p-safe p-restart
+prop prefetch-no-data-loss p-safe p-restart
+prop prefetch-no-deadlock p-safe p-restart
+# 5. a prefetch never takes the room a holder's restore needs (PFROOM)
+prop prefetch-room p-safe
+# 3cp. no room/prefetch ping-pong keeps the two-segment client from the GPU
+run p-live1 "$LN $PFD -DMAXKILL=1 -DMAXRESTART=0|$LIVE|-a -f -N live1 $PM"
+prop prefetch-liveness p-live1
+
 run_all
 report
 end=$(date +%s)

@@ -48,9 +48,23 @@
  *   AS_IS_ROOM_UNRESP       src/sched/room.c never asks an unresponsive client
  *                           to move its memory (finding 4; not part of
  *                           CODE_AS_IS, which is the code of the first model)
+ *   AS_IS_PF_UNREPORTED     (with PF) finding 5: a member that has sent no
+ *                           USAGE since it attached counts as having no
+ *                           memory (grant(): not restoring; plan_prefetch())
+ *   AS_IS_PF_UNRESP_HOLDER  (with PF) finding 7: prefetches planned while an
+ *                           unresponsive member holds the GPU
  *              Without them the model checks the code (fixed 2026-11-28 and,
- *              finding 4, with the mixed-mode model).
+ *              finding 4, with the mixed-mode model; 5 and 7 with PF).
+ *   NO_PFROOM  (with PF) leaves the PFROOM assertion out: finding 6 is open
  *   BREAK_*    the deliberate bugs of docs/model.md's failure table
+ *   PF         prefetch (src/sched/mem.c sd_mem_plan()/plan_prefetch(),
+ *              sd_policy_prefetched(); src/hook/lease.c on_prefetch(),
+ *              src/hook/jobs.c job_prefetch(), src/hook/swap.c
+ *              cs_swap_prefetch()) with the daemon's memory estimate
+ *              (m->resident, m->restoring) and one client (BIG, default 1)
+ *              of two 1-unit segments, so that prefetches, evictions and
+ *              swap-outs can be partial. Without PF the model is the one of
+ *              the runs before it, state for state.
  */
 
 #ifdef CODE_AS_IS
@@ -106,7 +120,8 @@
 
 mtype = { ACQUIRE, RELEASE, ATT_IDLE, ATT_WAIT, ATT_HELD,   /* client -> daemon */
           GRANT, REVOKE, EVICT,                             /* daemon -> client */
-          JGRANT, JREVOKE, JEVICT };                                /* worker jobs      */
+          JGRANT, JREVOKE, JEVICT,                          /* worker jobs      */
+          PREFETCHED, PREFETCH, JPREFETCH };                /* PF: prefetch     */
 
 /* ---- connections: ordered within one, independent across ------------- */
 chan c2d[N] = [4] of { mtype, byte };       /* type, lease id   */
@@ -138,6 +153,22 @@ bool eof[N];        /* the daemon will read EOF after what is queued */
 bit  auth[N];       /* where the authoritative copy is */
 bool dv[N];         /* device copy mapped and holding the data */
 bool hv[N];         /* host backing holds the data */
+#ifdef PF
+#ifndef BIG
+#define BIG 1       /* the client with two segments (footprint 2 units) */
+#endif
+/* the big client's second segment ("seg b"; the arrays above are seg a) */
+bit  auth2;
+bool dv2;
+bool hv2;
+#define FP(i)   ((i) == BIG -> 2 : 1)                   /* m->footprint, units */
+#define RES(i)  (dv[i] + ((i) == BIG -> dv2 : 0))        /* resident units (truth) */
+#define SWA(i)  (auth[i] == HOST)                        /* seg a swapped */
+#define SWB(i)  ((i) == BIG && auth2 == HOST)            /* seg b swapped */
+#define ONB(i)  ((i) == BIG && auth2 == DEV)             /* seg b on the device */
+#else
+#define FP(i)   1
+#endif
 
 /* ---- daemon side (src/sched) ----------------------------------------- */
 #define D_NONE     0    /* no member (not connected / removed) */
@@ -162,10 +193,31 @@ bool restoring;
 bool recd[N];            /* a holder the state file names, not back yet (g->expect) */
 bool recrv[N];           /* ... and it was being revoked (g->expect_revoke) */
 byte restarts, kills, stops, slows;
+#ifdef PF
+/* the daemon's memory estimate and prefetch bookkeeping (src/sched/mem.c,
+ * policy.h struct sd_member), in units */
+byte dres[N];       /* m->resident: what USAGE, RELEASE, EVICTED and PREFETCHED said */
+bool drest[N];      /* m->restoring: a holder whose grant is still restoring */
+bool pfo[N];        /* m->prefetch_id != 0: a PREFETCH is outstanding */
+byte pfb[N];        /* m->prefetch_bytes: its budget */
+byte pfbase[N];     /* m->prefetch_base: resident when it was sent */
+bool pfst[N];       /* m->prefetch_stuck: the last one stopped short */
+bool pfnf[N];       /* m->prefetch_epoch == g->freed_epoch: nothing freed since
+                     * that PREFETCH was sent (freed_epoch as a bit per member) */
+byte evamt[N];      /* m->evict_bytes of an outstanding EVICT (evsent) */
+byte evseen[N];     /* m->evict_seen: the part of it a USAGE already showed gone */
+byte pfh[N];        /* ghost: the holders (bit k) whose lease was current when
+                     * this member's PREFETCH was sent (PFROOM) */
+bool drep[N];       /* a USAGE came since it attached: until then the daemon
+                     * knows neither its resident memory nor its footprint */
+#define DFP(i) (drep[i] -> FP(i) : 0)      /* m->footprint */
+#endif
 byte hwait;              /* daemon steps while the high client waits */
 /* counted only where the monitor reads it (a safety run, client 0 high):
  * elsewhere it would only multiply the states */
-#if defined(NOMON) || C0 != 0
+#if defined(NOMON) || C0 != 0 || defined(PF)
+/* (PF: the wait bound is not a prefetch property, and USAGE/PREFETCHED
+ * would be daemon steps of their own) */
 #define HWAIT_STEP skip
 #define HWAIT_RESET skip
 #else
@@ -216,13 +268,27 @@ inline csend(i, t, l) {
     :: else -> skip
     fi
 }
+#ifdef PF
+#define RESIDENT (dv[0] + dv[1] + (N > 2 -> dv[N-1] : 0) + dv2)
+#else
 #define RESIDENT (dv[0] + dv[1] + (N > 2 -> dv[N-1] : 0))
+#endif
 #define FITS(i)  (dv[i] || RESIDENT < CAP)
 /* holders: HELD or REVOKING (is_holder); HELD alone (holding) */
 #define HOLD(i) (ds[i] >= D_HELD)
 #define NHOLD (HOLD(0) + HOLD(1) + (N > 2 -> HOLD(N-1) : 0))
 #define NHELD ((ds[0] == D_HELD) + (ds[1] == D_HELD) + (N > 2 -> ds[N-1] == D_HELD : 0))
 #define BUSY (NHOLD > 0)
+/* holders_footprint() (HELD and REVOKING) and holding_footprint() (HELD),
+ * in units: the counts above when every footprint is one unit */
+#ifdef PF
+#define HOLDFP (HOLD(0) * FP(0) + HOLD(1) * FP(1) + (N > 2 -> HOLD(N-1) * FP(N-1) : 0))
+#define HELDFP ((ds[0] == D_HELD) * FP(0) + (ds[1] == D_HELD) * FP(1) + \
+                (N > 2 -> (ds[N-1] == D_HELD) * FP(N-1) : 0))
+#else
+#define HOLDFP NHOLD
+#define HELDFP NHELD
+#endif
 
 /* policy.c fits(): w may be granted now. Alone on the GPU always (even if
  * too big); else only in a mode that co-runs, beside holders that may all
@@ -237,16 +303,26 @@ inline csend(i, t, l) {
 #define ALONE (NHOLD == 0)
 #endif
 #ifdef BREAK_FIT_HELD_ONLY
-#define HFP NHELD               /* holding_footprint() for holders_footprint() */
+#define HFP HELDFP              /* holding_footprint() for holders_footprint() */
 #else
-#define HFP NHOLD
+#define HFP HOLDFP
 #endif
-#define FITSD(w) (ALONE || (CORUNS && CORUN_ALL(w) && HFP + 1 <= CAP))
+#define FITSD(w) (ALONE || (CORUNS && CORUN_ALL(w) && HFP + FP(w) <= CAP))
 
+#ifdef PF
+#if N > 2
+#define PFH_END(i) pfh[0] = pfh[0] & ~(1 << (i)); pfh[1] = pfh[1] & ~(1 << (i)); pfh[N-1] = pfh[N-1] & ~(1 << (i))
+#else
+#define PFH_END(i) pfh[0] = pfh[0] & ~(1 << (i)); pfh[1] = pfh[1] & ~(1 << (i))
+#endif
+#else
+#define PFH_END(i) skip
+#endif
 /* policy.c end_lease(): lease over; waiting again if it asked meanwhile */
 inline end_lease(i) {
     dprev[i] = dlid[i];
     ds[i] = (dwant[i] -> D_WAITING : D_IDLE);
+    PFH_END(i);
     dwant[i] = 0;
     if :: share == i -> share = NONE :: else -> skip fi
 }
@@ -275,6 +351,15 @@ inline grant(i) {
     dlid[i] = (dlid[i] + 1) % LMOD;
     ds[i] = D_HELD; resumed[i] = 0; newest = i; opened[i] = 0;
     lastgrant = i;
+#ifdef PF
+#ifdef AS_IS_PF_UNREPORTED
+    drest[i] = (DFP(i) > dres[i]);  /* m->restoring: footprint > resident */
+#else
+    /* m->restoring also while its memory is unknown (no USAGE since it
+     * attached: footprint and resident read 0): finding 5 */
+    drest[i] = (!drep[i] || DFP(i) > dres[i]);
+#endif
+#endif
     if :: i == 0 -> HWAIT_RESET :: else -> skip fi;
     dsend(i, GRANT, dlid[i])
 }
@@ -305,7 +390,7 @@ inline trim_holders() {
        od;
        if
        :: NHELD < 2 -> break
-       :: NHELD >= 2 && (!CORUNS || HELD_CONFLICT || NHELD > CAP) -> revoke(bh, 0)
+       :: NHELD >= 2 && (!CORUNS || HELD_CONFLICT || HELDFP > CAP) -> revoke(bh, 0)
        :: else -> break
        fi
     od
@@ -352,8 +437,24 @@ inline best_waiter() {
 /* mem.c sd_mem_shortfall(): w's footprint plus what every other member
  * keeps resident (res_after: a holder its footprint, an unresponsive one 0,
  * a third party its resident memory unless an EVICT is out) above CAP */
+#ifdef PF
+/* res_now(): an unresponsive member 0, a holder or one with a prefetch
+ * outstanding its footprint, else its reported resident memory (dres);
+ * res_after(): less an EVICT's bytes still out (pending_out) */
+#if defined(BREAK_PF_RESTORING)
+/* a holder counted at what it reported, not its whole footprint */
+#define RESNOW(o) (unresp[o] -> 0 : (pfo[o] -> DFP(o) : dres[o]))
+#else
+#define RESNOW(o) (unresp[o] -> 0 : (HOLD(o) || pfo[o] -> DFP(o) : dres[o]))
+#endif
+#define RESA(o, w) ((o) == (w) -> 0 : \
+    (evsent[o] && !HOLD(o) -> (RESNOW(o) > evamt[o] -> RESNOW(o) - evamt[o] : 0) : RESNOW(o)))
+#define SHORT(w) (DFP(w) + RESA(0, w) + RESA(1, w) + (N > 2 -> RESA(N-1, w) : 0))
+#define USED (RESNOW(0) + RESNOW(1) + (N > 2 -> RESNOW(N-1) : 0))
+#else
 #define RESA(o, w) ((o) == (w) || unresp[o] -> 0 : (HOLD(o) -> 1 : dv[o] && !evsent[o]))
 #define SHORT(w) (1 + RESA(0, w) + RESA(1, w) + (N > 2 -> RESA(N-1, w) : 0))
+#endif
 
 /* make_room(w), w does not fit: victims_needed() picks, among the HELD
  * holders with a reason, all of them or none in exclusive mode (w needs
@@ -385,8 +486,24 @@ inline best_waiter() {
        od \
     :: else -> break \
     od
+/* one victim k of make_room(), REVOKE with evict_bytes = min(need,
+ * sd_mem_movable()): partial for the big client */
+inline revoke_victim() {
+#ifdef PF
+    if
+    :: need > 0 && !unresp[k] && need >= dres[k] -> need = need - dres[k]; revoke(k, dres[k])
+    :: need > 0 && !unresp[k] && need < dres[k] -> revoke(k, need); need = 0
+    :: else -> revoke(k, 0)
+    fi
+#else
+    if
+    :: need > 0 && !unresp[k] -> need--; revoke(k, 1)
+    :: else -> revoke(k, 0)
+    fi
+#endif
+}
 inline make_room(w) {
-    nv = 0; must = 0; mall = 0; tk = 0; k = 0;
+    nv = 0; must = 0; mall = 0; tk = 0; k = 0; vp = 0;
     do
     :: k < N ->
        if
@@ -395,7 +512,7 @@ inline make_room(w) {
           if
           :: REASON(k, w) ->
              nv++;
-             if :: !MAYCORUN(k, w) -> must++; tk = tk | (1 << k) :: else -> skip fi
+             if :: !MAYCORUN(k, w) -> must++; vp = vp + FP(k); tk = tk | (1 << k) :: else -> skip fi
           :: else -> skip
           fi
        :: else -> skip
@@ -407,18 +524,19 @@ inline make_room(w) {
     :: !CORUNS -> tk = (nv == NHELD -> tk | 7 : 0)
     :: CORUNS && must < mall -> tk = 0
     :: else ->
-       /* memory: excess = holders + w - CAP - the leaving ones = HELD + w - CAP */
-       need = NHELD + 1;
+       /* memory: excess = holders + w - CAP - the leaving ones = HELD + w - CAP
+        * (footprints in units; vp: what the incompatible ones free) */
+       need = HELDFP + FP(w);
        need = (need > CAP -> need - CAP : 0);
 #ifdef BREAK_VICTIMS_MEMORY_ONLY
        /* take < must forgotten: taken only while freed < excess */
        if :: need == 0 -> tk = 0 :: else -> skip fi;
 #endif
-       need = (need > must -> need - must : 0);   /* the incompatible ones free that much */
+       need = (need > vp -> need - vp : 0);   /* the incompatible ones free that much */
        VICTIM_LOOP(
           if
           :: need > 0 && REASON(k, w) && MAYCORUN(k, w) && !(tk & (1 << k)) ->
-             tk = tk | (1 << k); need--
+             tk = tk | (1 << k); need = (need > FP(k) -> need - FP(k) : 0)
           :: else -> skip
           fi);
        if :: need > 0 -> tk = 0 :: else -> skip fi
@@ -428,11 +546,7 @@ inline make_room(w) {
     need = (need > CAP -> need - CAP : 0);
     VICTIM_LOOP(
        if
-       :: (tk & (1 << k)) && REASON(k, w) ->
-          if
-          :: need > 0 && !unresp[k] -> need--; revoke(k, 1)
-          :: else -> revoke(k, 0)
-          fi
+       :: (tk & (1 << k)) && REASON(k, w) -> revoke_victim()
        :: else -> skip
        fi)
 }
@@ -463,6 +577,123 @@ inline schedule() {
     bw = NONE; bh = NONE; k = 0; nv = 0; must = 0; mall = 0; tk = 0; need = 0; vc = 0; vp = 0
 }
 
+#ifdef PF
+/* g->freed_epoch++ (mem.c moved_out() with bytes moved, sd_mem_on_usage()
+ * with less resident, policy.c sd_policy_client_remove() of a member with
+ * memory): a stuck prefetch may be tried again */
+inline freed() {
+    pfnf[0] = 0; pfnf[1] = 0;
+#if N > 2
+    pfnf[N-1] = 0;
+#endif
+}
+
+/* sd_mem_plan() after every decision (gpu_schedule()): nothing during a
+ * restart's grace (g->restoring); w = the share turn's waiter, else
+ * sd_best_waiter(); nothing while a holder still restores (m->restoring:
+ * "a client's prefetch takes whatever the driver has free ... the two would
+ * race for the same bytes"); in a mode that co-runs, nothing while w waits
+ * for holders that stay (no holder leaving and w does not fit beside
+ * them); while a holder runs, evict_third_parties() for w's shortfall;
+ * then plan_prefetch(w). */
+#define RESTORING_H(k) (HOLD(k) && drest[k])
+/* plan_prefetch(): no prefetch while a member's memory is unknown (no USAGE
+ * since it attached), finding 5 */
+#define KNOWN(k) (ds[k] == D_NONE || unresp[k] || drep[k])
+#ifdef AS_IS_PF_UNREPORTED
+#define ALLKNOWN 1
+#else
+#define ALLKNOWN (KNOWN(0) && KNOWN(1) && (N < 3 || KNOWN(N-1)))
+#endif
+/* ... nor while an unresponsive member holds the GPU: its memory and the
+ * room its restore asks for are not planned around (res_now() 0), so a
+ * prefetch would be budgeted into that room, its ROOM would evict the
+ * prefetched memory, which frees it for the next prefetch (finding 7) */
+#define UH(k) (HOLD(k) && unresp[k])
+#ifdef AS_IS_PF_UNRESP_HOLDER
+#define NOUNRESPH 1
+#else
+#define NOUNRESPH (!UH(0) && !UH(1) && (N < 3 || !UH(N-1)))
+#endif
+#ifdef BREAK_PF_RESTORING
+/* the planner neither waits for a holder's restore nor counts the memory
+ * the restore brings back (RESNOW above): the two guards of mem.c against
+ * the room/prefetch race, both gone */
+#define HREST 0
+#else
+#define HREST (RESTORING_H(0) || RESTORING_H(1) || (N > 2 -> RESTORING_H(N-1) : 0))
+#endif
+#define LEAVING (ds[0] == D_REVOKING || ds[1] == D_REVOKING || (N > 2 -> ds[N-1] == D_REVOKING : 0))
+/* plannable(): a third party that may be asked to move memory out now */
+#define PLANV(v, w) ((v) != (w) && ds[v] >= D_IDLE && ds[v] <= D_WAITING && !evsent[v] && \
+                     !pfo[v] && !unresp[v] && dres[v] > 0)
+inline mem_plan() {
+    best_waiter();
+    if
+    :: restoring || bw == NONE || HREST -> skip
+    :: !(restoring || bw == NONE || HREST) && CORUNS && !LEAVING && !FITSD(bw) -> skip
+    :: else ->
+#if N > 2
+       /* evict_third_parties(): while a holder runs, furthest from running
+        * first (idle before waiting, lower class first; then the higher
+        * index, for vtime), each for what is still short */
+       if
+       :: BUSY ->
+          need = SHORT(bw);
+          need = (need > CAP -> need - CAP : 0);
+          vp = 0;
+          do
+          :: vp < 2 ->
+             vc = 3;
+             do
+             :: vc > 0 -> vc--; k = N;
+                do
+                :: k > 0 -> k--;
+                   if
+                   :: need > 0 && PLANV(k, bw) && prio(k) == vc && (ds[k] == D_IDLE) == (vp == 0) ->
+                      evsent[k] = 1;
+                      evamt[k] = (dres[k] < need -> dres[k] : need);
+                      need = need - evamt[k];
+                      dsend(k, EVICT, evamt[k])
+                   :: else -> skip
+                   fi
+                :: else -> break
+                od
+             :: else -> break
+             od;
+             vp++
+          :: else -> break
+          od
+       :: else -> skip
+       fi;
+#endif
+       /* plan_prefetch(w): not an unresponsive one, not while one is out, not
+        * again after one stopped short until memory is freed; need = what is
+        * not resident; free_now = capacity less res_now() of every member
+        * (a holder and an outstanding prefetch count their footprint);
+        * nothing if nothing is free (PREFETCH_MIN is far below a unit); the
+        * "free_now < need/4 while evictions are in flight" wait is never
+        * met with need <= 2 units */
+       if
+       :: !unresp[bw] && !pfo[bw] && !(pfst[bw] && pfnf[bw]) && dres[bw] < DFP(bw) && USED < CAP &&
+          ALLKNOWN && NOUNRESPH ->
+          need = DFP(bw) - dres[bw];
+          pfb[bw] = (CAP - USED < need -> CAP - USED : need);
+          pfo[bw] = 1;
+          pfh[bw] = HOLD(0) + 2 * HOLD(1) + (N > 2 -> 4 * HOLD(N-1) : 0);
+          pfbase[bw] = dres[bw];
+          pfnf[bw] = 1; pfst[bw] = 0;
+          dsend(bw, PREFETCH, pfb[bw])
+       :: else -> skip
+       fi
+    fi;
+    bw = NONE; k = 0; need = 0; vc = 0; vp = 0
+}
+#define PLAN mem_plan()
+#else
+#define PLAN skip
+#endif
+
 /* ---- properties as invariants ------------------------------------------ */
 
 /* 1. exclusivity: at most one running process has its gate open.
@@ -492,7 +723,12 @@ inline schedule() {
  *    plus the waiter's footprint <= capacity; alone always; trim_holders()
  *    revokes when they no longer do), and so do the open gates (each open
  *    gate's memory is resident: NOLOSS). Footprints are one unit. */
+#ifdef PF
+#define OPENFP (OPEN(0) * FP(0) + OPEN(1) * FP(1) + (N > 2 -> OPEN(N-1) * FP(N-1) : 0))
+#define MEMFIT ((NHOLD <= 1 || HOLDFP <= CAP) && (NOPEN <= 1 || OPENFP <= CAP))
+#else
 #define MEMFIT ((NHOLD <= 1 || NHOLD <= CAP) && NOPEN <= CAP)
+#endif
 
 /* 2. no data loss: the authoritative copy of every live client's segment
  *    holds the data, and a running process's gate is open only while the
@@ -502,7 +738,40 @@ inline schedule() {
  *    restore waits, src/hook/jobs.c job_grant retry loop). */
 #define SEGOK(i) (!alive[i] || ((auth[i] == DEV -> dv[i] : hv[i]) && \
                                 (OPEN(i) -> (auth[i] == DEV && dv[i]) : 1)))
+#ifdef PF
+/* the big client's second segment likewise */
+#define SEGOKB (!alive[BIG] || ((auth2 == DEV -> dv2 : hv2) && (OPEN(BIG) -> (auth2 == DEV && dv2) : 1)))
+#define NOLOSS (SEGOK(0) && SEGOK(1) && (N > 2 -> SEGOK(N-1) : 1) && SEGOKB && RESIDENT <= CAP)
+#else
 #define NOLOSS (SEGOK(0) && SEGOK(1) && (N > 2 -> SEGOK(N-1) : 1) && RESIDENT <= CAP)
+#endif
+
+#ifdef PF
+/* 5. prefetch takes no room a holder's restore needs (PFROOM, asserted
+ *    where a prefetch places a segment, src/hook/swap.c swap_in_locked()
+ *    with prefetch): after the placement, the free memory still covers
+ *    what every other holder whose gate has not opened under its lease
+ *    (its grant still restoring) is missing. src/sched/mem.c
+ *    sd_mem_plan() sends no PREFETCH while a holder is restoring
+ *    (m->restoring), and plan_prefetch() budgets a prefetch with what
+ *    res_now() leaves free, a holder counted at its footprint: "room made
+ *    and taken back by a prefetch" (issue 24) is this failing. */
+#define HNEED1(k, i) ((k) != (i) && ds[k] == D_HELD && RUN(k) && !opened[k] && !unresp[k] && \
+                      (pfh[i] & (1 << (k))) -> FP(k) - RES(k) : 0)
+#define HNEED(i) (HNEED1(0, i) + HNEED1(1, i) + (N > 2 -> HNEED1(N-1, i) : 0))
+/*    Excepted: an unresponsive member, holder or not. Its memory is not
+ *    planned around by design (res_now() 0: its report may be a lie), so
+ *    a prefetch may be budgeted into its memory or its restore's room; a
+ *    restore then asks ROOM, which moves what is in the way (the
+ *    unresponsive one's as the last resort, finding 4). */
+#define UNRESPMEM ((unresp[0] && RES(0)) || (unresp[1] && RES(1)) || (N > 2 -> (unresp[N-1] && RES(N-1)) : 0))
+#define PFROOM(i) (UNRESPMEM || RESIDENT + 1 + HNEED(i) <= CAP)
+#if (!defined(ONEPROP) || defined(PROP_PFROOM)) && !defined(NO_PFROOM)
+#define PFCHECK(i) assert(PFROOM(i))
+#else
+#define PFCHECK(i) skip
+#endif
+#endif
 
 /* 3b. a high client's wait: at most HBOUND daemon steps while it waits
  *     (src/sched/policy.c waiter_before(): class first; gpu_decide(): a
@@ -516,13 +785,17 @@ inline schedule() {
  *     stopped client's (its memory stays where it is, take_back(): the
  *     design's limit, docs/model.md) */
 #define STUCK(i) (RUN(i) && want[i] && !gate[i])
+#ifdef PF
+#define SILENTMEM ((stopped[0] && RES(0)) || (stopped[1] && RES(1)) || (N > 2 -> (stopped[N-1] && RES(N-1)) : 0))
+#else
 #define SILENTMEM ((stopped[0] && dv[0]) || (stopped[1] && dv[1]) || (N > 2 -> (stopped[N-1] && dv[N-1]) : 0))
+#endif
 #define DEADOK ((!STUCK(0) && !STUCK(1) && (N < 3 || !STUCK(N-1))) || SILENTMEM)
 
 /* The monitor: one assertion per property, so that Spin's line names the
  * one that failed (model/check.sh checks them all in one search per
  * configuration; -DPROP_* checks one). */
-#if defined(PROP_EXCL) || defined(PROP_NOLOSS) || defined(PROP_MEM) || defined(PROP_HBOUND) || defined(PROP_DEAD)
+#if defined(PROP_EXCL) || defined(PROP_NOLOSS) || defined(PROP_MEM) || defined(PROP_HBOUND) || defined(PROP_DEAD) || defined(PROP_PFROOM)
 #define ONEPROP 1
 #endif
 #ifndef NOMON
@@ -539,7 +812,7 @@ end:
 #if !defined(ONEPROP) || defined(PROP_MEM)
     :: atomic { !MEMFIT -> assert(MEMFIT) }
 #endif
-#if (!defined(ONEPROP) || defined(PROP_HBOUND)) && C0 == 0
+#if (!defined(ONEPROP) || defined(PROP_HBOUND)) && C0 == 0 && !defined(PF)
     :: atomic { hwait > HBOUND -> assert(hwait <= HBOUND) }   /* client 0 is high */
 #endif
 #if !defined(ONEPROP) || defined(PROP_DEAD)
@@ -559,6 +832,10 @@ inline on_msg(i) {
     :: m == ATT_IDLE || m == ATT_WAIT || m == ATT_HELD ->
        /* sd_policy_attach(): restore_resolve(), adopt a HELD claim */
        ds[i] = D_IDLE; dwant[i] = 0; unresp[i] = 0; dprev[i] = NONE;
+#ifdef PF
+       /* a new member: resident 0 until its first USAGE */
+       dres[i] = 0; drest[i] = 0; pfo[i] = 0; pfst[i] = 0; pfnf[i] = 0; drep[i] = 0;
+#endif
        t = 0;
        if
        :: restoring && recd[i] ->          /* restore_resolve(): nexpect-- */
@@ -583,9 +860,24 @@ inline on_msg(i) {
        :: else -> skip
        fi
     :: m == RELEASE ->                                    /* sd_policy_release() */
+#ifdef PF
+       /* RELEASE.swapped_bytes (t units) beside the lease id */
+       t = l / LMOD; l = l % LMOD;
+#endif
        if
-       :: (ds[i] == D_HELD || ds[i] == D_REVOKING) && l == dlid[i] -> end_lease(i)
+       :: (ds[i] == D_HELD || ds[i] == D_REVOKING) && l == dlid[i] ->
+#ifdef PF
+          /* sd_mem_on_release(held): its footprint less what it swapped out */
+          dres[i] = (DFP(i) > t -> DFP(i) - t : 0); drest[i] = 0;
+          if :: t > 0 -> freed() :: else -> skip fi;
+#endif
+          end_lease(i)
        :: else ->
+#ifdef PF
+          /* sd_mem_on_release(not held): the swap still happened (moved_out) */
+          dres[i] = (dres[i] > t -> dres[i] - t : 0);
+          if :: t > 0 -> freed() :: else -> skip fi;
+#endif
           /* accepted and ignored only for the previous lease; anything else
            * is a protocol error that closes the connection: must not happen */
 #ifdef BREAK_RELEASE_STRICT
@@ -596,6 +888,26 @@ inline on_msg(i) {
           skip
 #endif
        fi
+#ifdef PF
+    /* sd_policy_prefetched(): one that matches no outstanding PREFETCH
+     * (it crossed a reconnect) is ignored. Status 0 (l < LMOD): resident =
+     * footprint; else what was resident when it was sent plus what moved,
+     * and the prefetch is stuck (not repeated until memory is freed). */
+    :: m == PREFETCHED ->
+       if
+       :: pfo[i] ->
+          pfo[i] = 0;
+          if
+          :: l < LMOD -> if :: DFP(i) > dres[i] -> dres[i] = DFP(i) :: else -> skip fi
+          :: else ->
+             t = pfbase[i] + l % LMOD;
+             if :: t > DFP(i) -> t = DFP(i) :: else -> skip fi;
+             if :: t > dres[i] -> dres[i] = t :: else -> skip fi;
+             pfst[i] = 1
+          fi
+       :: else -> skip
+       fi
+#endif
     fi;
     m = 0; l = 0; t = 0
 }
@@ -606,6 +918,11 @@ inline on_eof(i) {
     eof[i] = 0;
     HWAIT_STEP;
     ds[i] = D_NONE; dwant[i] = 0;
+#ifdef PF
+    if :: dres[i] > 0 -> freed() :: else -> skip fi;
+    dres[i] = 0; drest[i] = 0; pfo[i] = 0; pfst[i] = 0; pfnf[i] = 0; drep[i] = 0;
+    PFH_END(i);
+#endif
     if :: share == i -> share = NONE :: else -> skip fi    /* sd_share_forget */
 }
 
@@ -654,6 +971,21 @@ inline on_quantum(i) {
 #define QUANTUM_OK(i) (!restoring && ds[i] == D_HELD && (opened[i] || !alive[i] || stopped[i]) && \
     (QR(i, 0) || QR(i, 1) || (N > 2 -> QR(i, N-1) : 0)))
 
+#ifdef PF
+/* sd_unresponsive() -> sd_mem_forget_requests(): an outstanding prefetch
+ * counts as done (resident += its budget, up to the footprint) */
+inline forget(i) {
+    if
+    :: pfo[i] && dres[i] < DFP(i) -> dres[i] = (dres[i] + pfb[i] > DFP(i) -> DFP(i) : dres[i] + pfb[i])
+    :: else -> skip
+    fi;
+    pfo[i] = 0
+}
+#define FORGET(i) forget(i)
+#else
+#define FORGET(i) skip
+#endif
+
 /* revoke_timeout_ms: check_revoke_timeouts() -> sd_unresponsive() ->
  * take_back() (force_release, the default). Timing assumption: the
  * timeout (10 s) is far longer than an I/O thread takes to read a REVOKE,
@@ -670,6 +1002,7 @@ inline on_rto(i) {
     HWAIT_STEP;
     if :: !unresp[i] && !stopped[i] -> slows++ :: else -> skip fi;
     unresp[i] = 1;
+    FORGET(i);
 #ifndef BREAK_NO_FORCE
     end_lease(i)        /* take_back() */
 #else
@@ -677,20 +1010,63 @@ inline on_rto(i) {
 #endif
 }
 
+#ifdef PF
+/* check_stopped(): a stopped process with a request out (here its PREFETCH)
+ * is marked unresponsive */
+#define ATO_OK(i) (pfo[i] && stopped[i] && !unresp[i])
+/* USAGE (src/sched/mem.c sd_mem_on_usage()), read when the hook's report
+ * tick sends it: resident as it is (a drop frees memory: freed_epoch);
+ * m->restoring for a holder not all resident, cleared once it is. Enabled
+ * only when it changes something (an idle report is a stutter). The value
+ * is the one at reading: a USAGE overtaken by another report of the same
+ * connection cannot happen (one ordered connection); across connections
+ * each is read as it is. */
+#define USAGE_OK(i) (ds[i] != D_NONE && RUN(i) && conn[i] && \
+    (!drep[i] || dres[i] != RES(i) || (RES(i) >= FP(i) && drest[i]) || (RES(i) < FP(i) && ds[i] == D_HELD && !drest[i])))
+inline on_usage(i) {
+    if
+    :: RES(i) < dres[i] ->
+       freed();
+       /* part of an EVICT under way (m->evict_bytes: evict_seen) */
+       if :: evsent[i] && !HOLD(i) -> evseen[i] = evseen[i] + dres[i] - RES(i) :: else -> skip fi
+    :: else -> skip
+    fi;
+    dres[i] = RES(i); drep[i] = 1;
+    if
+    :: RES(i) >= FP(i) -> drest[i] = 0
+    :: RES(i) < FP(i) && ds[i] == D_HELD -> drest[i] = 1
+    :: else -> skip
+    fi
+}
+#endif
+
 /* ROOM (src/sched/room.c sd_policy_room): the holder h's restore does not
  * fit; a victim v neither holds nor has an EVICT out and has memory on the
  * device; an unresponsive one only as the last resort (last_resort(): no
  * responsive victim left). AS_IS_ROOM_UNRESP: the code before finding 4,
  * which never asked an unresponsive client. */
+#ifdef PF
+/* may_evict(): sd_mem_movable() > 0, i.e. the resident memory the daemon
+ * knows of (last_resort(): v->resident likewise) */
+#define ROOMV(h, v) ((v) != (h) && ds[v] >= D_IDLE && ds[v] <= D_WAITING && dres[v] > 0 && !evsent[v])
+#else
 #define ROOMV(h, v) ((v) != (h) && ds[v] >= D_IDLE && ds[v] <= D_WAITING && dv[v] && !evsent[v])
+#endif
 #ifdef AS_IS_ROOM_UNRESP
 #define LASTRESORT(h, v) 0
 #else
 #define LASTRESORT(h, v) (N < 3 || !(ROOMV(h, 0) && !unresp[0]) && !(ROOMV(h, 1) && !unresp[1]) && \
                           !(ROOMV(h, N-1) && !unresp[N-1]))
 #endif
-#define ROOM_OK(h, v) (ds[h] == D_HELD && wbusy[h] && wph[h] == 0 && auth[h] == HOST && \
-    !FITS(h) && wq[h]?[JGRANT, eval(dlid[h]), eval(cgen[h])] && \
+#ifdef PF
+#define GFAIL(h) ((SWB(h) && RESIDENT >= CAP) || (!SWB(h) && SWA(h) && !FITS(h)))
+#define ROOMH(h) ; l = h
+#else
+#define GFAIL(h) (auth[h] == HOST && !FITS(h))
+#define ROOMH(h)
+#endif
+#define ROOM_OK(h, v) (ds[h] == D_HELD && wbusy[h] && wph[h] == 0 && GFAIL(h) && \
+    wq[h]?[JGRANT, eval(dlid[h]), eval(cgen[h])] && \
     ROOMV(h, v) && (!unresp[v] || LASTRESORT(h, v)))
 /* reconnect_grace_ms over (restore_check()): every recorded holder not
  * back yet is no longer expected. Timing assumption: a live, running
@@ -708,7 +1084,17 @@ inline grace_over() {
 
 inline on_room(v) {
     evsent[v] = 1;
+#ifdef PF
+    /* ask(): min(movable, need), need = max(ROOM.bytes (one unit, the
+     * segment), sd_mem_shortfall(asker l)) */
+    t = SHORT(l);
+    t = (t > CAP + 1 -> t - CAP : 1);
+    evamt[v] = (dres[v] < t -> dres[v] : t);
+    dsend(v, EVICT, evamt[v]);
+    t = 0; l = 0
+#else
     dsend(v, EVICT, 0)
+#endif
 }
 
 /* The daemon: one event at a time, each followed by the GPU's decision
@@ -736,7 +1122,8 @@ end:
         /* EOF after everything the client sent (server.c) */
         :: eof[i] && empty(c2d[i]) -> on_eof(i)
         fi;
-        schedule()
+        schedule();
+        PLAN
        }
     od
 }
@@ -752,6 +1139,8 @@ end:
 #define E_RTO 4
 #define E_ROOM 5
 #define E_GRACE 6
+#define E_USAGE 7
+#define E_ATO 8
 #define E_MSG 1
 #define E_EOF 2
 active proctype daemon()
@@ -781,13 +1170,27 @@ end:
         /* ROOM: a holder's restore does not fit (src/hook/jobs.c job_grant
          * -> cs_client_request_room; src/sched/room.c): EVICT a victim */
 #ifndef BREAK_NO_ROOM
-        :: ROOM_OK(0, 1) -> e = E_ROOM; i = 1
-        :: ROOM_OK(1, 0) -> e = E_ROOM; i = 0
+        :: ROOM_OK(0, 1) -> e = E_ROOM; i = 1 ROOMH(0)
+        :: ROOM_OK(1, 0) -> e = E_ROOM; i = 0 ROOMH(1)
 #if N > 2
-        :: ROOM_OK(0, 2) -> e = E_ROOM; i = 2
-        :: ROOM_OK(1, 2) -> e = E_ROOM; i = 2
-        :: ROOM_OK(2, 0) -> e = E_ROOM; i = 0
-        :: ROOM_OK(2, 1) -> e = E_ROOM; i = 1
+        :: ROOM_OK(0, 2) -> e = E_ROOM; i = 2 ROOMH(0)
+        :: ROOM_OK(1, 2) -> e = E_ROOM; i = 2 ROOMH(1)
+        :: ROOM_OK(2, 0) -> e = E_ROOM; i = 0 ROOMH(2)
+        :: ROOM_OK(2, 1) -> e = E_ROOM; i = 1 ROOMH(2)
+#endif
+#endif
+#ifdef PF
+        /* USAGE (the hook's report tick), and a stopped client's prefetch
+         * answer deadline (check_stopped) */
+        :: USAGE_OK(0) -> e = E_USAGE; i = 0
+        :: USAGE_OK(1) -> e = E_USAGE; i = 1
+#if N > 2
+        :: USAGE_OK(2) -> e = E_USAGE; i = 2
+#endif
+        :: ATO_OK(0) -> e = E_ATO; i = 0
+        :: ATO_OK(1) -> e = E_ATO; i = 1
+#if N > 2
+        :: ATO_OK(2) -> e = E_ATO; i = 2
 #endif
 #endif
         /* reconnect_grace_ms over (restore_check(), GRACE_OK) */
@@ -802,9 +1205,13 @@ end:
         :: e == E_RTO -> on_rto(i)
         :: e == E_ROOM -> on_room(i)
         :: e == E_GRACE -> grace_over()
+#ifdef PF
+        :: e == E_USAGE -> on_usage(i)
+        :: e == E_ATO -> unresp[i] = 1; forget(i)
+#endif
         fi;
         /* sd_policy_room() decides nothing (the EVICTED does, later) */
-        if :: e != E_ROOM -> schedule() :: else -> skip fi;
+        if :: e != E_ROOM -> schedule(); PLAN :: else -> skip fi;
         qexp = NONE; e = 0; i = 0
        }
     od
@@ -816,8 +1223,13 @@ end:
 /* a REVOKE job for lease l is queued (or running), with or without a
  * swap-out (lease + LMOD); a GRANT job for lease l. (In a poll a plain
  * variable matches anything: eval() makes it a value to match.) */
+#ifdef PF
+#define REVQ2(i, l) (wq[i]??[JREVOKE, eval(l + 2 * LMOD), 0] || wq[i]??[JREVOKE, eval(l + 2 * LMOD), 1])
+#else
+#define REVQ2(i, l) 0
+#endif
 #define REVQ(i, l) (wq[i]??[JREVOKE, eval(l), 0] || wq[i]??[JREVOKE, eval(l), 1] || \
-                    wq[i]??[JREVOKE, eval(l + LMOD), 0] || wq[i]??[JREVOKE, eval(l + LMOD), 1])
+                    wq[i]??[JREVOKE, eval(l + LMOD), 0] || wq[i]??[JREVOKE, eval(l + LMOD), 1] || REVQ2(i, l))
 #define GRANTQ(i, l) (wq[i]??[JGRANT, eval(l), 0] || wq[i]??[JGRANT, eval(l), 1])
 
 proctype io(byte i)
@@ -831,7 +1243,12 @@ end:
         d2c[i]?m, l;
         if
         :: m == GRANT -> wq[i]!JGRANT, l, cgen[i]          /* on_grant() */
+#ifdef PF
+        :: m == EVICT -> wq[i]!JEVICT, l, cgen[i]          /* on_evict(): bytes */
+        :: m == PREFETCH -> wq[i]!JPREFETCH, l, cgen[i]    /* on_prefetch(): budget */
+#else
         :: m == EVICT -> wq[i]!JEVICT, 0, cgen[i]          /* on_evict() */
+#endif
         :: m == REVOKE ->                                  /* on_revoke() */
            if
            :: cst[i] == C_HELD && clid[i] == l % LMOD ->
@@ -868,6 +1285,9 @@ proctype worker(byte i)
     mtype j;
     byte l;
     bit g;
+#ifdef PF
+    byte mv;        /* units the job moved so far (swap_out_locked / swap_in_locked res.bytes) */
+#endif
 end:
     do
     /* take the next job (it stays queued while it runs: the I/O thread's
@@ -875,17 +1295,29 @@ end:
     :: atomic { RUN(i) && !wbusy[i] && nempty(wq[i]) -> wq[i]?<j, l, g>; wbusy[i] = 1; wph[i] = 0 }
 
     /* job_grant(): restore (retried while it does not fit), then granted() */
+#ifdef PF
+    /* swap_in_locked(): the big client's seg b first (one step: place,
+     * copy in, switch; the gate is closed), then seg a as below */
+    :: atomic { RUN(i) && wbusy[i] && j == JGRANT && wph[i] == 0 && SWB(i) && RESIDENT < CAP ->
+                dv2 = 1; auth2 = DEV; hv2 = 0 }
+    :: atomic { RUN(i) && wbusy[i] && j == JGRANT && wph[i] == 0 && !SWB(i) && auth[i] == HOST && FITS(i) ->
+#else
     :: atomic { RUN(i) && wbusy[i] && j == JGRANT && wph[i] == 0 && auth[i] == HOST && FITS(i) ->
+#endif
 #ifdef BREAK_GATE_EARLY
                 cst[i] = C_HELD; clid[i] = l; gate[i] = 1;     /* gate before the copy */
 #endif
                 dv[i] = 1; wph[i] = 1 }                        /* map + copy in */
-    :: atomic { RUN(i) && wbusy[i] && j == JGRANT && wph[i] == 0 && auth[i] == HOST && !FITS(i) &&
+    :: atomic { RUN(i) && wbusy[i] && j == JGRANT && wph[i] == 0 && GFAIL(i) &&
                 (g != cgen[i] || REVQ(i, l)) ->               /* grant_stale() after a failure */
                 wq[i]?_, _, _; wbusy[i] = 0; j = 0; l = 0; g = 0 }
     :: atomic { RUN(i) && wbusy[i] && j == JGRANT && wph[i] == 1 ->
                 auth[i] = DEV; hv[i] = 0; wph[i] = 2 }          /* swap_in done */
+#ifdef PF
+    :: atomic { RUN(i) && wbusy[i] && j == JGRANT && wph[i] == 0 && auth[i] == DEV && !SWB(i) -> wph[i] = 2 }
+#else
     :: atomic { RUN(i) && wbusy[i] && j == JGRANT && wph[i] == 0 && auth[i] == DEV -> wph[i] = 2 }
+#endif
     :: atomic { RUN(i) && wbusy[i] && j == JGRANT && wph[i] == 2 ->
                 /* granted(): cs_lease_hold_locked() opens the gate; RESTORED */
 #ifdef AS_IS_STALE_GRANT
@@ -896,11 +1328,84 @@ end:
                 :: else -> skip       /* stale: the gate stays closed */
                 fi;
 #endif
+#ifdef PF
+                /* RESTORED (sd_policy_restored(), read at once like EVICTED:
+                 * the daemon reads a socket within microseconds, a slice
+                 * lasts milliseconds): for the current lease, resident =
+                 * footprint, no longer restoring */
+                if
+                :: g == cgen[i] && conn[i] && gate[i] && HOLD(i) && dlid[i] == l ->
+                   if :: DFP(i) > dres[i] -> dres[i] = DFP(i) :: else -> skip fi;
+                   drest[i] = 0
+                :: else -> skip
+                fi;
+#endif
                 wq[i]?_, _, _; wbusy[i] = 0; j = 0; l = 0; g = 0 }
 
     /* job_evict(): refused while the gate is open (only a revoke may move
      * a running job's memory); else swap out; EVICTED (not modelled: the
      * daemon waits for nothing, the blocked restore retries) */
+#ifdef PF
+    /* the EVICT's bytes (l units): seg a (copy, then switch and unmap),
+     * then seg b in one step; the daemon reads EVICTED at once (moved_out:
+     * resident less what moved, memory freed), from this connection only
+     * (an older one's answer matches no request) */
+    :: atomic { RUN(i) && wbusy[i] && j == JEVICT && wph[i] == 0 ->
+                if
+                :: !gate[i] && auth[i] == DEV && l > 0 -> hv[i] = 1; wph[i] = 1     /* copy out */
+                :: !gate[i] && !(auth[i] == DEV && l > 0) -> wph[i] = 3
+                :: gate[i] -> wph[i] = 2
+                fi }
+    :: atomic { RUN(i) && wbusy[i] && j == JEVICT && wph[i] == 1 ->
+                auth[i] = HOST; dv[i] = 0; mv = 1; wph[i] = 3 }            /* switch, unmap */
+    :: atomic { RUN(i) && wbusy[i] && j == JEVICT && wph[i] == 3 ->
+                if
+                :: ONB(i) && mv < l -> hv2 = 1; auth2 = HOST; dv2 = 0; mv++
+                :: else -> skip
+                fi;
+                wph[i] = 2 }
+    :: atomic { RUN(i) && wbusy[i] && j == JEVICT && wph[i] == 2 ->
+                evsent[i] = 0;
+                if
+                :: g == cgen[i] && conn[i] ->
+                   /* moved_out(): what a USAGE has not shown yet comes off */
+                   mv = (mv > evseen[i] -> mv - evseen[i] : 0);
+                   dres[i] = (dres[i] > mv -> dres[i] - mv : 0);
+                   evseen[i] = 0;
+                   if :: mv > 0 -> freed() :: else -> skip fi
+                :: else -> skip
+                fi;
+                wq[i]?_, _, _; wbusy[i] = 0; j = 0; l = 0; g = 0; mv = 0 }
+
+    /* job_prefetch() -> cs_swap_prefetch(budget l): swapped segments, each
+     * placed only if it fits (no ROOM: cs_seg_place_locked(ask_room =
+     * false)) and within the budget; a placement the driver refuses stops
+     * it with an error status; PREFETCHED(status, bytes) (l + LMOD when the
+     * status is an error) */
+    :: atomic { RUN(i) && wbusy[i] && j == JPREFETCH && wph[i] == 0 ->
+                if
+                :: SWB(i) && mv < l && RESIDENT < CAP -> PFCHECK(i); dv2 = 1; auth2 = DEV; hv2 = 0; mv++
+                :: SWB(i) && mv < l && RESIDENT >= CAP ->
+#ifdef BREAK_PF_DROP_BACKING
+                   hv2 = 0;            /* the segment it could not place loses its backing */
+#endif
+                   wph[i] = 2
+                :: !(SWB(i) && mv < l) && SWA(i) && mv < l && RESIDENT < CAP ->
+                   PFCHECK(i); dv[i] = 1; auth[i] = DEV; hv[i] = 0; mv++
+                :: !(SWB(i) && mv < l) && SWA(i) && mv < l && RESIDENT >= CAP ->
+#ifdef BREAK_PF_DROP_BACKING
+                   hv[i] = 0;
+#endif
+                   wph[i] = 2
+                :: else -> wph[i] = 1
+                fi }
+    :: atomic { RUN(i) && wbusy[i] && j == JPREFETCH && wph[i] >= 1 ->
+                if
+                :: g == cgen[i] && conn[i] -> csend(i, PREFETCHED, mv + LMOD * (wph[i] - 1))
+                :: else -> skip
+                fi;
+                wq[i]?_, _, _; wbusy[i] = 0; j = 0; l = 0; g = 0; mv = 0 }
+#else
     :: atomic { RUN(i) && wbusy[i] && j == JEVICT && wph[i] == 0 ->
                 if
                 :: !gate[i] && auth[i] == DEV -> hv[i] = 1; wph[i] = 1     /* copy out */
@@ -911,6 +1416,7 @@ end:
     :: atomic { RUN(i) && wbusy[i] && j == JEVICT && wph[i] == 2 ->
                 evsent[i] = 0;
                 wq[i]?_, _, _; wbusy[i] = 0; j = 0; l = 0; g = 0 }
+#endif
 
     /* job_revoke(): close, drain, swap out what the REVOKE's evict_bytes
      * asks (l >= LMOD), RELEASE, cs_lease_released_locked() */
@@ -919,18 +1425,35 @@ end:
                 :: cst[i] == C_HELD && clid[i] == l % LMOD -> cst[i] = C_REVOKING; gate[i] = 0
                 :: else -> skip
                 fi;
+#ifdef PF
+                /* evict_bytes l / LMOD units: seg a first, else seg b */
+                wph[i] = (l >= LMOD && auth[i] == DEV -> 1 : (l >= LMOD && ONB(i) -> 4 : 3)) }
+#else
                 wph[i] = (l >= LMOD && auth[i] == DEV -> 1 : 3) }
+#endif
     :: atomic { RUN(i) && wbusy[i] && j == JREVOKE && wph[i] == 1 ->
                 hv[i] = 1; wph[i] = 2                          /* copy out */
 #ifdef BREAK_UNMAP_FIRST
                 ; dv[i] = 0                                    /* unmapped before the switch */
 #endif
               }
+#ifdef PF
+    :: atomic { RUN(i) && wbusy[i] && j == JREVOKE && wph[i] == 2 ->
+                auth[i] = HOST; dv[i] = 0; mv = 1;             /* switch, unmap */
+                wph[i] = (l >= 2 * LMOD && ONB(i) -> 4 : 3) }
+    :: atomic { RUN(i) && wbusy[i] && j == JREVOKE && wph[i] == 4 ->
+                hv2 = 1; auth2 = HOST; dv2 = 0; mv++; wph[i] = 3 }   /* seg b out */
+#else
     :: atomic { RUN(i) && wbusy[i] && j == JREVOKE && wph[i] == 2 ->
                 auth[i] = HOST; dv[i] = 0; wph[i] = 3 }        /* switch, unmap */
+#endif
     :: atomic { RUN(i) && wbusy[i] && j == JREVOKE && wph[i] == 3 ->
                 if
+#ifdef PF
+                :: g == cgen[i] && conn[i] -> csend(i, RELEASE, l % LMOD + LMOD * mv); acq_sent[i] = 0
+#else
                 :: g == cgen[i] && conn[i] -> csend(i, RELEASE, l % LMOD); acq_sent[i] = 0
+#endif
                 :: else -> skip
                 fi;
                 cst[i] = C_IDLE;
@@ -942,7 +1465,11 @@ end:
                    fi
                 :: else -> skip
                 fi;
-                wq[i]?_, _, _; wbusy[i] = 0; j = 0; l = 0; g = 0 }
+                wq[i]?_, _, _; wbusy[i] = 0; j = 0; l = 0; g = 0
+#ifdef PF
+                ; mv = 0
+#endif
+              }
     od
 }
 
@@ -971,6 +1498,9 @@ end:
 inline kill(i) {
     kills++;
     alive[i] = 0; gate[i] = 0; dv[i] = 0; hv[i] = 0; want[i] = 0;
+#ifdef PF
+    if :: i == BIG -> dv2 = 0; hv2 = 0 :: else -> skip fi;
+#endif
     if :: conn[i] -> eof[i] = 1; conn[i] = 0 :: else -> skip fi;
     do :: d2c[i]?_, _ :: empty(d2c[i]) -> break od;
     do :: wq[i]?_, _, _ :: empty(wq[i]) -> break od;
@@ -1005,6 +1535,10 @@ end:
 #endif
            ds[i] = D_NONE; dwant[i] = 0; unresp[i] = 0; resumed[i] = 0;
            conn[i] = 0; eof[i] = 0; evsent[i] = 0;
+#ifdef PF
+           dres[i] = 0; drest[i] = 0; pfo[i] = 0; pfb[i] = 0; pfbase[i] = 0;
+           pfst[i] = 0; pfnf[i] = 0; evamt[i] = 0; drep[i] = 0; evseen[i] = 0; pfh[i] = 0;
+#endif
            do :: c2d[i]?_, _ :: empty(c2d[i]) -> break od;
            do :: d2c[i]?_, _ :: empty(d2c[i]) -> break od;
            i++
@@ -1031,6 +1565,9 @@ init {
         do
         :: i < N ->
            alive[i] = 1; auth[i] = HOST; hv[i] = 1; dprev[i] = NONE;
+#ifdef PF
+           auth2 = HOST; hv2 = 1;
+#endif
            run io(i); run worker(i); run app(i);
 #if N > 2
            run dconn(i);

@@ -26,6 +26,10 @@ void cs_report_released_locked(struct cs_dev *d)
 void cs_report_attached_locked(struct cs_dev *d)
 {
     memset(d->rep.usage_sent, 0, sizeof d->rep.usage_sent);
+    /* The first tick after an ATTACH reports, even a device with no memory:
+     * until a member's first USAGE the daemon knows nothing of its memory
+     * and plans no prefetch on its GPU (mem.c plan_prefetch). */
+    d->rep.usage_sent[0] = UINT64_MAX;
     d->rep.pinned_sent = 0;
 }
 

@@ -58,6 +58,10 @@
 #include "sched/policy_int.h"
 
 #define PREFETCH_MIN (4ull << 20)
+/* How long a member's first USAGE is waited for before it is planned
+ * around as having nothing (plan_prefetch): the hook reports at its first
+ * tick after ATTACH (report.c), ten times sooner. */
+#define FIRST_USAGE_NS (1000ull * SD_MS)
 #define PREP_INTERVAL_NS (1000ull * SD_MS)
 /* One PREPARE asks for at most this much (~1 s of pinning on an H100): the
  * next one in line, or an eviction someone waits for, is never stuck
@@ -392,6 +396,36 @@ static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_membe
         return; /* (a blocked one is restoring already) */
     if (w->prefetch_stuck && w->prefetch_epoch == g->freed_epoch)
         return;
+    /* A member that has not sent USAGE since it attached (a new job, or any
+     * job right after a daemon restart) has memory the model does not know
+     * of: counted as none, a prefetch was budgeted into memory in use and
+     * took the room the next holder's restore needed, and ROOM then
+     * evicted the prefetched memory again (docs/model.md, finding 5). Its
+     * first USAGE comes within one report tick (report.c). The wait is
+     * bounded (FIRST_USAGE_NS): a client that never reports (broken, or a
+     * tenant that attaches and stays silent) must not switch prefetching
+     * off for everyone else on its GPU; after that it is planned around as
+     * having nothing, as before, and ROOM is the safety net. An
+     * unresponsive one is not planned around anyway. */
+    for (size_t i = 0; i < g->n; i++) {
+        const struct sd_member *o = g->m[i];
+        if (o->usage_seen || o->client->unresponsive)
+            continue;
+        uint64_t until = sd_add_sat(o->attach_ns, FIRST_USAGE_NS);
+        if (now < until) {
+            sd_gpu_want_at(g, until);
+            return;
+        }
+    }
+    /* Nor while an unresponsive member holds the GPU: its memory and the
+     * room its ROOM asked for are not planned around (res_now() 0), so
+     * that room looked free and went to w's prefetch, its allocation
+     * failed again, and its next ROOM evicted w's prefetched memory, which
+     * then looked free again: a room/prefetch ping-pong for as long as it
+     * held the GPU (docs/model.md, finding 7). */
+    for (size_t i = 0; i < g->n; i++)
+        if (sd_is_holder(g->m[i]) && g->m[i]->client->unresponsive)
+            return;
     uint64_t need = sub0(w->footprint, w->resident);
     if (need <= SD_MEM_SLACK)
         return;

@@ -290,7 +290,13 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
     m->lease_restored = false;
     m->resumed = false;
     m->restore_blocked = false;
-    m->restoring = m->footprint > sd_add_sat(m->resident, SD_MEM_SLACK);
+    /* A member that has not sent USAGE since it attached (a new job, or
+     * any job right after a daemon restart) may have memory to restore
+     * that the model does not know of yet: restoring until its RESTORED or
+     * a USAGE says otherwise. Counted done at once, the planner sent the
+     * next waiter a PREFETCH budgeted as if this one had nothing, which
+     * raced its restore for the same bytes (docs/model.md, finding 5). */
+    m->restoring = !m->usage_seen || m->footprint > sd_add_sat(m->resident, SD_MEM_SLACK);
     sd_share_granted(p, g, m, now);
     measure_switch(g, m, now);
     gpu_account(g, now);
@@ -1240,6 +1246,7 @@ int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_m
     m->gpu = g;
     m->slot = a->slot;
     m->state = CS_STATE_IDLE;
+    m->attach_ns = now;
     c->slot[a->slot] = m;
     if (a->total_mem > g->mem_total)
         g->mem_total = a->total_mem;
@@ -1347,6 +1354,7 @@ int sd_policy_usage(struct sd_policy *p, struct sd_client *c, const struct cs_ms
     if (!m)
         return SD_EPROTO;
     sd_mem_on_usage(m->gpu, m, u);
+    m->usage_seen = true;
     m->resident = u->resident;
     m->swapped = u->swapped;
     m->unswappable = u->unswappable < u->resident ? u->unswappable : u->resident;

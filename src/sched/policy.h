@@ -163,6 +163,10 @@ struct sd_member {
     bool restoring;           /* granted, its memory not all back yet (until
                                  RESTORED, or a USAGE showing it resident) */
     bool reports_restore;     /* it has sent RESTORED (a client that does) */
+    bool usage_seen;          /* a USAGE came since it attached: until then its
+                                 resident and footprint read 0, unknown */
+    uint64_t attach_ns;       /* ATTACH at (how long its first USAGE is
+                                 waited for: mem.c FIRST_USAGE_NS) */
     bool resumed;             /* held the GPU before a daemon restart and came
                                  back without the lease: granted first */
     bool restore_blocked;     /* asked for ROOM without holding or prefetching:

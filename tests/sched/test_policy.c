@@ -1307,6 +1307,7 @@ static void test_idle_revoke_waits_for_switch_cost(void **state)
     struct sd_member *h = attach(client(CS_PRIO_HIGH, 1, "h"), 0);
     struct sd_gpu *g = gpu(0);
     g->mem_total = 20 * GiB;
+    usage(h, 0, 0, 0, 0); /* its first report, as the hook sends it (report.c) */
     acquire(a);
     usage(a, 0, 16 * GiB, 0, 16 * GiB);
     usage(b, 0, 0, 16 * GiB, 16 * GiB);
@@ -1598,6 +1599,7 @@ static void test_prefetch_limits(void **state)
     g->mem_total = 10 * GiB;
     usage4(a, 0, 6 * GiB, 0, 6 * GiB); /* swapped out: restores when granted */
     usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    usage4(c, 0, 0, 0, 0); /* its first report: no memory (report.c sends one) */
     acquire(a);
     assert_true(a->restoring);
     acquire(b);
@@ -1623,6 +1625,107 @@ static void test_prefetch_limits(void **state)
     assert_int_equal(count(EV_PREFETCH, b), 1);
     usage4(a, 5 * GiB, 0, 0, 5 * GiB);
     assert_int_equal(count(EV_PREFETCH, b), 2);
+}
+
+/* A holder granted before its first USAGE (a new job, or any job right
+ * after a daemon restart) counts as restoring: its memory is unknown, not
+ * nothing. Counted as nothing, the next waiter was sent a PREFETCH for the
+ * whole GPU less its own memory, which raced the holder's restore for the
+ * same bytes; the restore then asked ROOM, which evicted what the prefetch
+ * had just brought in (the lease model's finding 5, docs/model.md). */
+static void test_unreported_holder_blocks_prefetch(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(b, 0, 6 * GiB, 0, 6 * GiB); /* b has reported: all of it swapped */
+    acquire(h); /* granted before h's first USAGE: its 6 GiB are not known */
+    assert_int_equal(h->state, CS_STATE_HELD);
+    acquire(b);
+    assert_null(find(EV_PREFETCH, b)); /* it would race h's restore */
+    assert_true(h->restoring);
+    usage4(h, 6 * GiB, 0, 0, 6 * GiB); /* h is all back: the rest may go to b */
+    assert_false(h->restoring);
+    const struct ev *e = find(EV_PREFETCH, b);
+    assert_non_null(e);
+    assert_true(e->evict <= 4 * GiB); /* what h leaves free, not the whole GPU */
+}
+
+/* Nor while another member's memory is unknown (no USAGE since it
+ * attached): its memory is somewhere on the GPU, and a prefetch budgeted
+ * as if it were not took the room the next holder's restore needed (the
+ * lease model's finding 5). */
+static void test_unknown_member_blocks_prefetch(void **state)
+{
+    (void)state;
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(h, 3 * GiB, 0, 0, 3 * GiB);
+    usage4(b, 0, 3 * GiB, 0, 3 * GiB);
+    acquire(h);
+    acquire(b);
+    assert_null(find(EV_PREFETCH, b)); /* c may hold the rest of the GPU */
+    usage4(c, 4 * GiB, 0, 0, 4 * GiB); /* it does not: b's 3 GiB fit */
+    const struct ev *e = find(EV_PREFETCH, b);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 3 * GiB);
+}
+
+/* A member that never reports holds prefetching up on its GPU for a second
+ * (FIRST_USAGE_NS) at most: a silent tenant cannot switch it off for the
+ * others. */
+static void test_silent_member_holds_prefetch_a_second(void **state)
+{
+    (void)state;
+    cfg.quantum_floor_ms = 5000; /* h's slice outlasts the test */
+    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    uint64_t t0 = now;
+    attach(client(CS_PRIO_NORMAL, 1, "silent"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(h, 3 * GiB, 0, 0, 3 * GiB);
+    usage4(b, 0, 3 * GiB, 0, 3 * GiB);
+    acquire(h);
+    acquire(b);
+    assert_null(find(EV_PREFETCH, b));
+    run_until(t0 + 999 * MS);
+    assert_null(find(EV_PREFETCH, b));
+    assert_true(sd_policy_deadline(&pol) <= t0 + 1000 * MS); /* it wakes itself */
+    run_until(t0 + 1000 * MS);
+    assert_null(find(EV_REVOKE, h));
+    const struct ev *e = find(EV_PREFETCH, b);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 3 * GiB);
+}
+
+/* Nor while an unresponsive member holds the GPU: its memory, and the room
+ * its ROOM asked for, are not planned around (res_now() 0), so the room
+ * made for it looked free and went to the next waiter's prefetch; its
+ * allocation failed again, its next ROOM evicted the prefetched memory,
+ * which looked free again: the room/prefetch ping-pong for as long as it
+ * held the GPU (the lease model's finding 7). */
+static void test_unresponsive_holder_blocks_prefetch(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_LOW, 1, "b"), 0); /* a's class once demoted */
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    usage4(b, 2 * GiB, 2 * GiB, 0, 4 * GiB);
+    sd_unresponsive(&pol, a->client, "test", now); /* one drain too long, once */
+    acquire(a);
+    assert_int_equal(a->state, CS_STATE_HELD);
+    acquire(b);
+    /* a's allocation of 2 GiB more fails: room is made, b's 2 GiB go. */
+    assert_int_equal(room(a, 1, 2 * GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, b);
+    assert_non_null(e);
+    assert_int_equal(evicted(b, e->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(find(EV_ROOM, a)->reason, 0);
+    assert_null(find(EV_PREFETCH, b)); /* the room is a's, not b's */
 }
 
 /* Host backing is pinned ahead of need on an oversubscribed GPU: once per
@@ -3455,6 +3558,10 @@ int main(void)
         T(test_evict_order_and_partial),
         T(test_prefetch_when_it_fits),
         T(test_prefetch_limits),
+        T(test_unreported_holder_blocks_prefetch),
+        T(test_unknown_member_blocks_prefetch),
+        T(test_silent_member_holds_prefetch_a_second),
+        T(test_unresponsive_holder_blocks_prefetch),
         T(test_prepare_when_oversubscribed),
         T(test_prepare_one_at_a_time),
         T(test_room_cannot_fit_alone),
