@@ -111,6 +111,24 @@ start_daemon() { # $1 = config text; sets SOCK, DPID
     for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 }
 stop_daemon() { kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
+# Waits (up to 180 s) until the host's available memory stops growing for
+# 5 s or is above 80 % of its total, and says what it found. A daemon that
+# exited a moment ago (the previous invocation's) still had tens of GiB of
+# pinned pool on their way back to the kernel: on 2026-11-29 an invocation
+# that started then found its host at the pool's reserve, its pool never
+# warmed and its swaps waited for pinning (bench/results/oversubscription.md).
+wait_host_memory() {
+    local t0=$SECONDS last=0 still=0 avail total
+    total=$(awk '/MemTotal/ {print int($2 / 1048576)}' /proc/meminfo)
+    while [ $((SECONDS - t0)) -lt 180 ]; do
+        avail=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
+        [ "$avail" -ge $((total * 8 / 10)) ] && break
+        if [ "$avail" -gt "$last" ]; then last=$avail still=0; else still=$((still + 1)); fi
+        [ $still -ge 5 ] && break
+        sleep 1
+    done
+    say "host memory: ${avail:-?} of $total GiB available after $((SECONDS - t0)) s"
+}
 run_shared() { # NAME PRIO WEIGHT CMD...: a job under cushare-run
     local name=$1 prio=$2 weight=$3
     shift 3
@@ -539,6 +557,7 @@ quantum_cap_ms = 30000
 client_reserve_mb = 768
 revoke_timeout_ms = 60000
 ${OVERSUB_CONF:-}"
+    wait_host_memory
     local t0=$(now) from=$(wc -l <"$OUT/cushared.log")
     start_daemon "$base"
     if echo "${OVERSUB_CONF:-}" | grep -q pool_min_mb; then
