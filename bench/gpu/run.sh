@@ -946,6 +946,22 @@ section_nvml() {
     for h in native:"" A:"$sa" B:"$sb"; do
         say "nvidia-smi ${h%%:*}: memory total,used,free MiB: $(nvml_smi "${h#*:}" --query-gpu=memory.total,memory.used,memory.free --format=csv,noheader,nounits 2>&1 | head -n 1); apps pid,MiB: $(nvml_smi "${h#*:}" --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>&1 | tr '\n' ';')"
         nvml_smi "${h#*:}" >"$OUT/nvml-smi-${h%%:*}.txt" 2>&1
+        nvml_smi "${h#*:}" -q -d PIDS >"$OUT/nvml-smi-pids-${h%%:*}.txt" 2>&1
+    done
+    # nvidia-smi's own process table (read through NVML's private export
+    # table, which the hook rewrites for driver 580's layout): each job's
+    # own process alone under the hook, both natively.
+    local who got want v
+    for who in native A B; do
+        got=$(awk '$1 == "|" && $2 ~ /^[0-9]+$/ && $3 == "N/A" && $4 == "N/A" { print $5 }' \
+            "$OUT/nvml-smi-$who.txt" | sort -n | tr '\n' ' ')
+        case $who in
+        A) want="$(jfield "$OUT/nvml-a.log" pid) " ;;
+        B) want="$(jfield "$OUT/nvml-b.log" pid) " ;;
+        *) want=$(printf '%s\n' "$(jfield "$OUT/nvml-a.log" pid)" "$(jfield "$OUT/nvml-b.log" pid)" | sort -n | tr '\n' ' ') ;;
+        esac
+        [ "$got" = "$want" ] && v=ok || v="WRONG (expected $want)"
+        say "nvidia-smi $who: process table pids ${got:-none}: $v; -q -d PIDS: $(grep -c 'Process ID' "$OUT/nvml-smi-pids-$who.txt") process(es)"
     done
     wait "$pa" || fail "nvml job A (nvml-a.log)"
     wait "$pb" || fail "nvml job B (nvml-b.log)"

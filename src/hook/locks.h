@@ -44,6 +44,8 @@
  *               fetching a new one from the daemon (a short connection of
  *               its own, 1 s at most); taken by NVML calls only, which
  *               take a device's mu after dropping it
+ *   xtab_mu     (nvml.c) making the copy of NVML's private export table
+ *               (nvidia-smi's process lists), once; nothing taken under it
  *
  * Atomics and once-written pointers need no lock: the gate word and counter
  * (struct cs_dev_gate), the host and memory counters (struct cs_dev_host,

@@ -106,6 +106,7 @@ enum {
     N_PROCS_UTIL_INFO,
     N_ACCT_PIDS,
     N_ACCT_STATS,
+    N_XTAB,
     N_COUNT,
 };
 
@@ -134,6 +135,7 @@ static struct nvml_entry entries[N_COUNT] = {
     [N_PROCS_UTIL_INFO] = {"nvmlDeviceGetProcessesUtilizationInfo", W(nvmlDeviceGetProcessesUtilizationInfo), NULL},
     [N_ACCT_PIDS] = {"nvmlDeviceGetAccountingPids", W(nvmlDeviceGetAccountingPids), NULL},
     [N_ACCT_STATS] = {"nvmlDeviceGetAccountingStats", W(nvmlDeviceGetAccountingStats), NULL},
+    [N_XTAB] = {"nvmlInternalGetExportTable", W(nvmlInternalGetExportTable), NULL},
 };
 #undef W
 
@@ -488,4 +490,118 @@ CS_EXPORT nvml_ret nvmlDeviceGetRunningProcessDetailList(nvml_dev dev, void *pli
 CS_EXPORT nvml_ret nvmlDeviceGetProcessesUtilizationInfo(nvml_dev dev, void *info)
 {
     return refused_or_real(N_PROCS_UTIL_INFO, dev, info);
+}
+
+/* ---- nvidia-smi's private table ------------------------------------------------------- */
+
+/* nvidia-smi does not list processes through the calls above: it reads
+ * them through NVML's undocumented export table (nvmlInternalGetExportTable:
+ * the table out, a 16-byte table id in). Measured on driver 580.159.04
+ * (bench/gpu/nvml_xtab.c, bench/results/nvml.md): nvidia-smi asks for one
+ * table, id c4fe3e6c-c98f-6c4e-a327-ee696e12f7c4, which starts with its
+ * size in bytes (2160: the size word and 269 entries); entries 212, 213 and
+ * 214 list a device's compute, graphics and MPS processes as (device,
+ * unsigned *count: the capacity in, 500 from nvidia-smi, the number out;
+ * the records; more arguments, forwarded as they come), each record 4128
+ * bytes: the pid (u32 at 0), the memory used (u64 at 8), the instance ids,
+ * 8 more bytes and the command line (4096 bytes).
+ *
+ * The interface is private and may change with any driver, so only a table
+ * with exactly that id and size is rewritten: a copy of the library's with
+ * those three entries replaced. They call the library's, then keep the
+ * job's records (as the public lists: compute processes of the job, with
+ * cushare's figure for their memory; no graphics or MPS process). Any other
+ * table, this one at another size, or a second copy of the library, is
+ * handed out untouched (nvidia-smi then lists every tenant, as before). */
+#define XT_SIZE 2160u         /* bytes, the size word included */
+#define XT_SLOTS (XT_SIZE / 8) /* the size word, then the entries */
+#define XT_COMPUTE 212
+#define XT_GRAPHICS 213
+#define XT_MPS 214
+#define XT_REC 4128    /* one process record */
+#define XT_REC_USED 8 /* its memory used, u64 */
+static const unsigned char xt_id[16] = {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
+                                        0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
+
+typedef nvml_ret (*xt_fn)(nvml_dev, unsigned *, void *, uintptr_t, uintptr_t, uintptr_t);
+
+/* xtab_mu (a leaf, locks.h) guards making the copy, once per process (the
+ * library hands out one table). xt_real is written before the copy is
+ * first handed out, under the lock, and only read after: a caller reaches
+ * the replaced entries only through a copy it got under the lock. */
+static pthread_mutex_t xtab_mu = PTHREAD_MUTEX_INITIALIZER;
+static const void *xt_orig;  /* the library's table the copy was made from */
+static void *xt_copy[XT_SLOTS];
+static xt_fn xt_real[3];     /* compute, graphics, MPS */
+
+/* The library's answer for list k (0 compute) filtered to the job. */
+static nvml_ret xt_list(int k, nvml_dev dev, unsigned *count, void *recs, uintptr_t a3,
+                        uintptr_t a4, uintptr_t a5)
+{
+    nvml_ret r = xt_real[k](dev, count, recs, a3, a4, a5);
+    if (r != NVML_SUCCESS || !count || (*count && !recs))
+        return r;
+    struct job_gpu *j = job_for(dev);
+    if (!j)
+        return r;
+    *count = k == 0 ? keep_job(j, recs, *count, XT_REC, 0) : 0;
+    for (unsigned i = 0; i < *count; i++) {
+        char *rec = (char *)recs + (size_t)i * XT_REC;
+        unsigned pid;
+        memcpy(&pid, rec, sizeof pid);
+        for (unsigned p = 0; p < j->n; p++)
+            if (j->proc[p].pid == pid)
+                memcpy(rec + XT_REC_USED, &j->proc[p].usedGpuMemory, sizeof(unsigned long long));
+    }
+    free(j);
+    return r;
+}
+
+#define XT_LIST(fn, k)                                                                     \
+    static nvml_ret fn(nvml_dev dev, unsigned *count, void *recs, uintptr_t a3, uintptr_t a4, \
+                       uintptr_t a5)                                                       \
+    {                                                                                      \
+        return xt_list(k, dev, count, recs, a3, a4, a5);                                   \
+    }
+XT_LIST(xt_compute, 0)
+XT_LIST(xt_graphics, 1)
+XT_LIST(xt_mps, 2)
+#undef XT_LIST
+
+/* The copy of table t to hand out, made at the first call; t itself when it
+ * is not the layout measured or not the table the copy was made from. */
+static const void *xt_rewrite(const void *t)
+{
+    uint64_t size;
+    memcpy(&size, t, sizeof size);
+    if (size != XT_SIZE)
+        return t;
+    static const int slot[3] = {XT_COMPUTE, XT_GRAPHICS, XT_MPS};
+    static const xt_fn mine[3] = {xt_compute, xt_graphics, xt_mps};
+    pthread_mutex_lock(&xtab_mu);
+    if (!xt_orig) {
+        memcpy(xt_copy, t, XT_SIZE);
+        for (int k = 0; k < 3; k++) {
+            memcpy(&xt_real[k], &xt_copy[1 + slot[k]], sizeof xt_real[k]);
+            if (xt_real[k])
+                memcpy(&xt_copy[1 + slot[k]], &mine[k], sizeof mine[k]);
+        }
+        xt_orig = t;
+        cs_debug("nvml: export table %p rewritten (process lists)", t);
+    }
+    const void *out = xt_orig == t ? (const void *)xt_copy : t;
+    pthread_mutex_unlock(&xtab_mu);
+    return out;
+}
+
+CS_EXPORT nvml_ret nvmlInternalGetExportTable(const void **table, const void *id)
+{
+    nvml_ret (*real)(const void **, const void *) = real_of(N_XTAB);
+    if (!real)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvml_ret r = real(table, id);
+    if (r == NVML_SUCCESS && table && *table && id && !cs_cfg.disabled &&
+        !memcmp(id, xt_id, sizeof xt_id))
+        *table = xt_rewrite(*table);
+    return r;
 }

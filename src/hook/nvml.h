@@ -34,5 +34,6 @@ int nvmlDeviceGetRunningProcessDetailList(void *dev, void *plist);
 int nvmlDeviceGetProcessesUtilizationInfo(void *dev, void *info);
 int nvmlDeviceGetAccountingPids(void *dev, unsigned *count, unsigned *pids);
 int nvmlDeviceGetAccountingStats(void *dev, unsigned pid, void *stats);
+int nvmlInternalGetExportTable(const void **table, const void *id);
 
 #endif

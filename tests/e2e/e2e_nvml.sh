@@ -11,7 +11,9 @@
 #      reserved; the compute lists (v1, v3) show the job alone with its
 #      memory; the graphics list nothing; the utilization samples and the
 #      accounting pids the job's only; the detail list is refused
-#      (NOT_SUPPORTED);
+#      (NOT_SUPPORTED); nvidia-smi's way, the private export table's
+#      process lists, the job alone too (and a table of another layout,
+#      standing for another driver, untouched);
 #   2. pynvml inside a CUDA process: its NVML free and total equal its own
 #      cuMemGetInfo's;
 #   3. a probe on an endpoint of another allocation sees nothing of the job
@@ -90,6 +92,15 @@ expect smi graphics3 n 0
 expect smi util pids "$JOBPID"
 expect smi acct pids "$JOBPID"
 expect smi detail rc 3
+# nvidia-smi's own process table (the private export table): the job alone,
+# with cushare's figure; no graphics or MPS process.
+expect smi xtab list "$JOBPID:$JOBMEM"
+expect smi xtab-other graphics 0
+expect smi xtab-other mps 0
+# A table of a layout cushare does not know (another driver) is untouched.
+probe smi2 CUSHARE_MEM_LIMIT=3G FAKE_NVML_XTAB_SIZE=2168
+expect smi2 xtab list "$JOBPID:$((512 * MIB)),4242:$((700 * MIB))"
+expect smi2 xtab-other graphics 1
 
 # 2. pynvml in a CUDA process: NVML agrees with cuMemGetInfo.
 #    Its own memory comes from its own records, as cuMemGetInfo's does; the
@@ -111,6 +122,7 @@ expect epb mem used 0
 expect epb procs3 n 0
 expect epb util n 0
 expect epb acct n 0
+expect epb xtab n 0
 # A job on alloc-a, and a probe there: it sees that job (and not the first).
 env CUSHARE_SOCKET="$T/ep/alloc-a/cushared.sock" LD_PRELOAD="$PRELOAD" CUSHARE_NAME=ja \
     "$B/bin/cs_job" --name ja --mem-mb 128 --iters 100000 --kernel-ns 1000000 --sync-every 1 \
@@ -119,10 +131,13 @@ JA=$!
 JOB_PIDS+=("$JA")
 wait_trace "$JA"
 JAMEM=$(wait_memory "$JA")
-probe epa CUSHARE_SOCKET="$T/ep/alloc-a/cushared.sock"
+# (the card lists that job too, as the driver would)
+probe epa CUSHARE_SOCKET="$T/ep/alloc-a/cushared.sock" \
+    FAKE_NVML_PROCS="0:$JOBPID:512,0:$JA:128,0:4242:700,0:4343:300:g"
 expect epa mem total $((2 * GIB))
 expect epa mem used "$JAMEM"
 expect epa procs3 list "$JA:$JAMEM"
+expect epa xtab list "$JA:$JAMEM"
 kill "$JA" "$JOBPID"
 wait "$JA" "$JOBPID" 2>/dev/null || true
 stop_daemon
@@ -132,6 +147,7 @@ probe nod CUSHARE_MEM_LIMIT=1G
 expect nod mem total $GIB
 expect nod mem used 0
 expect nod procs3 n 0
+expect nod xtab n 0
 # 5. No daemon, no quota: NVML's own answers.
 probe raw
 expect raw mem total $((16384 * MIB))
@@ -140,4 +156,6 @@ expect raw procs3 n 2
 expect raw graphics3 n 1
 expect raw detail rc 0
 expect raw acct n 3
+expect raw xtab n 2
+expect raw xtab-other graphics 1
 echo "e2e_nvml: ok"

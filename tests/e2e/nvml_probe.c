@@ -12,6 +12,12 @@
  *   util n=N pids=PID,...                nvmlDeviceGetProcessUtilization
  *   acct n=N pids=PID,...                nvmlDeviceGetAccountingPids
  *   detail rc=R                          nvmlDeviceGetRunningProcessDetailList
+ *   xtab n=N list=PID:B,...              nvidia-smi's way: the private export
+ *                                        table's entries 212-214 (driver 580's
+ *                                        layout, src/hook/nvml.c), capacity 500
+ *                                        in, as nvidia-smi asks; "xtab rc=R"
+ *                                        when the table is not there
+ *   xtab-other graphics=G mps=M          entries 213, 214: how many listed
  *
  * With --cuda MB it is first a CUDA process of its own (pynvml inside a
  * training job): primary context on device 0, MB MiB allocated, then
@@ -129,6 +135,44 @@ static int cuda(unsigned mb)
     return 0;
 }
 
+/* nvidia-smi's process lists: nvmlInternalGetExportTable, then entries
+ * 212 (compute), 213 (graphics), 214 (MPS) of the table, records of 4128
+ * bytes (pid at 0, memory at 8), 500 at most, in one call each. */
+#define XT_REC 4128
+static int xtab(void *dev)
+{
+    static const unsigned char id[16] = {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
+                                         0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
+    typedef int (*fn_xtab)(const void **, const void *);
+    typedef int (*fn_list)(void *, unsigned *, void *, unsigned long);
+    const void *t = NULL;
+    int r = ((fn_xtab)sym("nvmlInternalGetExportTable"))(&t, id);
+    if (r || !t) {
+        printf("xtab rc=%d\n", r);
+        return 1;
+    }
+    unsigned char *recs = calloc(500, XT_REC);
+    if (!recs)
+        return 1;
+    unsigned n[3];
+    for (int k = 0; k < 3; k++) {
+        fn_list f;
+        memcpy(&f, (const char *)t + 8 * (1 + 212 + k), sizeof f);
+        n[k] = 500;
+        if ((r = f(dev, &n[k], recs, 2)) != 0) {
+            printf("xtab rc=%d entry=%d\n", r, 212 + k);
+            free(recs);
+            return 1;
+        }
+        if (k == 0)
+            print_list("xtab", n[0], (const unsigned *)recs, (const unsigned long long *)(recs + 8),
+                       XT_REC);
+    }
+    printf("xtab-other graphics=%u mps=%u\n", n[1], n[2]);
+    free(recs);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     unsigned gpu = 0, mb = 0;
@@ -182,5 +226,6 @@ int main(int argc, char **argv)
     }
     char buf[64] = {0};
     printf("detail rc=%d\n", ((fn_ptr)sym("nvmlDeviceGetRunningProcessDetailList"))(dev, buf));
+    bad |= xtab(dev);
     return bad;
 }

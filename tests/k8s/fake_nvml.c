@@ -18,6 +18,14 @@
  *                          lost I        GPU I has fallen off the bus
  *                          xid I CODE    an Xid event on GPU I (delivered once)
  *                          proc G:P:MB   a compute process (as in FAKE_NVML_PROCS)
+ *   FAKE_NVML_XTAB_SIZE  the size word of the private export table (default
+ *                        2160, driver 580's; another value stands for a
+ *                        driver whose layout cushare does not know)
+ * The full build also has nvmlInternalGetExportTable, the private table
+ * nvidia-smi lists processes through, in driver 580's layout as measured
+ * on the H200 (src/hook/nvml.c): table id c4fe3e6c-..., entries 212, 213,
+ * 214 the compute, graphics and MPS lists in 4128-byte records; every other
+ * entry answers NOT_SUPPORTED.
  * GPU i has PCI bus id 00000000:0<i+1>:00.0 and minor number i. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +97,7 @@ FN int nvmlDeviceGetProcessUtilization(struct gpu *d, void *out, unsigned *n,
                                        unsigned long long last);
 FN int nvmlDeviceGetRunningProcessDetailList(struct gpu *d, void *list);
 FN int nvmlDeviceGetAccountingPids(struct gpu *d, unsigned *n, unsigned *pids);
+FN int nvmlInternalGetExportTable(const void **table, const void *id);
 
 static struct gpu gpus[MAXG];
 static unsigned ngpus;
@@ -480,5 +489,81 @@ FN int nvmlDeviceGetAccountingPids(struct gpu *d, unsigned *n, unsigned *pids)
 FN int nvmlDeviceGetRunningProcessDetailList(struct gpu *d, void *list)
 {
     return index_of(d) < 0 || !list ? E_INVALID : OK;
+}
+
+/* ---- the private export table (nvidia-smi's process lists) ---- */
+
+#define XT_SLOTS 270 /* 2160 bytes: the size word and 269 entries */
+#define XT_REC 4128
+static const unsigned char xt_id[16] = {0xc4, 0xfe, 0x3e, 0x6c, 0xc9, 0x8f, 0x6c, 0x4e,
+                                        0xa3, 0x27, 0xee, 0x69, 0x6e, 0x12, 0xf7, 0xc4};
+static void *xt_table[XT_SLOTS];
+
+/* One list in records of XT_REC bytes: pid, memory at 8, instance ids
+ * (none), 8 bytes, the command line "fake-PID". The two-call protocol as
+ * the public lists. kind: 0 compute, 1 graphics, 2 MPS (none listed). */
+static int xt_list(int kind, struct gpu *d, unsigned *n, void *out)
+{
+    struct fproc p[64];
+    unsigned np, k = 0;
+    int r = gpu_procs(d, n, p, &np);
+    if (r != OK)
+        return r;
+    for (unsigned j = 0; j < np && kind < 2; j++)
+        if (p[j].graphics == kind)
+            p[k++] = p[j];
+    if (*n < k || (k && !out)) {
+        *n = k;
+        return 7;
+    }
+    for (unsigned j = 0; j < k; j++) {
+        unsigned char *rec = (unsigned char *)out + (size_t)j * XT_REC;
+        unsigned none = ~0u;
+        memset(rec, 0, XT_REC);
+        memcpy(rec, &p[j].pid, 4);
+        memcpy(rec + 8, &p[j].bytes, 8);
+        memcpy(rec + 16, &none, 4);
+        memcpy(rec + 20, &none, 4);
+        snprintf((char *)rec + 32, XT_REC - 32, "fake-%u", p[j].pid);
+    }
+    *n = k;
+    return OK;
+}
+/* The fourth argument is nvidia-smi's (seen as 0 and 2): ignored here. */
+static int xt_compute(struct gpu *d, unsigned *n, void *out, unsigned long a3)
+{
+    (void)a3;
+    return xt_list(0, d, n, out);
+}
+static int xt_graphics(struct gpu *d, unsigned *n, void *out, unsigned long a3)
+{
+    (void)a3;
+    return xt_list(1, d, n, out);
+}
+static int xt_mps(struct gpu *d, unsigned *n, void *out, unsigned long a3)
+{
+    (void)a3;
+    return xt_list(2, d, n, out);
+}
+static int xt_other(void) { return E_NOT_SUPPORTED; }
+
+FN int nvmlInternalGetExportTable(const void **table, const void *id)
+{
+    if (!table || !id)
+        return E_INVALID;
+    if (memcmp(id, xt_id, sizeof xt_id) != 0)
+        return 13; /* NVML_ERROR_FUNCTION_NOT_FOUND */
+    const char *e = getenv("FAKE_NVML_XTAB_SIZE");
+    unsigned long long size = e ? strtoull(e, NULL, 10) : 8ull * XT_SLOTS;
+    int (*other)(void) = xt_other;
+    int (*lists[3])(struct gpu *, unsigned *, void *, unsigned long) = {xt_compute, xt_graphics,
+                                                                         xt_mps};
+    memcpy(&xt_table[0], &size, sizeof size);
+    for (int i = 1; i < XT_SLOTS; i++)
+        memcpy(&xt_table[i], &other, sizeof other);
+    for (int k = 0; k < 3; k++)
+        memcpy(&xt_table[1 + 212 + k], &lists[k], sizeof lists[k]);
+    *table = xt_table;
+    return OK;
 }
 #endif
