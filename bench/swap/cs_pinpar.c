@@ -1,6 +1,7 @@
 /* cs_pinpar: does pinning the node's pool scale with threads? (issue 20)
  *
  *   cs_pinpar [--gib N] [--piece-mib M] [--threads T,T,...] [--rounds R]
+ *   cs_pinpar --map K [--piece-mib M] [--rounds R]
  *
  * The daemon's pinner makes the pool's pieces one at a time on one thread
  * (cuMemCreate, location HOST_NUMA, POSIX descriptor handles, then
@@ -12,17 +13,28 @@
  * given (the first round's first configuration also pays for memory the
  * host has not yet touched; it is reported as such). Prints a markdown
  * table: per configuration, the wall time and GiB/s of each round.
- * GPU only; no cushare involved, no CUDA context. Built by hand:
+ *
+ * --map K: does pinning slow a client that maps pieces it was lent? This
+ * process pins K pieces and exports them (the daemon's pool), then runs a
+ * client (this program re-executed, inheriting the descriptors as a client
+ * receives them by SCM_RIGHTS) that imports, maps and grants the device
+ * access to each (the hook's map_lent), timing every piece: R rounds with
+ * this process idle, then R while it pins more pieces nonstop on a thread
+ * (the pool growing). Prints the client's per-piece median and maximum and
+ * its total, for both.
+ * GPU only; no cushare involved. Built by hand:
  *   gcc -O2 -I$CUDA/include bench/swap/cs_pinpar.c -o cs_pinpar -lcuda -lpthread
  */
 #define _GNU_SOURCE
 #include "../gpu/cuprobe.h"
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAXT 32
@@ -61,6 +73,162 @@ static void *pin_main(void *arg)
         CK(cuMemExportToShareableHandle(&w->fd[i], w->h[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     }
     return NULL;
+}
+
+/* ---- --map: a client mapping lent pieces, beside pinning or not ---------- */
+
+#define MAXMAP 1024
+
+/* The client: pieces on fds fd0 .. fd0+k-1; one line "map MED MAX TOTAL" (ms). */
+static int client(int fd0, int k)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    size_t piece = piece_mib << 20;
+    CUdeviceptr va;
+    CK(cuMemAddressReserve(&va, piece * (size_t)k, piece, 0, 0));
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc.location.id = dev;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    static double t[MAXMAP];
+    CUmemGenericAllocationHandle h[MAXMAP];
+    double t0 = probe_now();
+    for (int i = 0; i < k; i++) {
+        double a = probe_now();
+        CK(cuMemImportFromShareableHandle(&h[i], (void *)(uintptr_t)(fd0 + i),
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+        CK(cuMemMap(va + piece * (size_t)i, piece, 0, h[i], 0));
+        CK(cuMemSetAccess(va + piece * (size_t)i, piece, &acc, 1));
+        t[i] = probe_now() - a;
+    }
+    double total = probe_now() - t0;
+    for (int i = 0; i < k; i++) {
+        CK(cuMemUnmap(va + piece * (size_t)i, piece));
+        CK(cuMemRelease(h[i]));
+    }
+    CK(cuMemAddressFree(va, piece * (size_t)k));
+    double mx = 0;
+    for (int i = 0; i < k; i++)
+        mx = t[i] > mx ? t[i] : mx;
+    printf("map %.2f %.2f %.1f\n", 1e3 * probe_median(t, k), 1e3 * mx, 1e3 * total);
+    return 0;
+}
+
+static volatile int pin_stop;
+static size_t pinned_meanwhile;
+
+/* Pins and releases pieces nonstop, as a pool growing: each piece is kept
+ * until 64 are held, then the oldest goes (host memory stays bounded). */
+static void *pin_forever(void *arg)
+{
+    (void)arg;
+    CUmemAllocationProp p = prop();
+    CUmemGenericAllocationHandle ring[64] = {0};
+    int fds[64];
+    size_t n = 0;
+    while (!pin_stop) {
+        size_t k = n % 64;
+        if (ring[k]) {
+            close(fds[k]);
+            CK(cuMemRelease(ring[k]));
+        }
+        CK(cuMemCreate(&ring[k], piece_mib << 20, &p, 0));
+        CK(cuMemExportToShareableHandle(&fds[k], ring[k], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        n++;
+    }
+    for (size_t k = 0; k < 64 && k < n; k++) {
+        close(fds[k]);
+        CK(cuMemRelease(ring[k]));
+    }
+    pinned_meanwhile = n;
+    return NULL;
+}
+
+/* Runs the client once on the k pieces at fds fd0..; its line into line. */
+static void run_client(const char *self, int fd0, int k, char *line, size_t cap)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0)
+        exit(2);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        char a[32], b[32], c[32];
+        snprintf(a, sizeof a, "%d", fd0);
+        snprintf(b, sizeof b, "%d", k);
+        snprintf(c, sizeof c, "%zu", piece_mib);
+        execl(self, self, "--client", a, b, c, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    ssize_t got = read(pfd[0], line, cap - 1);
+    line[got > 0 ? got : 0] = 0;
+    close(pfd[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "client failed (status %d)\n", st);
+        exit(2);
+    }
+}
+
+static int map_bench(int k)
+{
+    if (k < 1 || k > MAXMAP)
+        return 2;
+    CUdevice dev;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    if (cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev) != CUDA_SUCCESS || numa < 0)
+        numa = 0;
+    /* The lent pieces, on consecutive descriptors the client inherits. */
+    CUmemAllocationProp p = prop();
+    static CUmemGenericAllocationHandle h[MAXMAP];
+    int fd0 = -1;
+    for (int i = 0; i < k; i++) {
+        int fd;
+        CK(cuMemCreate(&h[i], piece_mib << 20, &p, 0));
+        CK(cuMemExportToShareableHandle(&fd, h[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        fcntl(fd, F_SETFD, 0); /* exported O_CLOEXEC: the client inherits it */
+        if (fd0 < 0)
+            fd0 = fd;
+        if (fd != fd0 + i) {
+            fprintf(stderr, "descriptors not consecutive\n");
+            return 2;
+        }
+    }
+    printf("| pinning beside the client | %d pieces of %zu MiB: per-piece median ms, max ms, total ms |\n",
+           k, piece_mib);
+    printf("|---|---|\n");
+    char line[128];
+    for (int busy = 0; busy < 2; busy++) {
+        for (int r = 0; r < rounds; r++) {
+            pthread_t t;
+            pin_stop = 0;
+            if (busy && pthread_create(&t, NULL, pin_forever, NULL) != 0)
+                return 2;
+            if (busy)
+                usleep(200000); /* the pinner under way */
+            run_client("/proc/self/exe", fd0, k, line, sizeof line);
+            if (busy) {
+                pin_stop = 1;
+                pthread_join(t, NULL);
+            }
+            line[strcspn(line, "\n")] = 0;
+            printf("| %s | %s", busy ? "yes" : "no", line);
+            if (busy)
+                printf(" (%zu pieces pinned meanwhile)", pinned_meanwhile);
+            printf(" |\n");
+            fflush(stdout);
+        }
+    }
+    return 0;
 }
 
 static double run(int nt)
@@ -116,9 +284,14 @@ static void parse_threads(const char *s)
 
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "--client")) {
+        piece_mib = strtoul(argv[4], NULL, 10);
+        return client(atoi(argv[2]), atoi(argv[3]));
+    }
+    int map_k = 0;
     static const struct option opts[] = {{"gib", 1, 0, 'g'}, {"piece-mib", 1, 0, 'p'},
                                          {"threads", 1, 0, 't'}, {"rounds", 1, 0, 'r'},
-                                         {0, 0, 0, 0}};
+                                         {"map", 1, 0, 'm'}, {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         if (c == 'g')
             gib = strtoul(optarg, NULL, 10);
@@ -128,6 +301,8 @@ int main(int argc, char **argv)
             parse_threads(optarg);
         else if (c == 'r')
             rounds = atoi(optarg);
+        else if (c == 'm')
+            map_k = atoi(optarg);
         else
             return 2;
     }
@@ -136,6 +311,8 @@ int main(int argc, char **argv)
                 MAXROUNDS);
         return 2;
     }
+    if (map_k)
+        return map_bench(map_k);
     CUdevice dev;
     CK(cuInit(0));
     CK(cuDeviceGet(&dev, 0));

@@ -150,21 +150,32 @@ static void tell_policy(struct sd_server *s, uint64_t now)
     sd_policy_pool_changed(&s->policy, st.free_big_bytes, now);
 }
 
-/* Asks the pinner for the next piece while the pool is below its target
- * (one at a time: the driver pins for one process at a time anyway). Reads
- * the host's available memory only then. */
-static void ask_next_piece(struct sd_lender *l)
+/* Whether pinning waits for a move under way (a piece being pinned holds
+ * up every import and map of the movers: sd_policy_moving); says so at
+ * debug level as it starts and ends, and counts the holds. */
+static bool held_for_moves(struct sd_server *s, struct sd_lender *l, uint64_t now)
 {
-    struct sd_pool_stats st;
-    sd_pool_get_stats(&l->pool, &st);
-    if (l->inflight || st.pinned_bytes >= st.target_bytes)
-        return;
+    uint64_t until;
+    bool moving = sd_policy_moving(&s->policy, now, &until);
+    if (moving != l->held) {
+        cs_debug("pinned pool: %s", moving ? "pinning held while swaps are under way"
+                                           : "pinning again");
+        l->holds += moving;
+    }
+    l->held = moving;
+    return moving;
+}
+
+/* Asks the pinner for a piece of the size the pool wants next, unless the
+ * host's available memory is at the reserve (said once per stretch). */
+static void pin_next(struct sd_lender *l, const struct sd_pool_stats *st)
+{
     uint64_t avail = cs_host_mem_available();
     uint64_t size = sd_pool_next_pin(&l->pool, avail ? avail : UINT64_MAX);
     if (!size) {
         struct sd_pool_stats now;
         sd_pool_get_stats(&l->pool, &now);
-        bool held = now.reserve_refusals_total > st.reserve_refusals_total;
+        bool held = now.reserve_refusals_total > st->reserve_refusals_total;
         if (held && !l->reserve_warned) {
             char a[32], r[32];
             cs_warn("pinned pool: not pinning more: the host has %s available and keeps %s",
@@ -178,6 +189,19 @@ static void ask_next_piece(struct sd_lender *l)
     l->inflight = sd_pinner_request(l->pinner, size) == 0;
     if (!l->inflight)
         sd_pool_pinned(&l->pool, false, size, -1, 0, 0);
+}
+
+/* Asks the pinner for the next piece while the pool is below its target
+ * and no move is under way: one at a time (the driver pins one piece at a
+ * time whatever the number of threads, ~4.5 GiB/s on the H200). Reads the
+ * host's available memory only then. */
+static void ask_next_piece(struct sd_server *s, struct sd_lender *l, uint64_t now)
+{
+    struct sd_pool_stats st;
+    sd_pool_get_stats(&l->pool, &st);
+    if (l->inflight || st.pinned_bytes >= st.target_bytes || held_for_moves(s, l, now))
+        return;
+    pin_next(l, &st);
 }
 
 void sd_lender_drive(struct sd_server *s, uint64_t now)
@@ -195,7 +219,7 @@ void sd_lender_drive(struct sd_server *s, uint64_t now)
     l->pool.cfg.share_node = pc.share_node;
     l->reserve = pc.reserve_bytes;
     sd_pool_set_want(&l->pool, sd_policy_pool_want(&s->policy), now);
-    ask_next_piece(l);
+    ask_next_piece(s, l, now);
     for (const struct sd_piece *pc2; (pc2 = sd_pool_shrink(&l->pool, now));)
         release_piece(l, pc2);
     tell_policy(s, now);
@@ -209,7 +233,15 @@ uint64_t sd_lender_deadline(const struct sd_server *s)
     struct sd_pool_stats st;
     sd_pool_get_stats(&l->pool, &st);
     /* Pieces past the need: look again once a second for their linger. */
-    return st.pinned_bytes > st.target_bytes ? sd_server_now(s) + 1000000000ull : 0;
+    if (st.pinned_bytes > st.target_bytes)
+        return sd_server_now(s) + 1000000000ull;
+    /* Pinning held for a move: again when the move's deadline passes (its
+     * answer, the usual end, is an event of its own). */
+    uint64_t until = 0;
+    if (l->held && !l->inflight && st.pinned_bytes < st.target_bytes &&
+        sd_policy_moving(&s->policy, sd_server_now(s), &until))
+        return until;
+    return 0;
 }
 
 void sd_lender_pinned_event(struct sd_server *s, uint64_t now)

@@ -59,6 +59,8 @@ struct sd_lender {
     uint64_t piece;          /* the big piece, bytes */
     uint32_t max_pieces;     /* the descriptors the pieces may take */
     bool inflight;           /* the pinner is pinning a piece */
+    bool held;               /* pinning held back while a move is under way */
+    uint64_t holds;          /* times it was (status, metrics) */
     bool reserve_warned;     /* the last pin was held back by the reserve (said once) */
     uint64_t pins_ns;        /* time the pinner spent, all pieces */
 };

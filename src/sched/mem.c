@@ -667,6 +667,56 @@ uint64_t sd_policy_pool_want(const struct sd_policy *p)
     return min64(want, pin_budget(p));
 }
 
+/* The answer deadline of each move m was asked for and has not answered
+ * (0 where none), the first MOVES_BACKED of them those that take in swap
+ * backing: an EVICT, a REVOKE's swap-out; then a PREFETCH and a holder's
+ * restore. The last two are timed like an EVICT of their bytes. */
+#define MOVES 4
+#define MOVES_BACKED 2
+static void moves_of(const struct sd_policy *p, const struct sd_member *m, uint64_t d[MOVES])
+{
+    bool revoking = m->state == CS_STATE_REVOKING && m->evict_bytes;
+    d[0] = m->evict_id ? sd_answer_deadline(p, m->evict_ns, m->evict_bytes) : 0;
+    d[1] = revoking ? sd_answer_deadline(p, m->revoke_ns, m->evict_bytes) : 0;
+    d[2] = m->prefetch_id ? sd_answer_deadline(p, m->prefetch_ns, m->prefetch_bytes) : 0;
+    d[3] = sd_is_holder(m) && m->restoring ? sd_answer_deadline(p, m->grant_ns, m->swapped) : 0;
+}
+
+/* Why the pool waits (issue 20): on the H200 (driver 580), a client mapping
+ * 16 GiB of lent 64 MiB pieces took 0.2 s alone and 8.1-10.3 s while the
+ * pool pinned beside it (bench/swap/cs_pinpar.c --map): each import and map
+ * waits for the piece being pinned, 30-40 ms. A cold pool turned a 16 GB
+ * eviction into 10 s (oversubscription.md, 2026-11-29). Pinning itself does
+ * not go faster with threads, so it yields to the switches' critical path:
+ * to restores always, and to swap-outs while the pool has pieces to lend
+ * them (an empty pool pins for them: they would pin their own, serialized
+ * with it, anyway). An EVICT PREPARE is no move: pin-ahead is background
+ * work like the pool's own (holding for it, the pool pinned a piece per
+ * PREPARE and grew no further). Only the daemon's own requests count, each
+ * until its deadline, none of a client found unresponsive: a client cannot
+ * hold the pool's growth back longer than an honest move takes. */
+bool sd_policy_moving(const struct sd_policy *p, uint64_t now, uint64_t *until)
+{
+    bool moving = false;
+    *until = 0;
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++) {
+            const struct sd_member *m = p->gpu[i]->m[j];
+            uint64_t d[MOVES];
+            if (m->client->unresponsive)
+                continue;
+            moves_of(p, m, d);
+            for (size_t k = p->pool_free ? 0 : MOVES_BACKED; k < MOVES; k++) {
+                if (!d[k] || now >= d[k])
+                    continue;
+                moving = true;
+                if (!*until || d[k] < *until)
+                    *until = d[k];
+            }
+        }
+    return moving;
+}
+
 void sd_policy_pool_changed(struct sd_policy *p, uint64_t free_bytes, uint64_t now)
 {
     bool more = free_bytes > p->pool_free;

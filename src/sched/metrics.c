@@ -489,6 +489,8 @@ static void render_pool(const struct sd_server *s, struct sd_buf *b)
     pool_line(b, "cushare_pool_bad_returns_total", "counter",
               "Pieces given back that were not lent to the client (ignored).",
               st.bad_returns_total);
+    pool_line(b, "cushare_pool_move_holds_total", "counter",
+              "Times pinning waited for swaps under way (pinning slows their maps).", l->holds);
 }
 
 void sd_metrics_render(const struct sd_server *s, struct sd_buf *b)

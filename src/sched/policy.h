@@ -443,6 +443,14 @@ int sd_policy_tsg_state(struct sd_policy *p, struct sd_client *c,
 /* Bytes the node's pinned pool should hold now (mem.c; 0 far from
  * oversubscription). */
 uint64_t sd_policy_pool_want(const struct sd_policy *p);
+/* Whether a move the daemon asked for is under way on the node at now
+ * (mem.c): a PREFETCH or a holder's restore, and an EVICT or a REVOKE's
+ * swap-out while the pool has pieces to lend (pool_free), each until its
+ * answer deadline, none of an unresponsive client. *until: the first of
+ * those deadlines (when to look again). The pool pins nothing meanwhile:
+ * pinning holds the driver's lock that the movers' imports and maps wait
+ * for. */
+bool sd_policy_moving(const struct sd_policy *p, uint64_t now, uint64_t *until);
 /* The pool can lend free_bytes now (the lender says so after each change):
  * pin-ahead asks no more than that, so that a PREPARE borrows rather than
  * pins beside the pool's own pinning; more to lend plans again. */

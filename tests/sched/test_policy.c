@@ -1728,6 +1728,71 @@ static void test_unresponsive_holder_blocks_prefetch(void **state)
     assert_null(find(EV_PREFETCH, b)); /* the room is a's, not b's */
 }
 
+/* sd_policy_moving: the pool's pinning waits while the daemon's requests
+ * move memory (on the H200 a piece being pinned held each map of a lent
+ * piece up for 30-40 ms: a 16 GB eviction took 10 s), each until its
+ * answer or its deadline; a swap-out only while the pool has pieces to
+ * lend it. */
+static void test_moving_holds_pinning(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_LOW, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 4 * GiB, now); /* the pool can lend */
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    usage4(b, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(a);
+    uint64_t until = 1;
+    assert_false(sd_policy_moving(&pol, now, &until)); /* nothing asked */
+    assert_int_equal(until, 0);
+    /* a's ROOM: b is asked to evict 2 GiB, a move until it answers. */
+    assert_int_equal(room(a, 1, 2 * GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, b);
+    assert_non_null(e);
+    uint64_t deadline = sd_answer_deadline(&pol, b->evict_ns, b->evict_bytes);
+    assert_true(sd_policy_moving(&pol, now, &until));
+    assert_int_equal(until, deadline);
+    assert_int_equal(evicted(b, e->lease, 0, 2 * GiB), SD_OK);
+    assert_false(sd_policy_moving(&pol, now, &until));
+    /* Another one, never answered: it counts until its deadline only. */
+    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
+    usage4(b, 2 * GiB, 2 * GiB, 0, 4 * GiB);
+    assert_int_equal(room(a, 2, 2 * GiB), SD_OK);
+    assert_true(b->evict_id != 0);
+    deadline = sd_answer_deadline(&pol, b->evict_ns, b->evict_bytes);
+    assert_true(sd_policy_moving(&pol, deadline - 1, &until));
+    assert_false(sd_policy_moving(&pol, deadline, &until));
+    /* An empty pool pins for the swap-out (which would pin its own). */
+    sd_policy_pool_changed(&pol, 0, now);
+    assert_false(sd_policy_moving(&pol, now, &until));
+}
+
+/* A holder's restore is a move too, but not an unresponsive client's: a
+ * client that answers nothing cannot hold the pool's growth back. */
+static void test_unresponsive_restore_does_not_hold_pinning(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 1);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = gpu(1)->mem_total = 10 * GiB;
+    usage4(a, 0, 4 * GiB, 0, 4 * GiB); /* all swapped out: a grant restores */
+    usage4(b, 0, 4 * GiB, 0, 4 * GiB);
+    uint64_t until;
+    sd_unresponsive(&pol, b->client, "test", now);
+    acquire(b);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    assert_true(b->restoring);
+    assert_false(sd_policy_moving(&pol, now, &until));
+    acquire(a); /* GPU 1: a's restore is a move */
+    assert_int_equal(a->state, CS_STATE_HELD);
+    assert_true(a->restoring);
+    assert_true(sd_policy_moving(&pol, now, &until));
+    assert_int_equal(until, sd_answer_deadline(&pol, a->grant_ns, a->swapped));
+    usage4(a, 4 * GiB, 0, 0, 4 * GiB); /* back */
+    assert_false(sd_policy_moving(&pol, now, &until));
+}
+
 /* Host backing is pinned ahead of need on an oversubscribed GPU: once per
  * client per footprint change, rate limited, never when everything fits,
  * one client at a time (furthest from running first). */
@@ -3562,6 +3627,8 @@ int main(void)
         T(test_unknown_member_blocks_prefetch),
         T(test_silent_member_holds_prefetch_a_second),
         T(test_unresponsive_holder_blocks_prefetch),
+        T(test_moving_holds_pinning),
+        T(test_unresponsive_restore_does_not_hold_pinning),
         T(test_prepare_when_oversubscribed),
         T(test_prepare_one_at_a_time),
         T(test_room_cannot_fit_alone),
