@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# bench/gpu/ab_oversub.sh: the oversub section for two builds side by side,
+# in the order given: ORDER="old new old new" (entries new and old).
+#
+# new is build/, old is build-old/ (gitignored): bin/ and lib/ of a tree
+# built at the commit to compare against, e.g.
+#   git worktree add /tmp/wt-old COMMIT && make -C /tmp/wt-old -j2 &&
+#   mkdir -p build-old && cp -r /tmp/wt-old/build/{bin,lib} build-old/
+# then carry build/bin build/lib build/gpu-libs build-old to the GPU
+# machine. Each entry is `bench/gpu/run.sh oversub` with OVERSUB_CASES
+# (default add4x45), OVERSUB_FLOOR_MS=default and OVERSUB_CONF
+# "pool_min_mb = POOLMIN" (default 8192: a pool that grows while the jobs
+# swap); its summary lines are printed, its logs land in $OUT/I-NAME and
+# are tarred into $OUT/ab.tgz.
+set -u
+OUT=${OUT:-/tmp/ab}
+ln -sfn ../build/gpu-libs build-old/gpu-libs
+i=0
+for v in ${ORDER:-old new}; do
+    i=$((i + 1))
+    b=build
+    [ "$v" = old ] && b=build-old
+    pkill cushared
+    mkdir -p "$OUT/$i-$v"
+    CUSHARE_BUILD=$b OUT=$OUT/$i-$v OVERSUB_FLOOR_MS=default \
+        OVERSUB_CONF="pool_min_mb = ${POOLMIN:-8192}" OVERSUB_CASES=${OVERSUB_CASES:-add4x45} \
+        timeout 280 bench/gpu/run.sh oversub >/dev/null 2>&1
+    echo "== $i $v rc=$?"
+    grep -E 'makespan|swap-out|switches|backing|warm-up|pool:' "$OUT/$i-$v/summary.md" | cut -c1-400
+done
+cd "$OUT" && tar czf ab.tgz ./*-*/ && rm -rf ./*-*/
