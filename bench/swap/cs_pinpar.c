@@ -1,7 +1,7 @@
 /* cs_pinpar: does pinning the node's pool scale with threads? (issue 20)
  *
  *   cs_pinpar [--gib N] [--piece-mib M] [--threads T,T,...] [--rounds R]
- *   cs_pinpar --map K [--piece-mib M] [--rounds R]
+ *   cs_pinpar --map K [--alloc] [--piece-mib M] [--rounds R]
  *
  * The daemon's pinner makes the pool's pieces one at a time on one thread
  * (cuMemCreate, location HOST_NUMA, POSIX descriptor handles, then
@@ -21,7 +21,9 @@
  * access to each (the hook's map_lent), timing every piece: R rounds with
  * this process idle, then R while it pins more pieces nonstop on a thread
  * (the pool growing). Prints the client's per-piece median and maximum and
- * its total, for both.
+ * its total, for both. With --alloc the client allocates K pieces of
+ * device memory instead (cuMemAlloc, as any job's allocator does): what a
+ * growing pool costs the other tenants of the node.
  * GPU only; no cushare involved. Built by hand:
  *   gcc -O2 -I$CUDA/include bench/swap/cs_pinpar.c -o cs_pinpar -lcuda -lpthread
  */
@@ -79,6 +81,28 @@ static void *pin_main(void *arg)
 
 #define MAXMAP 1024
 
+static double t[MAXMAP];
+
+/* The --alloc client: k device allocations of piece bytes, timed each;
+ * one line "alloc MED MAX TOTAL" (ms). */
+static int client_alloc(int k, size_t piece)
+{
+    static CUdeviceptr d[MAXMAP];
+    double t0 = probe_now();
+    for (int i = 0; i < k; i++) {
+        double a = probe_now();
+        CK(cuMemAlloc(&d[i], piece));
+        t[i] = probe_now() - a;
+    }
+    double total = probe_now() - t0, mx = 0;
+    for (int i = 0; i < k; i++) {
+        CK(cuMemFree(d[i]));
+        mx = t[i] > mx ? t[i] : mx;
+    }
+    printf("alloc %.2f %.2f %.1f\n", 1e3 * probe_median(t, k), 1e3 * mx, 1e3 * total);
+    return 0;
+}
+
 /* The client: pieces on fds fd0 .. fd0+k-1; one line "map MED MAX TOTAL" (ms). */
 static int client(int fd0, int k)
 {
@@ -89,6 +113,8 @@ static int client(int fd0, int k)
     CK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CK(cuCtxSetCurrent(ctx));
     size_t piece = piece_mib << 20;
+    if (getenv("CS_PINPAR_ALLOC"))
+        return client_alloc(k, piece);
     CUdeviceptr va;
     CK(cuMemAddressReserve(&va, piece * (size_t)k, piece, 0, 0));
     CUmemAccessDesc acc;
@@ -96,7 +122,6 @@ static int client(int fd0, int k)
     acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     acc.location.id = dev;
     acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    static double t[MAXMAP];
     CUmemGenericAllocationHandle h[MAXMAP];
     double t0 = probe_now();
     for (int i = 0; i < k; i++) {
@@ -178,6 +203,8 @@ static void run_client(const char *self, int fd0, int k, char *line, size_t cap)
     }
 }
 
+static int alloc_mode;
+
 static int map_bench(int k)
 {
     if (k < 1 || k > MAXMAP)
@@ -191,7 +218,9 @@ static int map_bench(int k)
     CUmemAllocationProp p = prop();
     static CUmemGenericAllocationHandle h[MAXMAP];
     int fd0 = -1;
-    for (int i = 0; i < k; i++) {
+    if (alloc_mode)
+        setenv("CS_PINPAR_ALLOC", "1", 1); /* the client allocates: no pieces to lend */
+    for (int i = 0; i < k && !alloc_mode; i++) {
         int fd;
         CK(cuMemCreate(&h[i], piece_mib << 20, &p, 0));
         CK(cuMemExportToShareableHandle(&fd, h[i], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
@@ -291,7 +320,8 @@ int main(int argc, char **argv)
     int map_k = 0;
     static const struct option opts[] = {{"gib", 1, 0, 'g'}, {"piece-mib", 1, 0, 'p'},
                                          {"threads", 1, 0, 't'}, {"rounds", 1, 0, 'r'},
-                                         {"map", 1, 0, 'm'}, {0, 0, 0, 0}};
+                                         {"map", 1, 0, 'm'}, {"alloc", 0, 0, 'a'},
+                                         {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         if (c == 'g')
             gib = strtoul(optarg, NULL, 10);
@@ -303,6 +333,8 @@ int main(int argc, char **argv)
             rounds = atoi(optarg);
         else if (c == 'm')
             map_k = atoi(optarg);
+        else if (c == 'a')
+            alloc_mode = 1;
         else
             return 2;
     }
