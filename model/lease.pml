@@ -67,6 +67,13 @@
  *              the runs before it, state for state.
  */
 
+#ifndef NGPU
+#define NGPU 1
+#endif
+#if NGPU > 1
+/* two GPUs: a model of its own (lease2.pml), the one-GPU policy composed */
+#include "lease2.pml"
+#else
 #ifdef CODE_AS_IS
 #define AS_IS_STALE_GRANT
 #define AS_IS_UNRESP_TAKEBACK
@@ -1595,4 +1602,4 @@ init {
 ltl live0 { [] <> LIVE0 }
 ltl live1 { [] <> LIVE1 }
 ltl livel { [] <> LIVEL }
-
+#endif /* NGPU */
