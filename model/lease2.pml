@@ -39,7 +39,12 @@
  *   NOCOUPLE   A's two devices are not coupled: one thread on each
  *   CAP0, CAP1 memory of GPU 0 / GPU 1 in units (each member has one unit)
  *   MAXKILL, MAXSTOP, MAXRESTART, MAXSLOW, STOPPABLE: as in lease.pml
- *   BREAK_*    the deliberate bugs of docs/model.md's failure table
+ *   BREAK_*    the deliberate bugs of docs/model.md's failure table:
+ *     BREAK_GRANT_BUSY      a GPU granted while its holder is still REVOKING
+ *     BREAK_SLOT_AS_GPU     the daemon takes a slot for the GPU's index
+ *     BREAK_NO_COUPLE       peer access does not couple the gates
+ *     BREAK_HOLD_WAIT       enter_coupled() waits inside its own open gate
+ *     BREAK_REMOVE_ONE_GPU  client_remove() decides one GPU only
  */
 
 #ifndef MAXKILL
@@ -645,9 +650,6 @@ inline kill(c) {
 }
 inline forget(m) {
     recd[m] = HOLD(m); recrv[m] = (ds[m] == D_REVOKING);
-#ifdef BREAK_NO_STATEFILE
-    recd[m] = 0; recrv[m] = 0;
-#endif
     ds[m] = D_NONE; dwant[m] = 0; resumed[m] = 0; evsent[m] = 0
 }
 active proctype faults()
@@ -667,7 +669,7 @@ end:
         forget(0); forget(1); forget(2); forget(3);
         i = 0;
         do
-        :: i < 2 ->
+        :: i < 2 ->     /* i: client i's connection, and GPU i's state */
            unresp[i] = 0; conn[i] = 0; eof[i] = 0;
            do :: c2d[i]?_, _, _ :: empty(c2d[i]) -> break od;
            do :: d2c[i]?_, _, _ :: empty(d2c[i]) -> break od;
