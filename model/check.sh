@@ -32,7 +32,7 @@ fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/cushare-model.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
-cp "$here/lease.pml" "$work/"
+cp "$here/lease.pml" "$here/lease2.pml" "$work/"
 cd "$work"
 
 # run_one TAG "SPIN_DEFINES" "GCC_FLAGS" "PAN_FLAGS": 0 if the run finished
@@ -40,7 +40,7 @@ cd "$work"
 run_one() {
     local tag="$1" defs="$2" cflags="$3" pflags="$4" d="$work/$1"
     mkdir -p "$d"
-    cp "$work/lease.pml" "$d/"
+    cp "$work/lease.pml" "$work/lease2.pml" "$d/"
     (
         cd "$d"
         # shellcheck disable=SC2086
@@ -246,6 +246,35 @@ prop prefetch-room p-safe
 # 3cp. no room/prefetch ping-pong keeps the two-segment client from the GPU
 run p-live1 "$LN $PFD -DMAXKILL=1 -DMAXRESTART=0|$LIVE|-a -f -N live1 $PM"
 prop prefetch-liveness p-live1
+
+# ---- two GPUs (NGPU=2, lease2.pml): model/check_multigpu.sh. Exclusive
+# mode, two clients of one class, one 1-unit segment per (client, GPU):
+# A on both GPUs, its thread on GPU 0 coupled to GPU 1 (peer access), B on
+# GPU 1 (BBOTH: on both, coupled the other way: each may hold one GPU and
+# wait for the other). -O0: these verifiers take 25 s to compile with -O2,
+# more than their searches.
+MG="-DNGPU=2"
+MGS="$SAFE -O0"
+MGL="$LIVE -O0"
+run g-safe1 "$MG -DCAP0=1 -DCAP1=1 -DMAXKILL=1 -DMAXRESTART=1 -DMAXSLOW=0|$MGS|$PM"
+run g-safe2 "$MG -DCAP0=1 -DCAP1=2 -DMAXKILL=1 -DMAXRESTART=0 -DMAXSTOP=1 -DMAXSLOW=1|$MGS|$PM"
+run g-cross "$MG -DBBOTH -DCAP0=1 -DCAP1=1 $NOF -DMAXSLOW=0|$MGS|$PM"
+# 1g. on each GPU at most one running process has its gate open
+prop multigpu-exclusivity g-safe1 g-safe2 g-cross
+# 2g. no data loss on each GPU; a coupled call runs only over both GPUs'
+#     resident memory
+prop multigpu-no-data-loss g-safe1 g-safe2 g-cross
+# 3g. no deadlock, no cross-GPU hold-and-wait (DEADOK at timeout)
+prop multigpu-no-deadlock g-safe1 g-safe2 g-cross
+# 3cg. under weak fairness A's coupled thread gets both gates open at once,
+#      and B its gate (kill -9 of either); uncoupled: A's two threads
+run g-live "$LN $MG -DCAP0=1 -DCAP1=1 -DMAXKILL=1 -DMAXRESTART=0 -DMAXSLOW=0|$MGL|-a -f -N liveab $PM"
+run g-live-nc "$LN $MG -DNOCOUPLE -DCAP0=1 -DCAP1=1 -DMAXKILL=1 -DMAXRESTART=0 -DMAXSLOW=0|$MGL|-a -f -N liveab $PM"
+prop multigpu-liveness g-live g-live-nc
+# 5g. every revoke is answered, on each GPU, with both clients coupled
+#     across both GPUs (a revoke's drain waits for no other gate)
+run g-rev "$LN $MG -DBBOTH -DCAP0=1 -DCAP1=1 $NOF -DMAXSLOW=0|$MGL|-a -f -N rev $PM"
+prop multigpu-revoke-completes g-rev
 
 run_all
 report

@@ -57,6 +57,10 @@
  *              finding 4, with the mixed-mode model; 5 and 7 with PF).
  *   NO_PFROOM  (with PF) leaves the PFROOM assertion out: finding 6 is open
  *   BREAK_*    the deliberate bugs of docs/model.md's failure table
+ *   NGPU=2     two GPUs: lease2.pml, a model of its own (a client on both
+ *              GPUs, coupled gates, per-GPU daemon state), included below
+ *              instead of everything else in this file; NGPU=1 (the
+ *              default) is this model, state for state
  *   PF         prefetch (src/sched/mem.c sd_mem_plan()/plan_prefetch(),
  *              sd_policy_prefetched(); src/hook/lease.c on_prefetch(),
  *              src/hook/jobs.c job_prefetch(), src/hook/swap.c
@@ -67,6 +71,13 @@
  *              the runs before it, state for state.
  */
 
+#ifndef NGPU
+#define NGPU 1
+#endif
+#if NGPU > 1
+/* two GPUs: a model of its own (lease2.pml), the one-GPU policy composed */
+#include "lease2.pml"
+#else
 #ifdef CODE_AS_IS
 #define AS_IS_STALE_GRANT
 #define AS_IS_UNRESP_TAKEBACK
@@ -1595,4 +1606,4 @@ init {
 ltl live0 { [] <> LIVE0 }
 ltl live1 { [] <> LIVE1 }
 ltl livel { [] <> LIVEL }
-
+#endif /* NGPU */
