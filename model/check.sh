@@ -75,11 +75,16 @@ JOBS="${MODEL_JOBS:-$(nproc 2>/dev/null || echo 1)}"
 declare -A RUNS=()  # run tag -> "DEFINES|GCC|PAN"
 PROPS=()            # property names, in order
 declare -A SPECS=() # property -> its run tags, separated by spaces
-# run TAG "DEFINES|GCC|PAN": one search; a safety search checks every
+declare -A COST=()  # run tag -> its seconds on CI (two at a time), to start longest first
+# run TAG "DEFINES|GCC|PAN" SECONDS: one search; a safety search checks every
 # invariant of the model at once (one assertion each: Spin's line names the
-# one that failed), so several properties share it and it runs once
+# one that failed), so several properties share it and it runs once.
+# SECONDS is what it took in `make test` (CI's 2 cores, two at a time): the
+# runs start longest first, so that no long search starts last beside an
+# idle core (in declaration order each script lost 10-17 s that way).
 run() {
     RUNS[$1]="$2"
+    COST[$1]="${3:-0}"
 }
 # prop NAME TAG...: the property passes if every one of its runs does
 prop() {
@@ -90,24 +95,28 @@ prop() {
     SPECS[$name]="$*"
 }
 
-# Runs every run of the selected properties once, JOBS at a time; each
-# leaves TAG.rc (0 passed).
+# Runs every run of the selected properties once, JOBS at a time, longest
+# first (COST); each leaves TAG.rc (0 passed).
 run_all() {
     local name tag defs cflags pflags
-    declare -A started=()
+    declare -A seen=()
+    local order=()
     for name in "${PROPS[@]}"; do
         for tag in ${SPECS[$name]}; do
-            [ -z "${started[$tag]:-}" ] || continue
-            started[$tag]=1
-            while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
-            IFS='|' read -r defs cflags pflags <<<"${RUNS[$tag]}"
-            (
-                rc=0
-                t0=$(date +%s)
-                run_one "$tag" "$defs" "$cflags" "$pflags" || rc=1
-                echo "$rc $(($(date +%s) - t0))" >"$work/$tag.rc"
-            ) &
+            [ -z "${seen[$tag]:-}" ] || continue
+            seen[$tag]=1
+            order+=("${COST[$tag]} $tag")
         done
+    done
+    for tag in $(printf '%s\n' "${order[@]}" | sort -k1,1nr -s | cut -d' ' -f2); do
+        while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+        IFS='|' read -r defs cflags pflags <<<"${RUNS[$tag]}"
+        (
+            rc=0
+            t0=$(date +%s)
+            run_one "$tag" "$defs" "$cflags" "$pflags" || rc=1
+            echo "$rc $(($(date +%s) - t0))" >"$work/$tag.rc"
+        ) &
     done
     wait
 }
@@ -167,8 +176,8 @@ start=$(date +%s)
 # ---- exclusive mode (MODE=0), high + normal: model/check_safety.sh, check_liveness.sh
 # Every invariant, with memory short (CAP=1: swaps on every switch) and
 # memory ample (CAP=2), the high client's wait bound 2.
-run x-safe1 "-DCAP=1 $F|$SAFE|$PM"
-run x-safe2 "-DCAP=2 $F|$SAFE|$PM"
+run x-safe1 "-DCAP=1 $F|$SAFE|$PM" 26
+run x-safe2 "-DCAP=2 $F|$SAFE|$PM" 13
 # 1. exclusivity: at most one running process has its gate open
 prop exclusivity x-safe1 x-safe2
 # 2. no data loss (one authoritative copy that holds the data; gate open only
@@ -181,14 +190,14 @@ prop no-deadlock x-safe1 x-safe2
 prop high-wait-bound x-safe1 x-safe2
 # 3c. under weak fairness every client that keeps wanting the GPU gets it
 #     (kill -9 of the other client, a daemon restart; memory short)
-run x-live0 "$LN -DCAP=1 $KR|$LIVE|-a -f -N live0 $PM"
-run x-live1 "$LN -DCAP=1 $KR|$LIVE|-a -f -N live1 $PM"
+run x-live0 "$LN -DCAP=1 $KR|$LIVE|-a -f -N live0 $PM" 47
+run x-live1 "$LN -DCAP=1 $KR|$LIVE|-a -f -N live1 $PM" 60
 prop liveness-high x-live0
 prop liveness-normal x-live1
 # 4. a client that never answers (stopped for good) does not keep the other
 #    from the GPU: revoke_timeout + force_release (memory must fit without it)
-run x-silent0 "$LN -DCAP=2 $F -DSTOPPABLE=1|$LIVE|-a -f -N live0 $PM"
-run x-silent1 "$LN -DCAP=2 $F -DSTOPPABLE=0|$LIVE|-a -f -N live1 $PM"
+run x-silent0 "$LN -DCAP=2 $F -DSTOPPABLE=1|$LIVE|-a -f -N live0 $PM" 56
+run x-silent1 "$LN -DCAP=2 $F -DSTOPPABLE=0|$LIVE|-a -f -N live1 $PM" 66
 prop silent-client-no-block x-silent0 x-silent1
 
 # ---- mixed (MODE=2, the daemon's default) and shared (MODE=1) mode:
@@ -196,10 +205,10 @@ prop silent-client-no-block x-silent0 x-silent1
 # differ, memory fits) or is exclusive mode (same side, or memory short:
 # the same state graph as x-safe1/x-safe2); three clients (H, N, N) mix
 # both: the high job beside whichever normal one holds.
-run m-side "-DMODE=2 $NL -DCAP=2 $F|$SAFE|$PM"            # normal + low: one side
-run m-corun "-DMODE=2 -DCAP=2 -DHBOUND=1 $F|$SAFE|$PM"    # high + normal side by side
-run m-three "-DMODE=2 -DN=3 -DCAP=2 -DHBOUND=0 -DMAXKILL=1 -DMAXRESTART=0|$SAFE|$PM"
-run s-three "-DMODE=1 -DN=3 -DCAP=2 -DHBOUND=1 -DMAXKILL=1 -DMAXSTOP=1 -DMAXRESTART=0|$SAFE|$PM"
+run m-side "-DMODE=2 $NL -DCAP=2 $F|$SAFE|$PM" 13            # normal + low: one side
+run m-corun "-DMODE=2 -DCAP=2 -DHBOUND=1 $F|$SAFE|$PM" 8    # high + normal side by side
+run m-three "-DMODE=2 -DN=3 -DCAP=2 -DHBOUND=0 -DMAXKILL=1 -DMAXRESTART=0|$SAFE|$PM" 25
+run s-three "-DMODE=1 -DN=3 -DCAP=2 -DHBOUND=1 -DMAXKILL=1 -DMAXSTOP=1 -DMAXRESTART=0|$SAFE|$PM" 22
 # 1m. mixed mode: at most one running process per class side has its gate open
 prop mixed-exclusivity m-side m-three
 # 1b. shared/mixed: the holders' footprints fit in the capacity, so do the
@@ -217,15 +226,15 @@ prop mixed-high-wait-bound m-corun m-three s-three
 # 3c. liveness in every class arrangement the policy promises it for
 #     (class_share_max_pct < 100): normal + low on one side (share turns),
 #     two of one class (vtime), high beside two normal (mixed, shared)
-run m-live-low "$LN -DMODE=2 $NL -DCAP=2 $KR|$LIVE|-a -f -N live1 $PM"
-run m-live-same "$LN -DMODE=2 $NN -DCAP=1 $KR|$LIVE|-a -f -N live1 $PM"
-run m-live-three "$LN -DMODE=2 -DN=3 -DCAP=2 $NOF|$LIVE3|-a -f -N livel $PM"
-run s-live-three "$LN -DMODE=1 -DN=3 -DCAP=2 $NOF|$LIVE3|-a -f -N livel $PM"
+run m-live-low "$LN -DMODE=2 $NL -DCAP=2 $KR|$LIVE|-a -f -N live1 $PM" 22
+run m-live-same "$LN -DMODE=2 $NN -DCAP=1 $KR|$LIVE|-a -f -N live1 $PM" 45
+run m-live-three "$LN -DMODE=2 -DN=3 -DCAP=2 $NOF|$LIVE3|-a -f -N livel $PM" 47
+run s-live-three "$LN -DMODE=1 -DN=3 -DCAP=2 $NOF|$LIVE3|-a -f -N livel $PM" 15
 prop mixed-liveness m-live-low m-live-same m-live-three s-live-three
 # 4m. a silent normal client beside a high one (mixed, memory that fits
 #     without it): the other normal one, on its side, is not kept from the
 #     GPU (the high one fits beside it whatever it does)
-run m-silent "$LN -DMODE=2 -DN=3 -DCAP=3 $NOF -DMAXSTOP=1 -DSTOPPABLE=1|$LIVE3|-a -f -N livel $PM"
+run m-silent "$LN -DMODE=2 -DN=3 -DCAP=3 $NOF -DMAXSTOP=1 -DSTOPPABLE=1|$LIVE3|-a -f -N livel $PM" 35
 prop mixed-silent-client-no-block m-silent
 
 # ---- prefetch (PF): model/check_prefetch.sh. Exclusive mode, high + normal,
@@ -235,8 +244,8 @@ prop mixed-silent-client-no-block m-silent
 PFD="-DPF -DCAP=2"
 # every invariant and prefetch-room, with a kill, a stop and a slow drain;
 # with a restart prefetch-room is not checked (docs/model.md, finding 6)
-run p-safe "$PFD -DMAXKILL=1 -DMAXRESTART=0 -DMAXSTOP=1|$SAFE|$PM"
-run p-restart "$PFD -DNO_PFROOM -DMAXKILL=1 -DMAXRESTART=1 -DMAXSTOP=0 -DMAXSLOW=0|$SAFE|$PM"
+run p-safe "$PFD -DMAXKILL=1 -DMAXRESTART=0 -DMAXSTOP=1|$SAFE|$PM" 23
+run p-restart "$PFD -DNO_PFROOM -DMAXKILL=1 -DMAXRESTART=1 -DMAXSTOP=0 -DMAXSLOW=0|$SAFE|$PM" 26
 # 1p, 2p, 3ap: exclusivity, no data loss (both segments), no deadlock
 prop prefetch-exclusivity p-safe p-restart
 prop prefetch-no-data-loss p-safe p-restart
@@ -244,7 +253,7 @@ prop prefetch-no-deadlock p-safe p-restart
 # 5. a prefetch never takes the room a holder's restore needs (PFROOM)
 prop prefetch-room p-safe
 # 3cp. no room/prefetch ping-pong keeps the two-segment client from the GPU
-run p-live1 "$LN $PFD -DMAXKILL=1 -DMAXRESTART=0|$LIVE|-a -f -N live1 $PM"
+run p-live1 "$LN $PFD -DMAXKILL=1 -DMAXRESTART=0|$LIVE|-a -f -N live1 $PM" 37
 prop prefetch-liveness p-live1
 
 # ---- two GPUs (NGPU=2, lease2.pml): model/check_multigpu.sh. Exclusive
@@ -256,9 +265,9 @@ prop prefetch-liveness p-live1
 MG="-DNGPU=2"
 MGS="$SAFE -O0"
 MGL="$LIVE -O0"
-run g-safe1 "$MG -DCAP0=1 -DCAP1=1 -DMAXKILL=1 -DMAXRESTART=1 -DMAXSLOW=0|$MGS|$PM"
-run g-safe2 "$MG -DCAP0=1 -DCAP1=2 -DMAXKILL=1 -DMAXRESTART=0 -DMAXSTOP=1 -DMAXSLOW=1|$MGS|$PM"
-run g-cross "$MG -DBBOTH -DCAP0=1 -DCAP1=1 $NOF -DMAXSLOW=0|$MGS|$PM"
+run g-safe1 "$MG -DCAP0=1 -DCAP1=1 -DMAXKILL=1 -DMAXRESTART=1 -DMAXSLOW=0|$MGS|$PM" 17
+run g-safe2 "$MG -DCAP0=1 -DCAP1=2 -DMAXKILL=1 -DMAXRESTART=0 -DMAXSTOP=1 -DMAXSLOW=1|$MGS|$PM" 6
+run g-cross "$MG -DBBOTH -DCAP0=1 -DCAP1=1 $NOF -DMAXSLOW=0|$MGS|$PM" 5
 # 1g. on each GPU at most one running process has its gate open
 prop multigpu-exclusivity g-safe1 g-safe2 g-cross
 # 2g. no data loss on each GPU; a coupled call runs only over both GPUs'
@@ -268,12 +277,12 @@ prop multigpu-no-data-loss g-safe1 g-safe2 g-cross
 prop multigpu-no-deadlock g-safe1 g-safe2 g-cross
 # 3cg. under weak fairness A's coupled thread gets both gates open at once,
 #      and B its gate (kill -9 of either); uncoupled: A's two threads
-run g-live "$LN $MG -DCAP0=1 -DCAP1=1 -DMAXKILL=1 -DMAXRESTART=0 -DMAXSLOW=0|$MGL|-a -f -N liveab $PM"
-run g-live-nc "$LN $MG -DNOCOUPLE -DCAP0=1 -DCAP1=1 -DMAXKILL=1 -DMAXRESTART=0 -DMAXSLOW=0|$MGL|-a -f -N liveab $PM"
+run g-live "$LN $MG -DCAP0=1 -DCAP1=1 -DMAXKILL=1 -DMAXRESTART=0 -DMAXSLOW=0|$MGL|-a -f -N liveab $PM" 7
+run g-live-nc "$LN $MG -DNOCOUPLE -DCAP0=1 -DCAP1=1 -DMAXKILL=1 -DMAXRESTART=0 -DMAXSLOW=0|$MGL|-a -f -N liveab $PM" 12
 prop multigpu-liveness g-live g-live-nc
 # 5g. every revoke is answered, on each GPU, with both clients coupled
 #     across both GPUs (a revoke's drain waits for no other gate)
-run g-rev "$LN $MG -DBBOTH -DCAP0=1 -DCAP1=1 $NOF -DMAXSLOW=0|$MGL|-a -f -N rev $PM"
+run g-rev "$LN $MG -DBBOTH -DCAP0=1 -DCAP1=1 $NOF -DMAXSLOW=0|$MGL|-a -f -N rev $PM" 43
 prop multigpu-revoke-completes g-rev
 
 run_all
