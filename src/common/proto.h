@@ -160,6 +160,17 @@ enum cs_piece_kind {
  * (every one for the owner and root), then CTL_DONE. An older daemon
  * refuses the bit: the hook then answers from its own process alone. */
 #define CS_HELLO_VIEW 0x200u
+/* Capability of a GPU client: it sends RESTORED for every grant whose gate
+ * it opens (src/hook/jobs.c granted()). The daemon then takes a holder's
+ * memory as restored only from the RESTORED of its current lease (or its
+ * restore's answer deadline), not from a USAGE, which may have been sent
+ * before an older revoke's swap-out finished: after a daemon restart such a
+ * USAGE let a prefetch take the room the restore needed (the lease model's
+ * finding 6, docs/model.md). Without the bit a daemon learns it from the
+ * client's first RESTORED, as before. Same rules: the hook says it first,
+ * with LABELS when it has a label (a daemon that knows it knows LABELS),
+ * then as before. */
+#define CS_HELLO_RESTORED 0x400u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect.
  * HELD is the hook's CS_LEASE_HELD (CUSHARE_LEASE_HELD); docs/protocol.md

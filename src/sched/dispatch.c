@@ -242,7 +242,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
 {
     c->caps = h->flags &
               (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LIMITS |
-               CS_HELLO_POOL | CS_HELLO_LABELS);
+               CS_HELLO_POOL | CS_HELLO_LABELS | CS_HELLO_RESTORED);
     if ((h->flags & CS_HELLO_CONTROL) && !(h->flags & CS_HELLO_VIEW) && c->on_endpoint) {
         /* A container holds its endpoint; node control is not its business. */
         refuse(s, c, "control is not available on an endpoint");
@@ -269,6 +269,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
         .tsg = (h->flags & CS_HELLO_TSG) != 0,
         .lc = (h->flags & CS_HELLO_LC) != 0,
         .pin = (h->flags & CS_HELLO_PIN) != 0,
+        .restored = (h->flags & CS_HELLO_RESTORED) != 0,
         .prev_id = h->prev_client_id,
     };
     memcpy(info.name, h->name, sizeof info.name);

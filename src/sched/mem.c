@@ -849,8 +849,26 @@ void sd_mem_forget_requests(struct sd_policy *p, struct sd_member *m, uint64_t n
 
 /* ---- reports ------------------------------------------------------------------------ */
 
-void sd_mem_on_usage(struct sd_gpu *g, struct sd_member *m, const struct cs_msg_usage *u)
+/* Whether a USAGE showing holder m's memory all resident ends its restore.
+ * Not for a client that sends RESTORED, until the RESTORED of its current
+ * lease: the USAGE may be older than the grant's restore (sent before an
+ * older revoke's swap-out finished: after a daemon restart it cleared the
+ * flag and a prefetch took the room the restore then needed; the lease
+ * model's finding 6). Yes again once the restore is overdue (its answer
+ * deadline from the grant): a client that says RESTORED and never sends
+ * it holds prefetching up on its GPU no longer than an honest restore. */
+static bool usage_ends_restore(const struct sd_policy *p, const struct sd_member *m,
+                               uint64_t now)
 {
+    if (!sd_is_holder(m) || !m->reports_restore || m->lease_restored)
+        return true;
+    return now >= sd_answer_deadline(p, m->grant_ns, m->footprint);
+}
+
+void sd_mem_on_usage(const struct sd_policy *p, struct sd_member *m, const struct cs_msg_usage *u,
+                     uint64_t now)
+{
+    struct sd_gpu *g = m->gpu;
     /* The allocation the room was for is placed once the client's memory
      * grows; a USAGE about something else leaves it counted. (A RELEASE
      * ends it too: policy.c.) */
@@ -868,7 +886,8 @@ void sd_mem_on_usage(struct sd_gpu *g, struct sd_member *m, const struct cs_msg_
     /* A holder's memory is all resident but while its grant restores it
      * (allocations made while holding are placed at once). */
     if (sd_add_sat(u->resident, SD_MEM_SLACK) >= u->footprint) {
-        m->restoring = false;
+        if (usage_ends_restore(p, m, now))
+            m->restoring = false;
         m->restore_blocked = false; /* whatever it restored is all back */
     } else if (m->state == CS_STATE_HELD) {
         m->restoring = true;

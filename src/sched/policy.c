@@ -1324,6 +1324,7 @@ int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_m
     m->slot = a->slot;
     m->state = CS_STATE_IDLE;
     m->attach_ns = now;
+    m->reports_restore = c->info.restored; /* else learnt from its first RESTORED */
     c->slot[a->slot] = m;
     if (a->total_mem > g->mem_total)
         g->mem_total = a->total_mem;
@@ -1430,7 +1431,7 @@ int sd_policy_usage(struct sd_policy *p, struct sd_client *c, const struct cs_ms
     struct sd_member *m = member_of(c, u->slot, why);
     if (!m)
         return SD_EPROTO;
-    sd_mem_on_usage(m->gpu, m, u);
+    sd_mem_on_usage(p, m, u, now);
     m->usage_seen = true;
     m->resident = u->resident;
     m->swapped = u->swapped;

@@ -93,6 +93,7 @@ struct sd_client_info {
     bool tsg;          /* HELLO carried CS_HELLO_TSG: it may be sent TIMESLICE */
     bool lc;           /* HELLO carried CS_HELLO_LC: it may be sent LC_MODE */
     bool pin;          /* HELLO carried CS_HELLO_PIN: it reports PINNED */
+    bool restored;     /* HELLO carried CS_HELLO_RESTORED: it sends RESTORED for every grant */
     uint64_t prev_id;  /* its client id under the previous daemon */
     char name[CS_NAME_LEN];
     char pod[CS_NAME_LEN];
@@ -162,7 +163,8 @@ struct sd_member {
     uint64_t prefetch_base;   /* resident when the PREFETCH was sent */
     bool restoring;           /* granted, its memory not all back yet (until
                                  RESTORED, or a USAGE showing it resident) */
-    bool reports_restore;     /* it has sent RESTORED (a client that does) */
+    bool reports_restore;     /* it sends RESTORED: said in its HELLO
+                                 (CS_HELLO_RESTORED) or seen once */
     bool usage_seen;          /* a USAGE came since it attached: until then its
                                  resident and footprint read 0, unknown */
     uint64_t attach_ns;       /* ATTACH at (how long its first USAGE is

@@ -71,7 +71,8 @@ bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member 
  * an oversubscribed GPU. */
 void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
 /* Memory bookkeeping for the messages policy.c handles. */
-void sd_mem_on_usage(struct sd_gpu *g, struct sd_member *m, const struct cs_msg_usage *u);
+void sd_mem_on_usage(const struct sd_policy *p, struct sd_member *m, const struct cs_msg_usage *u,
+                     uint64_t now);
 /* held: the RELEASE ends m's current lease. */
 void sd_mem_on_release(struct sd_gpu *g, struct sd_member *m, const struct cs_msg_release *r,
                        bool held);

@@ -1652,6 +1652,62 @@ static void test_unreported_holder_blocks_prefetch(void **state)
     assert_true(e->evict <= 4 * GiB); /* what h leaves free, not the whole GPU */
 }
 
+/* A client that says in its HELLO that it sends RESTORED (CS_HELLO_RESTORED)
+ * is restoring until the RESTORED of its current lease: a USAGE showing
+ * everything resident may have been sent before an older revoke's swap-out
+ * (after a daemon restart it cleared the flag, and the next waiter's
+ * prefetch took the room the restore then needed: the lease model's
+ * finding 6, docs/model.md). A RESTORED that never comes holds prefetching
+ * up only until the restore's answer deadline. */
+static void test_stale_usage_keeps_restoring(void **state)
+{
+    (void)state;
+    struct sd_client *hc = client(CS_PRIO_NORMAL, 1, "h");
+    hc->info.restored = true;
+    struct sd_member *h = attach(hc, 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    assert_true(h->reports_restore);
+    assert_false(b->reports_restore);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(h, 0, 6 * GiB, 0, 6 * GiB);
+    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(h);
+    assert_int_equal(h->state, CS_STATE_HELD);
+    assert_true(h->restoring);
+    acquire(b);
+    usage4(h, 6 * GiB, 0, 0, 6 * GiB); /* all resident: maybe from before the grant */
+    assert_true(h->restoring);
+    assert_null(find(EV_PREFETCH, b));
+    restored(h, h->lease_id, 6 * GiB, 100 * MS); /* this lease's restore is done */
+    assert_false(h->restoring);
+    const struct ev *e = find(EV_PREFETCH, b);
+    assert_non_null(e);
+    assert_true(e->evict <= 4 * GiB);
+}
+
+static void test_missing_restored_bounded(void **state)
+{
+    (void)state;
+    cfg.quantum_floor_ms = 60000; /* h's slice outlasts the test */
+    struct sd_client *hc = client(CS_PRIO_NORMAL, 1, "h");
+    hc->info.restored = true;
+    struct sd_member *h = attach(hc, 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(h, 0, 6 * GiB, 0, 6 * GiB);
+    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(h);
+    acquire(b);
+    uint64_t deadline = sd_answer_deadline(&pol, h->grant_ns, h->footprint);
+    now = deadline - 1;
+    usage4(h, 6 * GiB, 0, 0, 6 * GiB);
+    assert_true(h->restoring); /* RESTORED still awaited */
+    now = deadline;
+    usage4(h, 6 * GiB, 0, 0, 6 * GiB);
+    assert_false(h->restoring); /* overdue: the USAGE is believed */
+    assert_non_null(find(EV_PREFETCH, b));
+}
+
 /* Nor while another member's memory is unknown (no USAGE since it
  * attached): its memory is somewhere on the GPU, and a prefetch budgeted
  * as if it were not took the room the next holder's restore needed (the
@@ -3697,6 +3753,8 @@ int main(void)
         T(test_prefetch_limits),
         T(test_unreported_holder_blocks_prefetch),
         T(test_unknown_member_blocks_prefetch),
+        T(test_stale_usage_keeps_restoring),
+        T(test_missing_restored_bounded),
         T(test_silent_member_holds_prefetch_a_second),
         T(test_unresponsive_holder_blocks_prefetch),
         T(test_moving_holds_pinning),

@@ -434,7 +434,7 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x400, RANGE);
+    reject_u32(CS_MSG_HELLO, 8, 0x800, RANGE); /* past CS_HELLO_RESTORED, the highest bit */
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_VIEW);
     /* CTL_VIEW: pid 8, flags 12, mem_limit 16 */
     reject_u32(CS_MSG_CTL_VIEW, 12, CS_CTL_VIEW_ENDPOINT << 1, RANGE);
