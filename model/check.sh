@@ -243,7 +243,8 @@ prop mixed-silent-client-no-block m-silent
 # its estimate (USAGE, RELEASE, EVICTED, RESTORED, PREFETCHED).
 PFD="-DPF -DCAP=2"
 # every invariant and prefetch-room, with a kill, a stop and a slow drain;
-# with a restart prefetch-room is not checked (docs/model.md, finding 6)
+# with a restart prefetch-room is not checked: finding 6's second path (a
+# USAGE read before the grant) is open (docs/model.md)
 run p-safe "$PFD -DMAXKILL=1 -DMAXRESTART=0 -DMAXSTOP=1|$SAFE|$PM" 23
 run p-restart "$PFD -DNO_PFROOM -DMAXKILL=1 -DMAXRESTART=1 -DMAXSTOP=0 -DMAXSLOW=0|$SAFE|$PM" 26
 # 1p, 2p, 3ap: exclusivity, no data loss (both segments), no deadlock

@@ -15,7 +15,8 @@
  *                                sd_policy_acquire(), sd_policy_release(),
  *                                sd_policy_client_remove(), sd_policy_restore()
  *            src/sched/share.c   class share turns (denied_now, sd_share_target)
- *            src/sched/mem.c     sd_mem_shortfall() (REVOKE evict_bytes)
+ *            src/sched/mem.c     sd_mem_shortfall() (REVOKE evict_bytes),
+ *                                (PF) sd_mem_on_usage(), usage_ends_restore()
  *            src/sched/room.c    ROOM -> EVICT (victims, last_resort())
  *            src/sched/server.c  EOF -> sd_policy_client_remove()
  *            src/sched/state.c   state file: holders (+ revoke reason), read at start
@@ -53,9 +54,25 @@
  *                           memory (grant(): not restoring; plan_prefetch())
  *   AS_IS_PF_UNRESP_HOLDER  (with PF) finding 7: prefetches planned while an
  *                           unresponsive member holds the GPU
+ *   AS_IS_USAGE_RESTORE     (with PF) finding 6: a USAGE showing a holder's
+ *                           memory all resident ends its restore
+ *                           (m->restoring), also one sent before an older
+ *                           revoke's swap-out finished; the model before the
+ *                           fix, state for state
  *              Without them the model checks the code (fixed 2026-11-28 and,
- *              finding 4, with the mixed-mode model; 5 and 7 with PF).
- *   NO_PFROOM  (with PF) leaves the PFROOM assertion out: finding 6 is open
+ *              finding 4, with the mixed-mode model; 5, 7 and 6 in part with PF).
+ *   HELLO_RESTORED=0  (with PF) the clients' HELLO lacks CS_HELLO_RESTORED
+ *              (a hook older than the fix of finding 6): the daemon learns
+ *              m->reports_restore from a member's first RESTORED, and forgets
+ *              it with the member (a reconnect, a daemon restart). Default 1:
+ *              every modelled client is the hook, which says it
+ *   NO_PFROOM  (with PF) leaves the PFROOM assertion out: finding 6's
+ *              second path (a USAGE read before the grant) is open, and
+ *              p-restart fails PFROOM without it (-DAS_IS_USAGE_RESTORE:
+ *              sooner, by the first path too)
+ *   TRY_GRANT_RESTORING  (with PF; not the code) grant() makes a member
+ *              that reports its restores restoring until that lease's
+ *              RESTORED: a fix of finding 6's second path, tried here
  *   BREAK_*    the deliberate bugs of docs/model.md's failure table
  *   NGPU=2     two GPUs: lease2.pml, a model of its own (a client on both
  *              GPUs, coupled gates, per-GPU daemon state), included below
@@ -222,6 +239,34 @@ byte pfh[N];        /* ghost: the holders (bit k) whose lease was current when
 bool drep[N];       /* a USAGE came since it attached: until then the daemon
                      * knows neither its resident memory nor its footprint */
 #define DFP(i) (drep[i] -> FP(i) : 0)      /* m->footprint */
+#ifndef AS_IS_USAGE_RESTORE
+bool dlr[N];        /* m->lease_restored: the RESTORED of its current lease came */
+#define DLR_CLEAR(i) dlr[i] = 0
+#ifndef HELLO_RESTORED
+#define HELLO_RESTORED 1
+#endif
+#if HELLO_RESTORED
+/* m->reports_restore from the HELLO at attach (CS_HELLO_RESTORED,
+ * sd_policy_attach()): every modelled client is the hook, which sends
+ * RESTORED for every grant whose gate it opens, and says so, also to a
+ * restarted daemon */
+#define DRR(i) 1
+#define DRR_CLEAR(i) skip
+#define DRR_SEEN(i) skip
+#else
+/* a hook without CS_HELLO_RESTORED: m->reports_restore learnt from the
+ * member's first RESTORED (sd_policy_restored()), lost with the member */
+bool drr[N];
+#define DRR(i) drr[i]
+#define DRR_CLEAR(i) drr[i] = 0
+#define DRR_SEEN(i) drr[i] = 1
+#endif
+#else
+#define DRR(i) 1            /* (TRY_GRANT_RESTORING only) */
+#define DLR_CLEAR(i) skip
+#define DRR_CLEAR(i) skip
+#define DRR_SEEN(i) skip
+#endif
 #endif
 byte hwait;              /* daemon steps while the high client waits */
 /* counted only where the monitor reads it (a safety run, client 0 high):
@@ -368,8 +413,16 @@ inline grant(i) {
 #else
     /* m->restoring also while its memory is unknown (no USAGE since it
      * attached: footprint and resident read 0): finding 5 */
+#ifdef TRY_GRANT_RESTORING
+    /* not the code: a client that reports its restores restores from every
+     * grant until that lease's RESTORED (its resident estimate may predate
+     * an older revoke's swap-out, finding 6's second path) */
+    drest[i] = (DRR(i) || !drep[i] || DFP(i) > dres[i]);
+#else
     drest[i] = (!drep[i] || DFP(i) > dres[i]);
 #endif
+#endif
+    DLR_CLEAR(i);           /* m->lease_restored = false */
 #endif
     if :: i == 0 -> HWAIT_RESET :: else -> skip fi;
     dsend(i, GRANT, dlid[i])
@@ -846,6 +899,7 @@ inline on_msg(i) {
 #ifdef PF
        /* a new member: resident 0 until its first USAGE */
        dres[i] = 0; drest[i] = 0; pfo[i] = 0; pfst[i] = 0; pfnf[i] = 0; drep[i] = 0;
+       DLR_CLEAR(i); DRR_CLEAR(i);     /* a new member (reports_restore: DRR) */
 #endif
        t = 0;
        if
@@ -932,6 +986,7 @@ inline on_eof(i) {
 #ifdef PF
     if :: dres[i] > 0 -> freed() :: else -> skip fi;
     dres[i] = 0; drest[i] = 0; pfo[i] = 0; pfst[i] = 0; pfnf[i] = 0; drep[i] = 0;
+    DLR_CLEAR(i); DRR_CLEAR(i);
     PFH_END(i);
 #endif
     if :: share == i -> share = NONE :: else -> skip fi    /* sd_share_forget */
@@ -1027,13 +1082,28 @@ inline on_rto(i) {
 #define ATO_OK(i) (pfo[i] && stopped[i] && !unresp[i])
 /* USAGE (src/sched/mem.c sd_mem_on_usage()), read when the hook's report
  * tick sends it: resident as it is (a drop frees memory: freed_epoch);
- * m->restoring for a holder not all resident, cleared once it is. Enabled
- * only when it changes something (an idle report is a stutter). The value
+ * m->restoring for a holder not all resident, cleared once it is, but
+ * (usage_ends_restore(), the fix of finding 6) for a holder that reports
+ * its restores (m->reports_restore) only once its current lease's RESTORED
+ * came (m->lease_restored): a USAGE may have been sent before an older
+ * revoke's swap-out finished, which the grant's restore then brings back.
+ * The code's bound, the restore's answer deadline from the grant (for a
+ * client that says RESTORED and never sends it), is not modelled: every
+ * modelled client sends RESTORED when its gate opens (its restore ends
+ * within the deadline: a timing assumption), and a grant whose gate does
+ * not open ends otherwise (RELEASE, take_back(), EOF). Enabled only when
+ * it changes something (an idle report is a stutter). The value
  * is the one at reading: a USAGE overtaken by another report of the same
  * connection cannot happen (one ordered connection); across connections
  * each is read as it is. */
+#ifdef AS_IS_USAGE_RESTORE
+#define USAGE_ENDS(i) 1
+#else
+#define USAGE_ENDS(i) (!HOLD(i) || !DRR(i) || dlr[i])
+#endif
 #define USAGE_OK(i) (ds[i] != D_NONE && RUN(i) && conn[i] && \
-    (!drep[i] || dres[i] != RES(i) || (RES(i) >= FP(i) && drest[i]) || (RES(i) < FP(i) && ds[i] == D_HELD && !drest[i])))
+    (!drep[i] || dres[i] != RES(i) || (RES(i) >= FP(i) && drest[i] && USAGE_ENDS(i)) || \
+     (RES(i) < FP(i) && ds[i] == D_HELD && !drest[i])))
 inline on_usage(i) {
     if
     :: RES(i) < dres[i] ->
@@ -1044,7 +1114,7 @@ inline on_usage(i) {
     fi;
     dres[i] = RES(i); drep[i] = 1;
     if
-    :: RES(i) >= FP(i) -> drest[i] = 0
+    :: RES(i) >= FP(i) && USAGE_ENDS(i) -> drest[i] = 0
     :: RES(i) < FP(i) && ds[i] == D_HELD -> drest[i] = 1
     :: else -> skip
     fi
@@ -1348,8 +1418,15 @@ end:
                 :: g == cgen[i] && conn[i] && gate[i] && HOLD(i) && dlid[i] == l ->
                    if :: DFP(i) > dres[i] -> dres[i] = DFP(i) :: else -> skip fi;
                    drest[i] = 0
+#ifndef AS_IS_USAGE_RESTORE
+                   ; dlr[i] = 1         /* m->lease_restored */
+#endif
                 :: else -> skip
                 fi;
+#if !defined(AS_IS_USAGE_RESTORE) && !HELLO_RESTORED
+                /* any RESTORED read: m->reports_restore = true */
+                if :: g == cgen[i] && conn[i] && gate[i] -> DRR_SEEN(i) :: else -> skip fi;
+#endif
 #endif
                 wq[i]?_, _, _; wbusy[i] = 0; j = 0; l = 0; g = 0 }
 
@@ -1549,6 +1626,7 @@ end:
 #ifdef PF
            dres[i] = 0; drest[i] = 0; pfo[i] = 0; pfb[i] = 0; pfbase[i] = 0;
            pfst[i] = 0; pfnf[i] = 0; evamt[i] = 0; drep[i] = 0; evseen[i] = 0; pfh[i] = 0;
+           DLR_CLEAR(i); DRR_CLEAR(i);
 #endif
            do :: c2d[i]?_, _ :: empty(c2d[i]) -> break od;
            do :: d2c[i]?_, _ :: empty(d2c[i]) -> break od;
