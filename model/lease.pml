@@ -70,9 +70,11 @@
  *              second path (a USAGE read before the grant) is open, and
  *              p-restart fails PFROOM without it (-DAS_IS_USAGE_RESTORE:
  *              sooner, by the first path too)
- *   TRY_GRANT_RESTORING  (with PF; not the code) grant() makes a member
- *              that reports its restores restoring until that lease's
- *              RESTORED: a fix of finding 6's second path, tried here
+ *   AS_IS_GRANT_RESTORING  (with PF) finding 6's second path: grant()
+ *              computes m->restoring from the resident estimate alone, also
+ *              for a member that reports its restores (the code before
+ *              policy.c grant() made such a member restoring until that
+ *              lease's RESTORED; p-restart fails PFROOM with it)
  *   BREAK_*    the deliberate bugs of docs/model.md's failure table
  *   NGPU=2     two GPUs: lease2.pml, a model of its own (a client on both
  *              GPUs, coupled gates, per-GPU daemon state), included below
@@ -262,7 +264,7 @@ bool drr[N];
 #define DRR_SEEN(i) drr[i] = 1
 #endif
 #else
-#define DRR(i) 1            /* (TRY_GRANT_RESTORING only) */
+#define DRR(i) 1            /* (the grant rule only) */
 #define DLR_CLEAR(i) skip
 #define DRR_CLEAR(i) skip
 #define DRR_SEEN(i) skip
@@ -413,10 +415,10 @@ inline grant(i) {
 #else
     /* m->restoring also while its memory is unknown (no USAGE since it
      * attached: footprint and resident read 0): finding 5 */
-#ifdef TRY_GRANT_RESTORING
-    /* not the code: a client that reports its restores restores from every
-     * grant until that lease's RESTORED (its resident estimate may predate
-     * an older revoke's swap-out, finding 6's second path) */
+#ifndef AS_IS_GRANT_RESTORING
+    /* policy.c grant(): a client that reports its restores restores from
+     * every grant until that lease's RESTORED (its resident estimate may
+     * predate an older revoke's swap-out: finding 6's second path) */
     drest[i] = (DRR(i) || !drep[i] || DFP(i) > dres[i]);
 #else
     drest[i] = (!drep[i] || DFP(i) > dres[i]);

@@ -297,8 +297,13 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
      * that the model does not know of yet: restoring until its RESTORED or
      * a USAGE says otherwise. Counted done at once, the planner sent the
      * next waiter a PREFETCH budgeted as if this one had nothing, which
-     * raced its restore for the same bytes (docs/model.md, finding 5). */
-    m->restoring = !m->usage_seen || m->footprint > sd_add_sat(m->resident, SD_MEM_SLACK);
+     * raced its restore for the same bytes (docs/model.md, finding 5). A
+     * client that reports its restores restores from every grant until
+     * that lease's RESTORED: its resident figure may come from a USAGE sent
+     * before an older revoke's swap-out finished (read while it held
+     * nothing, after a daemon restart: the lease model's finding 6). */
+    m->restoring = m->reports_restore || !m->usage_seen ||
+                   m->footprint > sd_add_sat(m->resident, SD_MEM_SLACK);
     gang_align(p, m, now);
     sd_share_granted(p, g, m, now);
     measure_switch(g, m, now);

@@ -1685,6 +1685,31 @@ static void test_stale_usage_keeps_restoring(void **state)
     assert_true(e->evict <= 4 * GiB);
 }
 
+/* The same USAGE read before the grant (the holder was waiting: after a
+ * daemon restart, sent before an older revoke's swap-out finished) set its
+ * resident figure, and the grant then computed "nothing to restore": the
+ * model's second path of finding 6 (p-restart, depth 1023). A client that
+ * reports its restores restores from every grant until that RESTORED. */
+static void test_usage_before_grant_keeps_restoring(void **state)
+{
+    (void)state;
+    struct sd_client *hc = client(CS_PRIO_NORMAL, 1, "h");
+    hc->info.restored = true;
+    struct sd_member *h = attach(hc, 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(h, 6 * GiB, 0, 0, 6 * GiB); /* all resident: stale, it is on the host */
+    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(h);
+    assert_int_equal(h->state, CS_STATE_HELD);
+    assert_true(h->restoring); /* until this lease's RESTORED */
+    acquire(b);
+    assert_null(find(EV_PREFETCH, b));
+    restored(h, h->lease_id, 6 * GiB, 100 * MS);
+    assert_false(h->restoring);
+    assert_non_null(find(EV_PREFETCH, b));
+}
+
 static void test_missing_restored_bounded(void **state)
 {
     (void)state;
@@ -3754,6 +3779,7 @@ int main(void)
         T(test_unreported_holder_blocks_prefetch),
         T(test_unknown_member_blocks_prefetch),
         T(test_stale_usage_keeps_restoring),
+        T(test_usage_before_grant_keeps_restoring),
         T(test_missing_restored_bounded),
         T(test_silent_member_holds_prefetch_a_second),
         T(test_unresponsive_holder_blocks_prefetch),
