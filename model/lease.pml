@@ -66,10 +66,9 @@
  *              m->reports_restore from a member's first RESTORED, and forgets
  *              it with the member (a reconnect, a daemon restart). Default 1:
  *              every modelled client is the hook, which says it
- *   NO_PFROOM  (with PF) leaves the PFROOM assertion out: finding 6's
- *              second path (a USAGE read before the grant) is open, and
- *              p-restart fails PFROOM without it (-DAS_IS_USAGE_RESTORE:
- *              sooner, by the first path too)
+ *   NO_PFROOM  (with PF) leaves the PFROOM assertion out (p-restart did
+ *              until finding 6 was fixed; -DAS_IS_USAGE_RESTORE and
+ *              -DAS_IS_GRANT_RESTORING fail it)
  *   AS_IS_GRANT_RESTORING  (with PF) finding 6's second path: grant()
  *              computes m->restoring from the resident estimate alone, also
  *              for a member that reports its restores (the code before
