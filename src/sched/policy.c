@@ -275,8 +275,6 @@ void sd_switch_room_waited(struct sd_gpu *g, const struct sd_member *m, uint64_t
              (double)g->switch_ewma_ns / 1e6);
 }
 
-static void gang_align(const struct sd_policy *p, const struct sd_member *m, uint64_t now);
-
 static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
 {
     struct sd_gpu *g = m->gpu;
@@ -304,7 +302,6 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
      * nothing, after a daemon restart: the lease model's finding 6). */
     m->restoring = m->reports_restore || !m->usage_seen ||
                    m->footprint > sd_add_sat(m->resident, SD_MEM_SLACK);
-    gang_align(p, m, now);
     sd_share_granted(p, g, m, now);
     measure_switch(g, m, now);
     gpu_account(g, now);
@@ -445,80 +442,6 @@ struct sd_member *sd_best_waiter(const struct sd_gpu *g)
             best = m;
     }
     return best;
-}
-
-/* ---- one client on several GPUs ---------------------------------------------- */
-
-/* A process on two GPUs whose work reaches both (peer access couples its
- * gates: src/hook/gate.c) runs only while it holds both leases. Each GPU
- * decides on its own, so two such processes crossed over the same two GPUs
- * could be handed one GPU each, by turns, for ever: both slices end
- * together, each GPU goes to the one that waited there, and neither ever
- * holds both (the lease model's finding 8, docs/model.md, found with
- * model/lease2.pml). Two rules make the GPUs agree:
- *  - a waiter whose client holds another GPU in a slice still running goes
- *    first among its class, unless more than two slices ahead in vtime (it
- *    is one ahead when it just held this GPU, as in the cycle; a job on one
- *    GPU is passed over for at most two slices' worth of its credit);
- *  - a grant that gives a client its last lease restarts its running
- *    slices on the other GPUs (within quantum_cap_ms of each lease), so
- *    that they end together and the next GPUs all go to the next client.
- * A client on one GPU is untouched by both. */
-
-/* The slice of holder o is still running at now. */
-static bool slice_running(const struct sd_policy *p, const struct sd_member *o, uint64_t now)
-{
-    return o->state == CS_STATE_HELD && !o->room_active &&
-           now < o->slice_ns + sd_gpu_quantum_ns(p, o->gpu);
-}
-
-/* m's client holds a lease on another GPU in a slice still running. */
-static bool gang_holds_elsewhere(const struct sd_policy *p, const struct sd_member *m,
-                                 uint64_t now)
-{
-    for (size_t s = 0; s < CS_MAX_DEVICES; s++) {
-        const struct sd_member *o = m->client->slot[s];
-        if (o && o != m && o->gpu != m->gpu && slice_running(p, o, now))
-            return true;
-    }
-    return false;
-}
-
-/* w (the waiter g would grant), or the best same-class waiter of g that
- * completes its client's leases (gang_holds_elsewhere) and is at most two
- * slices ahead of w in vtime. Gated waiters (lcgate.c) stay gated. */
-static struct sd_member *gang_waiter(const struct sd_policy *p, const struct sd_gpu *g,
-                                     struct sd_member *w, uint64_t now)
-{
-    if (!w || w->resumed || w->restore_blocked || gang_holds_elsewhere(p, w, now))
-        return w;
-    uint64_t window = vt_delta(2 * sd_gpu_quantum_ns(p, g), 1);
-    bool gated = sd_lc_active(p, g);
-    struct sd_member *best = NULL;
-    for (size_t i = 0; i < g->n; i++) {
-        struct sd_member *m = g->m[i];
-        if (m->state != CS_STATE_WAITING || m == w ||
-            m->client->info.priority != w->client->info.priority ||
-            m->vtime > sd_add_sat(w->vtime, window) || (gated && sd_lc_gated(p, m)) ||
-            !gang_holds_elsewhere(p, m, now))
-            continue;
-        if (!best || waiter_before(m, best))
-            best = m;
-    }
-    return best ? best : w;
-}
-
-/* m was just granted: its client's slices still running on other GPUs
- * start again with this one, within quantum_cap_ms of their leases. */
-static void gang_align(const struct sd_policy *p, const struct sd_member *m, uint64_t now)
-{
-    uint64_t cap = (uint64_t)p->cfg->quantum_cap_ms * MS;
-    for (size_t s = 0; s < CS_MAX_DEVICES; s++) {
-        struct sd_member *o = m->client->slot[s];
-        if (o && o != m && o->gpu != m->gpu && slice_running(p, o, now) &&
-            now < o->grant_ns + cap)
-            o->slice_ns = now;
-    }
 }
 
 static uint64_t holders_footprint(const struct sd_gpu *g)
@@ -1022,7 +945,7 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     for (;;) {
         struct sd_member *w = sd_share_target(p, g, now);
         if (!w)
-            w = gang_waiter(p, g, sd_lc_best_waiter(p, g), now);
+            w = sd_lc_best_waiter(p, g);
         if (!w)
             return;
         if (!fits(p, g, w)) {

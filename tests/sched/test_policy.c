@@ -1874,78 +1874,6 @@ static void test_unresponsive_restore_does_not_hold_pinning(void **state)
     assert_false(sd_policy_moving(&pol, now, &until));
 }
 
-/* Two clients, each on both GPUs and coupled there (peer access: the hook
- * runs a call only with both leases, gate.c), crossed: each starts holding
- * one GPU (b's slice `offset` later) and waiting for the other; *single,
- * if asked for, a third client on GPU 0 alone, waiting too. The hooks are simulated: a revoked lease is
- * released at once and wanted again. Returns how long either pair client
- * held both GPUs over 40 s. */
-static uint64_t crossed_pair_both_held(uint64_t offset, struct sd_member **single)
-{
-    struct sd_client *ca = client(CS_PRIO_NORMAL, 1, "a"), *cb = client(CS_PRIO_NORMAL, 1, "b");
-    struct sd_member *m[5] = {attach(ca, 0), attach(ca, 1), attach(cb, 0), attach(cb, 1), NULL};
-    gpu(0)->mem_total = gpu(1)->mem_total = 10 * GiB;
-    for (int k = 0; k < 4; k++)
-        usage4(m[k], GiB, 0, 0, GiB);
-    acquire(m[1]); /* a holds GPU 1 */
-    advance(offset);
-    acquire(m[2]); /* b holds GPU 0 */
-    acquire(m[0]);
-    acquire(m[3]);
-    assert_int_equal(m[1]->state, CS_STATE_HELD);
-    assert_int_equal(m[2]->state, CS_STATE_HELD);
-    if (single) {
-        *single = m[4] = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
-        usage4(m[4], GiB, 0, 0, GiB);
-        acquire(m[4]);
-    }
-    uint64_t both = 0;
-    for (int step = 0; step < 400; step++) {
-        run_until(now + 100 * MS);
-        for (int k = 0; k < 5; k++)
-            if (m[k] && m[k]->state == CS_STATE_REVOKING) {
-                acquire(m[k]);
-                release(m[k]);
-            }
-        bool a = m[0]->state == CS_STATE_HELD && m[1]->state == CS_STATE_HELD;
-        bool b = m[2]->state == CS_STATE_HELD && m[3]->state == CS_STATE_HELD;
-        both += a || b ? 100 * MS : 0;
-    }
-    return both;
-}
-
-/* The lease model's finding 8 (docs/model.md): with each GPU deciding on
- * its own, both slices end together, each GPU goes to the client that
- * waited there, and neither client ever holds both: no coupled call of
- * either ever runs (0 s of 40 before gang_waiter). The GPUs now agree
- * (policy.c): one client gets both, then the other. */
-static void test_crossed_pair_gets_both_gpus(void **state)
-{
-    (void)state;
-    assert_true(crossed_pair_both_held(0, NULL) >= 30 * SEC); /* of 40 s: 39.1 */
-}
-
-/* Slices that end apart: a client that completes its pair on one GPU has
- * its other slice restarted with it (gang_align), else it holds both only
- * from that grant to its other slice's end (36.9 s of 40 here without
- * gang_align, 39.4 with it; the clock is simulated, the figures exact). */
-static void test_crossed_pair_slices_aligned(void **state)
-{
-    (void)state;
-    assert_true(crossed_pair_both_held(300 * MS, NULL) >= 38 * SEC);
-}
-
-/* A client on one GPU is passed over by a pair completing its leases for
- * at most two slices' worth of its credit: it still gets its share. */
-static void test_pair_does_not_starve_single(void **state)
-{
-    (void)state;
-    struct sd_member *c = NULL;
-    (void)crossed_pair_both_held(0, &c);
-    /* three clients on GPU 0 for 40 s in one-second slices: a third */
-    assert_true(c->st.slices >= 10);
-}
-
 /* Host backing is pinned ahead of need on an oversubscribed GPU: once per
  * client per footprint change, rate limited, never when everything fits,
  * one client at a time (furthest from running first). */
@@ -3785,9 +3713,6 @@ int main(void)
         T(test_unresponsive_holder_blocks_prefetch),
         T(test_moving_holds_pinning),
         T(test_unresponsive_restore_does_not_hold_pinning),
-        T(test_crossed_pair_gets_both_gpus),
-        T(test_crossed_pair_slices_aligned),
-        T(test_pair_does_not_starve_single),
         T(test_prepare_when_oversubscribed),
         T(test_prepare_one_at_a_time),
         T(test_room_cannot_fit_alone),
