@@ -1652,6 +1652,20 @@ static void test_unreported_holder_blocks_prefetch(void **state)
     assert_true(e->evict <= 4 * GiB); /* what h leaves free, not the whole GPU */
 }
 
+/* h, a client whose HELLO said it sends RESTORED (CS_HELLO_RESTORED), and
+ * b, one that did not, on GPU 0 of 10 GiB; b's 6 GiB all swapped out, h's
+ * 6 GiB as h_resident says. */
+static void restored_pair(struct sd_member **h, struct sd_member **b, uint64_t h_resident)
+{
+    struct sd_client *hc = client(CS_PRIO_NORMAL, 1, "h");
+    hc->info.restored = true;
+    *h = attach(hc, 0);
+    *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(*h, h_resident, 6 * GiB - h_resident, 0, 6 * GiB);
+    usage4(*b, 0, 6 * GiB, 0, 6 * GiB);
+}
+
 /* A client that says in its HELLO that it sends RESTORED (CS_HELLO_RESTORED)
  * is restoring until the RESTORED of its current lease: a USAGE showing
  * everything resident may have been sent before an older revoke's swap-out
@@ -1662,15 +1676,10 @@ static void test_unreported_holder_blocks_prefetch(void **state)
 static void test_stale_usage_keeps_restoring(void **state)
 {
     (void)state;
-    struct sd_client *hc = client(CS_PRIO_NORMAL, 1, "h");
-    hc->info.restored = true;
-    struct sd_member *h = attach(hc, 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *h, *b;
+    restored_pair(&h, &b, 0);
     assert_true(h->reports_restore);
     assert_false(b->reports_restore);
-    gpu(0)->mem_total = 10 * GiB;
-    usage4(h, 0, 6 * GiB, 0, 6 * GiB);
-    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
     acquire(h);
     assert_int_equal(h->state, CS_STATE_HELD);
     assert_true(h->restoring);
@@ -1693,13 +1702,8 @@ static void test_stale_usage_keeps_restoring(void **state)
 static void test_usage_before_grant_keeps_restoring(void **state)
 {
     (void)state;
-    struct sd_client *hc = client(CS_PRIO_NORMAL, 1, "h");
-    hc->info.restored = true;
-    struct sd_member *h = attach(hc, 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
-    gpu(0)->mem_total = 10 * GiB;
-    usage4(h, 6 * GiB, 0, 0, 6 * GiB); /* all resident: stale, it is on the host */
-    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    struct sd_member *h, *b;
+    restored_pair(&h, &b, 6 * GiB); /* all resident: stale, it is on the host */
     acquire(h);
     assert_int_equal(h->state, CS_STATE_HELD);
     assert_true(h->restoring); /* until this lease's RESTORED */
@@ -1714,13 +1718,8 @@ static void test_missing_restored_bounded(void **state)
 {
     (void)state;
     cfg.quantum_floor_ms = 60000; /* h's slice outlasts the test */
-    struct sd_client *hc = client(CS_PRIO_NORMAL, 1, "h");
-    hc->info.restored = true;
-    struct sd_member *h = attach(hc, 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
-    gpu(0)->mem_total = 10 * GiB;
-    usage4(h, 0, 6 * GiB, 0, 6 * GiB);
-    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    struct sd_member *h, *b;
+    restored_pair(&h, &b, 0);
     acquire(h);
     acquire(b);
     uint64_t deadline = sd_answer_deadline(&pol, h->grant_ns, h->footprint);
