@@ -353,10 +353,7 @@ static void remap_check(CUdeviceptr good)
 
 int main(void)
 {
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    ctx = probe_primary(&dev);
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     size_t gran = 0;
     CUmemAllocationProp p;

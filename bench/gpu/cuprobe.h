@@ -37,6 +37,18 @@ static inline int probe_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* cuInit, GPU 0 and its primary context made current on this thread: how
+ * every probe starts (stops on a driver error). The device in *dev. */
+static inline CUcontext probe_primary(CUdevice *dev)
+{
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, *dev));
+    CK(cuCtxSetCurrent(ctx));
+    return ctx;
+}
+
 /* The median of v[0..n) (sorts v). */
 static inline double probe_median(double *v, int n)
 {

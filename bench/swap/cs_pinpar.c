@@ -107,11 +107,7 @@ static int client_alloc(int k, size_t piece)
 static int client(int fd0, int k)
 {
     CUdevice dev;
-    CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    probe_primary(&dev);
     size_t piece = piece_mib << 20;
     if (getenv("CS_PINPAR_ALLOC"))
         return client_alloc(k, piece);

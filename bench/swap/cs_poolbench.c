@@ -44,10 +44,7 @@ static CUstream st;
 
 static void init_cuda(void)
 {
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    ctx = probe_primary(&dev);
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
 }
 

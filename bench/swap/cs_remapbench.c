@@ -50,11 +50,7 @@ int main(int argc, char **argv)
     }
     size_t size = gib << 30, piece = piece_mib << 20, n = size / piece;
     CUdevice dev;
-    CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    probe_primary(&dev);
     CUmemAllocationProp hp, dp;
     memset(&hp, 0, sizeof hp);
     hp.type = CU_MEM_ALLOCATION_TYPE_PINNED;
