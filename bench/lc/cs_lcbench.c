@@ -19,6 +19,14 @@
  *       cs_lcbench role=be kernels=N seconds=.. kernels_per_s=.. melem_per_s=.. kernel_us=.. n=..
  *     melem_per_s (elements processed per second, millions) compares runs
  *     whatever each one's calibration chose.
+ * be --be-kernel sleep: fc_sleep kernels of K µs instead (melem_per_s is
+ *     then 0: compare kernels_per_s). On the simulated GPU an fc_add32
+ *     computes on a host CPU, so a BE job of them takes a whole core of a
+ *     small CI machine and its throughput measures the host; a sleep
+ *     occupies the simulated engine for K µs and nothing else, and the
+ *     simulated engine never preempts inside a kernel, so lost GPU time
+ *     still shows as lost kernels. On a real GPU keep add (a spin on
+ *     %globaltimer would hide a timeslice taken away mid-kernel).
  * lc --hint-us H: H µs before each launch, call cushare_hint(device,
  *     CUSHARE_HINT_WORK_SOON, H) when libcushare.so is preloaded (docs/priority.md:
  *     the switch away from a gated BE job starts before the launch).
@@ -155,17 +163,23 @@ static void run_lc(double seconds, unsigned kernel_us, unsigned period_us, doubl
 
 #define BE_DEPTH_MAX 1024
 
-static void run_be(double seconds, unsigned kernel_us, unsigned be_mb, double start_at,
-                   unsigned depth)
+/* One pass of each kind, K µs: the kernel a BE job repeats. */
+struct be_kernel {
+    bool sleep;
+    uint64_t n;  /* add: elements per kernel */
+    uint64_t ns; /* sleep: duration */
+};
+
+static CUresult be_launch(CUstream s, CUdeviceptr buf, const struct be_kernel *k)
 {
-    CUstream s;
-    check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "stream");
-    uint64_t elems = (uint64_t)be_mb * (1u << 20) / 4;
-    CUdeviceptr buf;
-    check(cuMemAlloc(&buf, elems * 4), "alloc");
-    check(fck_fill32(s, buf, elems, 0), "fill");
-    check(cuStreamSynchronize(s), "sync");
-    /* Calibrate: the time of one pass over the whole buffer. */
+    return k->sleep ? fck_sleep(s, k->ns) : fck_add32(s, buf, k->n, 1);
+}
+
+/* Calibrates an add kernel: elements for about kernel_us, from the best of
+ * five passes over the whole buffer. */
+static uint64_t calibrate_add(CUstream s, CUdeviceptr buf, uint64_t elems, unsigned kernel_us,
+                              uint64_t *best_out)
+{
     uint64_t best = UINT64_MAX;
     for (int i = 0; i < 5; i++) {
         uint64_t t0 = now_ns();
@@ -175,11 +189,29 @@ static void run_be(double seconds, unsigned kernel_us, unsigned be_mb, double st
         if (dt < best)
             best = dt;
     }
+    *best_out = best;
     uint64_t n = (uint64_t)((double)elems * (double)kernel_us * 1e3 / (double)best);
     if (n > elems)
         n = elems;
     if (n < 4096)
         n = 4096 < elems ? 4096 : elems;
+    return n;
+}
+
+static void run_be(double seconds, unsigned kernel_us, unsigned be_mb, double start_at,
+                   unsigned depth, bool sleep)
+{
+    CUstream s;
+    check(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "stream");
+    uint64_t elems = (uint64_t)be_mb * (1u << 20) / 4;
+    CUdeviceptr buf;
+    check(cuMemAlloc(&buf, elems * 4), "alloc");
+    check(fck_fill32(s, buf, elems, 0), "fill");
+    check(cuStreamSynchronize(s), "sync");
+    struct be_kernel k = {.sleep = sleep, .ns = (uint64_t)kernel_us * 1000};
+    uint64_t best = 0;
+    if (!sleep)
+        k.n = calibrate_add(s, buf, elems, kernel_us, &best);
     CUevent ev[BE_DEPTH_MAX];
     for (unsigned i = 0; i < depth; i++)
         check(cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING), "event");
@@ -198,16 +230,17 @@ static void run_be(double seconds, unsigned kernel_us, unsigned be_mb, double st
         }
         if (now_ns() >= end)
             break;
-        check(fck_add32(s, buf, n, 1), "add");
+        check(be_launch(s, buf, &k), "launch");
         check(cuEventRecord(ev[launched % depth], s), "record");
         launched++;
     }
     double secs = (double)(t_last - t_start) / 1e9;
     printf("cs_lcbench role=be kernels=%llu seconds=%.3f kernels_per_s=%.1f melem_per_s=%.1f "
-           "kernel_us=%.0f n=%llu\n",
+           "kernel_us=%.0f n=%llu kernel=%s\n",
            (unsigned long long)done, secs, secs > 0 ? (double)done / secs : 0.0,
-           secs > 0 ? (double)done * (double)n / secs / 1e6 : 0.0,
-           (double)best / 1e3 * (double)n / (double)elems, (unsigned long long)n);
+           secs > 0 ? (double)done * (double)k.n / secs / 1e6 : 0.0,
+           sleep ? (double)kernel_us : (double)best / 1e3 * (double)k.n / (double)elems,
+           (unsigned long long)k.n, sleep ? "sleep" : "add");
     for (unsigned i = 0; i < depth; i++)
         cuEventDestroy(ev[i]);
     cuMemFree(buf);
@@ -219,7 +252,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: cs_lcbench --role lc|be [--seconds S] [--kernel-us K] [--period-us P]\n"
             "                  [--be-mb M] [--be-depth N] [--hint-us H] [--start-at EPOCH_SECONDS]\n"
-            "                  [--device D]\n");
+            "                  [--device D] [--be-kernel add|sleep]\n");
     exit(2);
 }
 
@@ -230,9 +263,10 @@ int main(int argc, char **argv)
         {"kernel-us", required_argument, NULL, 'k'}, {"period-us", required_argument, NULL, 'p'},
         {"be-mb", required_argument, NULL, 'm'},     {"start-at", required_argument, NULL, 't'},
         {"device", required_argument, NULL, 'd'},    {"be-depth", required_argument, NULL, 'q'},
-        {"hint-us", required_argument, NULL, 'h'},   {NULL, 0, NULL, 0},
+        {"hint-us", required_argument, NULL, 'h'},   {"be-kernel", required_argument, NULL, 'b'},
+        {NULL, 0, NULL, 0},
     };
-    const char *role = NULL;
+    const char *role = NULL, *be_kernel = "add";
     double seconds = 5, start_at = 0;
     long kernel_us = -1, period_us = 5000, be_mb = 1024, device = 0, depth = 4, hint_us = 0;
     int c;
@@ -247,12 +281,13 @@ int main(int argc, char **argv)
         case 'd': device = atol(optarg); break;
         case 'q': depth = atol(optarg); break;
         case 'h': hint_us = atol(optarg); break;
+        case 'b': be_kernel = optarg; break;
         default: usage();
         }
     }
     if (!role || (strcmp(role, "lc") && strcmp(role, "be")) || seconds <= 0 || period_us <= 0 ||
         be_mb <= 0 || device < 0 || depth < 1 || depth > BE_DEPTH_MAX || hint_us < 0 ||
-        hint_us >= period_us)
+        hint_us >= period_us || (strcmp(be_kernel, "add") && strcmp(be_kernel, "sleep")))
         usage();
     bool lc = !strcmp(role, "lc");
     if (kernel_us < 0)
@@ -272,7 +307,8 @@ int main(int argc, char **argv)
         run_lc(seconds, (unsigned)kernel_us, (unsigned)period_us, start_at, (unsigned)hint_us,
                (int)device);
     else
-        run_be(seconds, (unsigned)kernel_us, (unsigned)be_mb, start_at, (unsigned)depth);
+        run_be(seconds, (unsigned)kernel_us, (unsigned)be_mb, start_at, (unsigned)depth,
+               !strcmp(be_kernel, "sleep"));
     fck_unload(&k);
     cuDevicePrimaryCtxRelease(dev);
     return 0;
