@@ -55,6 +55,9 @@ struct cushare_stats {
      * move (pools, the app's own cuMemCreate) and swappable memory exported
      * by CUDA IPC (part of mem_resident). */
     unsigned long long mem_unswappable;
+    /* Application threads that wait for this GPU's lease now (blocked at
+     * its gate, alone or waiting for it with another GPU's). */
+    unsigned long long threads_waiting;
 };
 
 /* Fills *out for the given device ordinal. Set out->size to the size of the

@@ -45,6 +45,15 @@
  *     BREAK_NO_COUPLE       peer access does not couple the gates
  *     BREAK_HOLD_WAIT       enter_coupled() waits inside its own open gate
  *     BREAK_REMOVE_ONE_GPU  client_remove() decides one GPU only
+ *   PROPOSE_RELEASE_WANT  not the code: a proposal for finding 8 (docs/model.md):
+ *              a RELEASE that says the lease is wanted again, so that the
+ *              member waits in the decision the RELEASE makes
+ *   GANG_EQUAL_Q, NO_GANG_TIMED  a stronger (equal quanta) and no timing
+ *              assumption for gang_align() (SLEND_T below)
+ *   AS_IS_NO_GANG  the policy before gang_waiter()/gang_align() (finding 8:
+ *              each GPU decides with no regard to the client's other GPU;
+ *              no slice state or slice timers (proctype clock), slices end
+ *              only in the QUANTUM decision: the model as it was)
  */
 
 #ifndef MAXKILL
@@ -173,6 +182,18 @@ byte newest[2] = NONE;      /* per GPU: the holder granted last (trim_holders) *
 bool restoring[2];          /* per GPU: g->restoring */
 bool recd[4];
 bool recrv[4];
+#ifndef AS_IS_NO_GANG
+/* the slice of holder m is still running (policy.c slice_running(): HELD,
+ * now < slice_ns + quantum); untimed: set by the grant (hold_from), cleared
+ * by the slice-end event (the timer at slice_ns + quantum), which may come
+ * at any moment after the holder's gate opened (the QUANTUM_OK assumption) */
+bool sl[4];
+/* ghost: m's slice was restarted by gang_align() at the grant of its
+ * client's member of the other GPU, whose lease still runs (SLEND_T
+ * below); alc: m's lease was restarted once (quantum_cap_ms, GANG_ALIGN) */
+bool al[4];
+bool alc[4];
+#endif
 byte restarts, kills, stops, slows;
 #define HOLD(m) (ds[m] >= D_HELD)
 #define NHOLD(g) (HOLD(MB(0, g)) + HOLD(MB(1, g)))
@@ -211,26 +232,56 @@ inline csend(c, t, s, l) {
 #define DGPU(c, s) (GPUOF(c, s))
 #endif
 
+/* One client on both GPUs (policy.c gang_waiter(), gang_align();
+ * docs/model.md finding 8). SLRUN(o): slice_running(): o HELD in a slice
+ * still running and not waiting for room (room_active: the ROOM the
+ * model's EVICT is out for). PEER(m): m's client's member of the other
+ * GPU. GANG(m): gang_holds_elsewhere(). */
+#define PEER(m) (MB(CL(m), 1 - GP(m)))
+#ifdef AS_IS_NO_GANG
+#define SLSET(m)
+#define SLCLR(m)
+#define GANG(m) 0
+#define GANG_ALIGN(m)
+#else
+/* (each written after a statement, its ';' first: nothing at all with
+ * AS_IS_NO_GANG, whose state graph is the old model's) */
+#define SLSET(m) ; sl[m] = 1; al[m] = 0; alc[m] = 0
+#define SLCLR(m) ; sl[m] = 0; al[m] = 0; alc[m] = 0; al[PEER(m)] = 0
+#define SLRUN(o) (ds[o] == D_HELD && sl[o] && !evsent[OTHER(o)])
+#define GANG(m) (SLRUN(PEER(m)))
+/* gang_align(): the client's running slice on the other GPU starts again
+ * with this grant, if its lease is younger than quantum_cap_ms. Untimed,
+ * a slice that runs on stays running (sl); what the restart guarantees in
+ * time is al (SLEND_T). The cap bounds how often one lease is restarted:
+ * modelled as once (alc), the least of any bound (each restart lasts a
+ * quantum, so a lease of cap/quantum restarts is as finite as one). */
+#define GANG_ALIGN(m) ; if :: SLRUN(PEER(m)) && !alc[PEER(m)] -> al[PEER(m)] = 1; alc[PEER(m)] = 1 :: else -> skip fi
+#endif
+
 inline end_lease(m) {
-    dprev[m] = dlid[m];
+    dprev[m] = dlid[m] SLCLR(m);
     ds[m] = (dwant[m] -> D_WAITING : D_IDLE);
     dwant[m] = 0
 }
 /* revoke(): REVOKE with evict_bytes; an unresponsive client's lease is
  * taken back when it read the REVOKE or is stopped (take_back_when_read) */
 inline revoke(m, ev) {
-    ds[m] = D_REVOKING;
+    ds[m] = D_REVOKING SLCLR(m);
     dsend(CL(m), REVOKE, DSLOT(m), dlid[m] + LMOD * ev);
     if :: unresp[CL(m)] && (stopped[CL(m)] || empty(d2c[CL(m)])) -> end_lease(m) :: else -> skip fi
 }
 inline grant(m) {
     dlid[m] = (dlid[m] + 1) % LMOD;
     ds[m] = D_HELD; resumed[m] = 0; opened[m] = 0;
-    lastgrant[GP(m)] = CL(m); newest[GP(m)] = CL(m);
+    lastgrant[GP(m)] = CL(m); newest[GP(m)] = CL(m) SLSET(m) GANG_ALIGN(m);
     dsend(CL(m), GRANT, DSLOT(m), dlid[m])
 }
 
 byte bw, k, w, qexp = NONE, sg;
+#ifdef GANG_EQUAL_Q
+byte jw;
+#endif
 
 /* gpu_decide() of GPU g, exclusive mode, one class: trim_holders() (two
  * HELD after a restart's claims: the newest goes, evict_bytes 0); nothing
@@ -255,6 +306,17 @@ inline schedule(g) {
           bw = (resumed[MB(1, g)] && !resumed[MB(0, g)] -> MB(1, g) :
                 (resumed[MB(0, g)] && !resumed[MB(1, g)] -> MB(0, g) :
                  (lastgrant[g] == 0 -> MB(1, g) : MB(0, g))))
+          /* gang_waiter(): the other waiter goes first if its client holds
+           * the other GPU in a running slice and the chosen one's does not
+           * (the vtime window of two quanta assumed met: vtime is
+           * abstracted) */
+#ifndef AS_IS_NO_GANG
+          ;
+          if
+          :: !resumed[bw] && !GANG(bw) && GANG(OTHER(bw)) -> bw = OTHER(bw)
+          :: else -> skip
+          fi
+#endif
        :: ds[MB(0, g)] == D_WAITING && ds[MB(1, g)] != D_WAITING -> bw = MB(0, g)
        :: ds[MB(0, g)] != D_WAITING && ds[MB(1, g)] == D_WAITING -> bw = MB(1, g)
        :: else -> skip
@@ -346,7 +408,7 @@ inline on_msg(c) {
        resumed[k] = (w && !recrv[k] && t != ATT_HELD);
        if
        :: t == ATT_HELD ->
-          dlid[k] = l; ds[k] = D_HELD; newest[GP(k)] = c; opened[k] = 1;
+          dlid[k] = l; ds[k] = D_HELD; newest[GP(k)] = c; opened[k] = 1 SLSET(k);
           if :: w && recrv[k] -> revoke(k, 0) :: else -> skip fi
        :: t == ATT_WAIT -> ds[k] = D_WAITING
        :: else -> skip
@@ -359,10 +421,26 @@ inline on_msg(c) {
        :: else -> skip
        fi
     :: t == RELEASE ->
+#ifdef PROPOSE_RELEASE_WANT
+       /* the RELEASE says the lease is wanted again (+ LMOD): the member
+        * waits at once, in the decision this RELEASE makes */
+       if
+       :: HOLD(k) && l % LMOD == dlid[k] ->
+          if :: l >= LMOD -> dwant[k] = 1 :: else -> skip fi;
+          end_lease(k)
+       :: else -> assert(dprev[k] == l % LMOD);
+          if
+          :: l >= LMOD && ds[k] == D_IDLE -> ds[k] = D_WAITING
+          :: l >= LMOD && ds[k] == D_REVOKING -> dwant[k] = 1
+          :: else -> skip
+          fi
+       fi
+#else
        if
        :: HOLD(k) && l == dlid[k] -> end_lease(k)
        :: else -> assert(dprev[k] == l)    /* the previous lease: ignored */
        fi
+#endif
     fi;
     t = 0; s = 0; l = 0; w = 0
 }
@@ -370,8 +448,8 @@ inline on_msg(c) {
  * of its GPUs (gpu_schedule() in the loop over the slots) */
 inline on_eof(c) {
     eof[c] = 0;
-    ds[MB(c, 0)] = D_NONE; dwant[MB(c, 0)] = 0;
-    ds[MB(c, 1)] = D_NONE; dwant[MB(c, 1)] = 0;
+    ds[MB(c, 0)] = D_NONE; dwant[MB(c, 0)] = 0 SLCLR(MB(c, 0));
+    ds[MB(c, 1)] = D_NONE; dwant[MB(c, 1)] = 0 SLCLR(MB(c, 1));
 #ifdef BREAK_REMOVE_ONE_GPU
     sg = 1 << GPUOF(c, 0)       /* only the first slot's GPU decided */
 #else
@@ -382,7 +460,48 @@ inline on_eof(c) {
  * of its GPU waits. Timing assumption (lease.pml QUANTUM_OK): not before
  * its restore is done and its gate opened. */
 #define QUANTUM_OK(m) (!restoring[GP(m)] && ds[m] == D_HELD && (opened[m] || !RUN(CL(m))) && \
-                       ds[OTHER(m)] == D_WAITING)
+                       ds[OTHER(m)] == D_WAITING && SLOVER(m))
+#ifdef AS_IS_NO_GANG
+#define SLOVER(m) 1
+#else
+/* the slice end (the timer at slice_ns + quantum): not before the holder's
+ * gate opened (as QUANTUM_OK); the GPU decides (a holder with a waiter is
+ * revoked). QUANTUM_OK then stands for a later decision, a waiter that
+ * came after the slice ended. */
+#define SLOVER(m) (!sl[m])
+#define SLEND_OK(m) (sl[m] && ds[m] == D_HELD && !restoring[GP(m)] && (opened[m] || !RUN(CL(m))) && SLEND_T(m))
+/* The timing gang_align() guarantees (SLEND_T): a slice restarted at the
+ * grant of the client's other member p lasts a quantum from that grant,
+ * longer than p's GRANT takes to reach the hook and p's restore: it does
+ * not end before p's gate opened (or p's lease ended, or the client is
+ * gone); nor does p's own slice end before the gate of the restarted one
+ * opened (p's slice lasts a quantum from p's grant, later than the other
+ * grant, whose restore takes less than a quantum). -DNO_GANG_TIMED: none
+ * (the restart then has no effect in an untimed model: the slice may end
+ * at any moment after the grant).
+ * -DGANG_EQUAL_Q: both GPUs' quanta equal, so the restarted slice ends
+ * with p's: not alone, and p's slice end ends it too (SLWITH; the GPUs
+ * then decide one after the other); a far larger state graph. */
+#ifdef NO_GANG_TIMED
+#define SLEND_T(m) 1
+#elif defined(GANG_EQUAL_Q)
+#define SLEND_T(m) (!al[m] || ds[PEER(m)] != D_HELD || !RUN(CL(m)))
+#else
+#define SLEND_T(m) (!(al[m] || al[PEER(m)]) || opened[PEER(m)] || ds[PEER(m)] != D_HELD || !RUN(CL(m)))
+#endif
+#if !defined(GANG_EQUAL_Q) || defined(NO_GANG_TIMED)
+#define SLWITH(i) skip
+#define SLWITHEND(i) skip
+#else
+#define SLWITH(i) jw = (al[PEER(i)] && sl[PEER(i)] -> PEER(i) : NONE)
+#define SLWITHEND(i) \
+        if \
+        :: jw != NONE && sl[jw] && ds[jw] == D_HELD -> \
+           sl[jw] = 0; al[jw] = 0; qexp = jw; sg = 1 << GP(jw); decide(); qexp = NONE \
+        :: else -> skip \
+        fi; jw = 0
+#endif
+#endif
 /* revoke_timeout_ms: as lease.pml RTO_OK (after the REVOKE was read, or for
  * a stopped process; a live client's drain only as the MAXSLOW fault) */
 #define RTO_OK(m) (ds[m] == D_REVOKING && \
@@ -453,6 +572,22 @@ end:
         sg = 1 << i; decide(); i = 0 }
     od
 }
+
+#ifndef AS_IS_NO_GANG
+/* the slice timer of member m (the daemon's want_at(slice_ns + quantum)):
+ * a process of its own, so that weak fairness makes each slice end that
+ * stays possible happen (a quantum is finite), not just some daemon step */
+proctype clock(byte m)
+{
+end:
+    do
+    :: atomic { SLEND_OK(m) ->
+                sl[m] = 0; SLWITH(m);
+                qexp = m; sg = 1 << GP(m); decide(); qexp = NONE;
+                SLWITHEND(m) }
+    od
+}
+#endif
 
 /* ---- client c: one I/O thread, one worker per device, application threads -- */
 #define GRANTQ(m, l) (wq[m]??[JGRANT, eval(l), 0] || wq[m]??[JGRANT, eval(l), 1])
@@ -563,7 +698,12 @@ end:
     :: atomic { RUN(CL(m)) && wbusy[m] && j == JREVOKE && wph[m] == 3 ->
                 if
                 :: g == cgen[CL(m)] && conn[CL(m)] ->
+#ifdef PROPOSE_RELEASE_WANT
+                   csend(CL(m), RELEASE, SLOTOF(CL(m), GP(m)), l % LMOD + (want[m] > 0 -> LMOD : 0));
+                   acq_sent[m] = (want[m] > 0)
+#else
                    csend(CL(m), RELEASE, SLOTOF(CL(m), GP(m)), l % LMOD); acq_sent[m] = 0
+#endif
                 :: else -> skip
                 fi;
                 cst[m] = C_IDLE;
@@ -650,7 +790,7 @@ inline kill(c) {
 }
 inline forget(m) {
     recd[m] = HOLD(m); recrv[m] = (ds[m] == D_REVOKING);
-    ds[m] = D_NONE; dwant[m] = 0; resumed[m] = 0; evsent[m] = 0
+    ds[m] = D_NONE; dwant[m] = 0; resumed[m] = 0; evsent[m] = 0 SLCLR(m)
 }
 active proctype faults()
 {
@@ -698,6 +838,12 @@ init {
         run worker(MB(0, 0)); run worker(MB(0, 1)); run worker(MB(1, 1));
 #ifdef BBOTH
         run worker(MB(1, 0));
+#endif
+#ifndef AS_IS_NO_GANG
+        run clock(MB(0, 0)); run clock(MB(0, 1)); run clock(MB(1, 1));
+#ifdef BBOTH
+        run clock(MB(1, 0));
+#endif
 #endif
         run app(0, TDEV(0), TCPL(0));
         run app(1, TDEV(1), TCPL(1));

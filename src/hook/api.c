@@ -47,6 +47,7 @@ static void fill_stats(int device, struct cushare_stats *out)
     out->revokes = d->stats.revokes;
     out->wait_ns = d->stats.wait_ns;
     out->drain_ns = d->stats.drain_ns;
+    out->threads_waiting = (unsigned long long)(d->lease.waiters + d->lease.pairs);
     pthread_mutex_unlock(&d->mu);
     out->submissions = atomic_load(&d->gate.subm) >> 32;
     out->mem_used = atomic_load(&d->mem.used);

@@ -39,6 +39,7 @@ static void job_revoke(struct cs_dev *d, const struct cs_job *job)
     pthread_mutex_lock(&d->mu);
     d->stats.drain_ns += drain_ns;
     if (job->conn == cs_client_generation() && cs_client_is_connected()) {
+        cs_lease_ask_again_locked(d);
         struct cs_msg m = {.type = CS_MSG_RELEASE};
         m.u.release.slot = (uint32_t)d->ordinal;
         m.u.release.reason = CS_RELEASE_REVOKED;
@@ -47,10 +48,6 @@ static void job_revoke(struct cs_dev *d, const struct cs_job *job)
         m.u.release.swap_ns = sw.ns;
         m.u.release.swapped_bytes = sw.bytes;
         cs_client_send(&m);
-        /* The grant answered our ACQUIRE even when its restore was abandoned
-         * (revoked before the gate opened: cs_lease_hold_locked never ran); the
-         * daemon now counts us idle, so a waiter must ask again. */
-        d->lease.acquire_sent = false;
     }
     cs_lease_released_locked(d);
     pthread_mutex_unlock(&d->mu);

@@ -102,6 +102,23 @@ static void request_locked(struct cs_dev *d)
         send_acquire_locked(d);
 }
 
+/* Asked after the RELEASE, the ACQUIRE came one decision late: the GPU
+ * went to the only other waiter. For a client on two GPUs whose gates are
+ * coupled (gate.c), whose slices on both ended together, each GPU then went
+ * to the other client, by turns, for ever, and neither ever held both (the
+ * lease model's finding 8, docs/model.md): with both waiting in the
+ * decision, the daemon's rule for clients on several GPUs (policy.c
+ * gang_waiter) can give the GPU to the one that holds the other. */
+void cs_lease_ask_again_locked(struct cs_dev *d)
+{
+    /* The grant answered our last ACQUIRE, also when its restore was
+     * abandoned (revoked before the gate opened: cs_lease_hold_locked
+     * never ran): a waiter must ask again. */
+    d->lease.acquire_sent = false;
+    if (wanted_locked(d))
+        send_acquire_locked(d);
+}
+
 void cs_lease_released_locked(struct cs_dev *d)
 {
     d->lease.state = CS_LEASE_IDLE;

@@ -50,8 +50,14 @@ void cs_lease_open_gate_locked(struct cs_dev *d);
 void cs_lease_close_gate_locked(struct cs_dev *d);
 /* A grant's memory is restored: HELD under lease_id, gate open. */
 void cs_lease_hold_locked(struct cs_dev *d, uint64_t lease_id);
+/* A revoked lease is about to go back (just before its RELEASE, on the
+ * connection the REVOKE came on): if threads still want the device, ask
+ * for it again now. The daemon reads an ACQUIRE while it revokes as "wait
+ * again after my RELEASE" (protocol.md), so the device waits in the very
+ * decision the RELEASE makes. */
+void cs_lease_ask_again_locked(struct cs_dev *d);
 /* The lease went back to the daemon (RELEASE sent or the connection gone):
- * IDLE, or WAITING again (ACQUIRE) if threads wait. */
+ * IDLE, or WAITING again (ACQUIRE, unless already asked) if threads wait. */
 void cs_lease_released_locked(struct cs_dev *d);
 
 #endif

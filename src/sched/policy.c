@@ -275,6 +275,9 @@ void sd_switch_room_waited(struct sd_gpu *g, const struct sd_member *m, uint64_t
              (double)g->switch_ewma_ns / 1e6);
 }
 
+static void gang_align(const struct sd_policy *p, const struct sd_member *m, uint64_t now);
+static void gang_slice_end(struct sd_policy *p, const struct sd_member *m, uint64_t now);
+
 static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
 {
     struct sd_gpu *g = m->gpu;
@@ -302,6 +305,7 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
      * nothing, after a daemon restart: the lease model's finding 6). */
     m->restoring = m->reports_restore || !m->usage_seen ||
                    m->footprint > sd_add_sat(m->resident, SD_MEM_SLACK);
+    gang_align(p, m, now);
     sd_share_granted(p, g, m, now);
     measure_switch(g, m, now);
     gpu_account(g, now);
@@ -385,6 +389,8 @@ static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, ui
              (unsigned long long)m->lease_id, client_name(m), m->client->info.pid, reason);
     p->ops.revoke(p->ctx, m, reason, evict);
     holders_changed(p); /* a restarted daemon revokes it again (state.c) */
+    if (reason == CS_REVOKE_QUANTUM)
+        gang_slice_end(p, m, now);
     /* Told, in case it still listens; never waited for again, but its lease
      * ends only once it read the REVOKE (docs/model.md, finding 2). */
     if (m->client->unresponsive && p->cfg->force_release)
@@ -442,6 +448,114 @@ struct sd_member *sd_best_waiter(const struct sd_gpu *g)
             best = m;
     }
     return best;
+}
+
+/* ---- one client on several GPUs ---------------------------------------------- */
+
+/* A process on two GPUs whose work reaches both (peer access couples its
+ * gates: src/hook/gate.c) runs only while it holds both leases. Each GPU
+ * decides on its own, so two such processes crossed over the same two GPUs
+ * could be handed one GPU each, by turns, for ever, and neither ever held
+ * both (the lease model's finding 8, docs/model.md, found with
+ * model/lease2.pml). Three rules make the GPUs agree; a client on one GPU
+ * is untouched by them:
+ *  - no crossing: the waiter a GPU would grant is passed over for a
+ *    same-class waiter whose client holds (HELD) a GPU that the first one's
+ *    client waits for: granting the first would leave each client holding
+ *    what the other waits for. The one passed over could not have used the
+ *    GPU without the other (coupled), or loses one slice of it (not);
+ *  - a slice that ends in a revoke ends the client's slices on its other
+ *    GPUs too: the client's next turn is decided on all its GPUs at once,
+ *    by the same waiters, rather than one GPU at a time one slice apart;
+ *  - a grant that gives a client its last lease restarts its running
+ *    slices on the other GPUs (within quantum_cap_ms of each lease), so
+ *    that the client gets a whole slice with all of them.
+ * "Waits" includes a member being revoked that asked again (m->want: the
+ * hook sends ACQUIRE before RELEASE, cs_lease_ask_again_locked()), so that
+ * the rule sees the released member in the decision its RELEASE makes. */
+
+/* The slice of holder o is still running at now. */
+static bool slice_running(const struct sd_policy *p, const struct sd_member *o, uint64_t now)
+{
+    return o->state == CS_STATE_HELD && !o->room_active &&
+           now < o->slice_ns + sd_gpu_quantum_ns(p, o->gpu);
+}
+
+static bool member_waits(const struct sd_member *o)
+{
+    return o->state == CS_STATE_WAITING || (o->state == CS_STATE_REVOKING && o->want);
+}
+
+/* c's member on GPU g, if any. */
+static struct sd_member *member_on(const struct sd_client *c, const struct sd_gpu *g)
+{
+    for (size_t s = 0; s < CS_MAX_DEVICES; s++)
+        if (c->slot[s] && c->slot[s]->gpu == g)
+            return c->slot[s];
+    return NULL;
+}
+
+/* A waiter of g whose client holds (HELD) the GPU of o, which w's client
+ * waits for; NULL if none may go before w (class, gating). */
+static struct sd_member *holder_partner(const struct sd_policy *p, const struct sd_gpu *g,
+                                        const struct sd_member *w, const struct sd_member *o)
+{
+    bool gated = sd_lc_active(p, g);
+    const struct sd_gpu *h = o->gpu;
+    for (size_t i = 0; i < h->n; i++) {
+        const struct sd_member *hd = h->m[i];
+        if (hd->state != CS_STATE_HELD || hd->client == w->client)
+            continue;
+        struct sd_member *x = member_on(hd->client, g);
+        if (x && x->state == CS_STATE_WAITING &&
+            x->client->info.priority == w->client->info.priority && !x->restore_blocked &&
+            !(gated && sd_lc_gated(p, x)))
+            return x;
+    }
+    return NULL;
+}
+
+/* w (the waiter g would grant), or a waiter whose grant does not cross. */
+static struct sd_member *gang_waiter(const struct sd_policy *p, const struct sd_gpu *g,
+                                     struct sd_member *w)
+{
+    if (!w || w->resumed || w->restore_blocked)
+        return w;
+    for (size_t s = 0; s < CS_MAX_DEVICES; s++) {
+        const struct sd_member *o = w->client->slot[s];
+        if (!o || o == w || o->gpu == g || !member_waits(o))
+            continue;
+        struct sd_member *x = holder_partner(p, g, w, o);
+        if (x)
+            return x;
+    }
+    return w;
+}
+
+/* m was revoked at the end of its slice: its client's slices on other GPUs
+ * end now too, and those GPUs decide at this tick. */
+static void gang_slice_end(struct sd_policy *p, const struct sd_member *m, uint64_t now)
+{
+    for (size_t s = 0; s < CS_MAX_DEVICES; s++) {
+        struct sd_member *o = m->client->slot[s];
+        if (!o || o == m || o->gpu == m->gpu || !slice_running(p, o, now))
+            continue;
+        o->slice_ns = sub0(now, sd_gpu_quantum_ns(p, o->gpu));
+        want_at(o->gpu, now);
+    }
+}
+
+/* m was just granted: its client's slices still running on other GPUs
+ * start again with this one, within quantum_cap_ms of their leases. */
+static void gang_align(const struct sd_policy *p, const struct sd_member *m, uint64_t now)
+{
+    uint64_t cap = (uint64_t)p->cfg->quantum_cap_ms * MS;
+    for (size_t s = 0; s < CS_MAX_DEVICES; s++) {
+        struct sd_member *o = m->client->slot[s];
+        if (o && o != m && o->gpu != m->gpu && slice_running(p, o, now) &&
+            now < o->grant_ns + cap)
+            o->slice_ns = now;
+    }
 }
 
 static uint64_t holders_footprint(const struct sd_gpu *g)
@@ -945,7 +1059,7 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     for (;;) {
         struct sd_member *w = sd_share_target(p, g, now);
         if (!w)
-            w = sd_lc_best_waiter(p, g);
+            w = gang_waiter(p, g, sd_lc_best_waiter(p, g));
         if (!w)
             return;
         if (!fits(p, g, w)) {
@@ -1342,9 +1456,13 @@ int sd_policy_release(struct sd_policy *p, struct sd_client *c, const struct cs_
         }
         return SD_OK;
     }
-    if (m->had_lease && r->lease_id == m->prev_lease_id) {
+    if (m->had_lease && r->lease_id != 0 && r->lease_id <= m->prev_lease_id) {
         /* Crossed a REVOKE, or arrived after the lease was taken back: its
-         * swap still happened. */
+         * swap still happened. Also one before the previous: the hook asks
+         * again before it releases (cs_lease_ask_again_locked()), so a
+         * lease granted on that ACQUIRE may be taken back (an unresponsive
+         * client's, once it read the REVOKE) before this RELEASE is read
+         * (found by the lease model). Lease ids only grow. */
         sd_mem_on_release(m->gpu, m, r, false);
         gpu_schedule(p, m->gpu, now);
         return SD_OK;

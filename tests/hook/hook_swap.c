@@ -8,12 +8,15 @@
  * while idle and PREPARE work; pointer queries answer while swapped out;
  * an allocation that cannot get room fails with OUT_OF_MEMORY after asking
  * the scheduler; work recorded by stream capture needs no lease; a grant
- * revoked during its restore never opens the gate. CUDA IPC
+ * revoked during its restore never opens the gate; a revoked job whose
+ * threads still wait asks again before it gives the lease back. CUDA IPC
  * of swappable memory: hook_ipc.c.
  */
 #include "hooktest.h"
 #include "mock_sched.h"
 
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -265,6 +268,90 @@ static void no_room_means_out_of_memory(void **state)
     assert_int_equal(s.mem_pinned, 0); /* backing goes with the memory */
 }
 
+/* ---- asking again before the RELEASE ---------------------------------------- */
+
+static sem_t drain_hold; /* posted by the test: the drain may finish */
+
+static void CUDA_CB hold_the_drain(void *arg)
+{
+    (void)arg;
+    while (sem_wait(&drain_hold) != 0)
+        ;
+}
+
+struct launcher {
+    CUcontext ctx;
+    CUresult r;
+};
+
+/* An application thread that needs the GPU while its lease is revoked. */
+static void *launch_during_revoke(void *arg)
+{
+    struct launcher *l = arg;
+    l->r = cuCtxSetCurrent(l->ctx);
+    if (l->r == CUDA_SUCCESS)
+        l->r = fck_sleep(0, 1000);
+    if (l->r == CUDA_SUCCESS)
+        l->r = cuStreamSynchronize(0);
+    return NULL;
+}
+
+/* Polls ht_stats(0) up to 10 s until field `what` has the value; true if so. */
+#define WAIT_STAT(what, value)                                                                 \
+    ({                                                                                         \
+        bool ok_ = false;                                                                      \
+        for (int i_ = 0; i_ < 10000 && !ok_; i_++) {                                           \
+            ok_ = ht_stats(0).what == (value);                                                 \
+            if (!ok_)                                                                          \
+                usleep(1000);                                                                  \
+        }                                                                                      \
+        ok_;                                                                                   \
+    })
+
+/* A job revoked while one of its threads waits for the GPU sends ACQUIRE
+ * before its RELEASE: the daemon (an ACQUIRE while it revokes means "wait
+ * again after my RELEASE") then has it waiting in the very decision the
+ * RELEASE makes. Asked after the RELEASE, the GPU went to the only other
+ * waiter, and two clients coupled crossed over two GPUs got one GPU each
+ * by turns for ever (the lease model's finding 8, docs/model.md). The
+ * drain is held (a host function on the job's stream) until the thread is
+ * seen waiting at the gate, so the order does not depend on timing. */
+static void revoked_job_asks_again_before_release(void **state)
+{
+    (void)state;
+    CK(fck_sleep(0, 1000)); /* the lease, held */
+    CK(cuCtxSynchronize());
+    assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_HELD);
+    mock_set_auto_grant(mock, false);
+    assert_int_equal(sem_init(&drain_hold, 0, 0), 0);
+    CK(cuLaunchHostFunc(0, hold_the_drain, NULL));
+    uint64_t lease = mock_lease(mock, 0);
+    while (mock_wait(mock, CS_MSG_ACQUIRE, 0, NULL, NULL)) /* past the earlier ones */
+        ;
+    assert_true(mock_revoke(mock, 0, lease, 0));
+    assert_true(WAIT_STAT(state, CUSHARE_LEASE_REVOKING));
+    struct launcher l = {.r = CUDA_ERROR_UNKNOWN};
+    CK(cuCtxGetCurrent(&l.ctx));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, launch_during_revoke, &l), 0);
+    assert_true(WAIT_STAT(threads_waiting, 1ull));
+    sem_post(&drain_hold);
+    struct cs_msg rel, acq;
+    assert_true(mock_wait(mock, CS_MSG_RELEASE, 10000, &rel, NULL));
+    assert_int_equal(rel.u.release.lease_id, lease);
+    int rel_pos = mock_last_pos(mock, CS_MSG_RELEASE);
+    assert_true(mock_wait(mock, CS_MSG_ACQUIRE, 10000, &acq, NULL));
+    assert_int_equal(acq.u.acquire.slot, 0);
+    assert_true(mock_last_pos(mock, CS_MSG_ACQUIRE) < rel_pos);
+    assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_WAITING);
+    assert_true(mock_grant(mock, 0, lease + 1));
+    assert_int_equal(pthread_join(t, NULL), 0);
+    CK(l.r);
+    assert_int_equal(ht_stats(0).state, CUSHARE_LEASE_HELD);
+    mock_set_auto_grant(mock, true);
+    sem_destroy(&drain_hold);
+}
+
 int main(int argc, char **argv)
 {
     mock = ht_mock_preload(argc, argv);
@@ -278,6 +365,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(revoked_grant_does_not_open_the_gate),
         cmocka_unit_test(reservation_beyond_the_device_fails),
         cmocka_unit_test(no_room_means_out_of_memory),
+        cmocka_unit_test(revoked_job_asks_again_before_release),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     mock_stop(mock);

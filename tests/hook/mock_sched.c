@@ -306,6 +306,15 @@ bool mock_wait(struct mock_sched *m, uint16_t type, int timeout_ms, struct cs_ms
     return false;
 }
 
+int mock_last_pos(struct mock_sched *m, uint16_t type)
+{
+    pthread_mutex_lock(&m->mu);
+    int i = m->cursor[type & 0xff] - 1; /* mock_wait leaves it just past */
+    int pos = i >= 0 && m->log[i].msg.type == type ? i : -1;
+    pthread_mutex_unlock(&m->mu);
+    return pos;
+}
+
 int mock_count(struct mock_sched *m, uint16_t type)
 {
     int n = 0;

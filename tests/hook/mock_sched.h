@@ -53,6 +53,11 @@ bool mock_prefetch(struct mock_sched *m, uint32_t slot, uint64_t request_id, uin
 bool mock_wait(struct mock_sched *m, uint16_t type, int timeout_ms, struct cs_msg *out,
                uint64_t *at_ns);
 
+/* Where in the order of arrival (0, 1, ...) the message the last
+ * successful mock_wait for `type` returned came; -1 if none. Compares the
+ * order of messages of different types, which arrival times may not (two
+ * messages can arrive within one clock tick). */
+int mock_last_pos(struct mock_sched *m, uint16_t type);
 /* Number of messages of `type` received so far. */
 int mock_count(struct mock_sched *m, uint16_t type);
 
