@@ -74,6 +74,13 @@
  *              for a member that reports its restores (the code before
  *              policy.c grant() made such a member restoring until that
  *              lease's RESTORED; p-restart fails PFROOM with it)
+ *   AS_IS_RELEASE_FIRST  the hook before finding 8's fix: a revoked client
+ *              whose threads still wait sends RELEASE, then ACQUIRE (now
+ *              ACQUIRE first: src/hook/jobs.c, cs_lease_ask_again_locked())
+ *   AS_IS_PREV_ONLY  the daemon before it: a RELEASE of neither the current
+ *              nor the previous lease was a protocol error (with the hook's
+ *              new order, a RELEASE can come after a lease granted on its
+ *              ACQUIRE was taken back)
  *   BREAK_*    the deliberate bugs of docs/model.md's failure table
  *   NGPU=2     two GPUs: lease2.pml, a model of its own (a client on both
  *              GPUs, coupled gates, per-GPU daemon state), included below
@@ -122,7 +129,10 @@
 #define STOPPABLE 1     /* the client that may stop answering */
 #endif
 #ifndef HBOUND
-#define HBOUND 2
+/* 3 since finding 8's fix: a revoked holder that wants the GPU again sends
+ * ACQUIRE, then RELEASE, two messages (two daemon steps) where it sent one
+ * before the high client's grant (2 with AS_IS_RELEASE_FIRST) */
+#define HBOUND 3
 #endif
 
 /* the daemon's mode (src/sched/config.c, CS_MODE_*) */
@@ -944,11 +954,16 @@ inline on_msg(i) {
           dres[i] = (dres[i] > t -> dres[i] - t : 0);
           if :: t > 0 -> freed() :: else -> skip fi;
 #endif
-          /* accepted and ignored only for the previous lease; anything else
-           * is a protocol error that closes the connection: must not happen */
+          /* accepted and ignored for a lease that ended already (lease ids
+           * only grow, so any other than the current one): the previous
+           * one's, or, the hook asking again before it releases
+           * (cs_lease_ask_again_locked()), one before it, when the lease
+           * granted on that ACQUIRE was taken back before this RELEASE was
+           * read. AS_IS_PREV_ONLY: the code before, which accepted the
+           * previous lease's only and closed the connection otherwise. */
 #ifdef BREAK_RELEASE_STRICT
           assert(false)       /* the crossing RELEASE is refused too */
-#elif !defined(LENIENT_RELEASE)
+#elif defined(AS_IS_PREV_ONLY)
           assert(dprev[i] == l)
 #else
           skip
@@ -1538,10 +1553,17 @@ end:
 #endif
     :: atomic { RUN(i) && wbusy[i] && j == JREVOKE && wph[i] == 3 ->
                 if
+                :: g == cgen[i] && conn[i] ->
+                   acq_sent[i] = 0;
+#ifndef AS_IS_RELEASE_FIRST
+                   /* cs_lease_ask_again_locked(): still wanted, ACQUIRE
+                    * first (the daemon: want, while it revokes) */
+                   if :: want[i] -> csend(i, ACQUIRE, 0); acq_sent[i] = 1 :: else -> skip fi;
+#endif
 #ifdef PF
-                :: g == cgen[i] && conn[i] -> csend(i, RELEASE, l % LMOD + LMOD * mv); acq_sent[i] = 0
+                   csend(i, RELEASE, l % LMOD + LMOD * mv)
 #else
-                :: g == cgen[i] && conn[i] -> csend(i, RELEASE, l % LMOD); acq_sent[i] = 0
+                   csend(i, RELEASE, l % LMOD)
 #endif
                 :: else -> skip
                 fi;

@@ -45,9 +45,19 @@
  *     BREAK_NO_COUPLE       peer access does not couple the gates
  *     BREAK_HOLD_WAIT       enter_coupled() waits inside its own open gate
  *     BREAK_REMOVE_ONE_GPU  client_remove() decides one GPU only
- *   PROPOSE_RELEASE_WANT  not the code: a proposal for finding 8 (docs/model.md):
- *              a RELEASE that says the lease is wanted again, so that the
- *              member waits in the decision the RELEASE makes
+ *   AS_IS_RELEASE_FIRST  the hook before finding 8's fix: a revoked device
+ *              whose threads still wait sends RELEASE, then ACQUIRE (now
+ *              ACQUIRE first, jobs.c cs_lease_ask_again_locked(), so that
+ *              the member waits in the decision the RELEASE makes)
+ *   AS_IS_PREV_ONLY  the daemon before that fix: a RELEASE of neither the
+ *              current nor the previous lease was a protocol error
+ *   NO_GANG_END, NO_GANG_ALIGN  without gang_slice_end() / gang_align()
+ *   QOK_DAEMON  a waiter that came after a slice ended is served by a daemon
+ *              step (the model before): weak fairness is per process, so
+ *              the daemon busy elsewhere could pass it over for ever
+ *   EQ_ORDER   equal quanta on both GPUs: slices end in the order they began
+ *   NO_DRAIN_T  without the timing assumption "a drain is shorter than a
+ *              quantum" (DRAIN_T below)
  *   GANG_EQUAL_Q, NO_GANG_TIMED  a stronger (equal quanta) and no timing
  *              assumption for gang_align() (SLEND_T below)
  *   AS_IS_NO_GANG  the policy before gang_waiter()/gang_align() (finding 8:
@@ -193,6 +203,11 @@ bool sl[4];
  * below); alc: m's lease was restarted once (quantum_cap_ms, GANG_ALIGN) */
 bool al[4];
 bool alc[4];
+/* ghost: when m was granted, a member of the other GPU was draining
+ * (REVOKING); cleared when a lease of the other GPU ends (DRAIN_T) */
+bool dr[4];
+/* ghost (EQ_ORDER): m's slice started while a slice of the other GPU ran */
+bool sb[4];
 #endif
 byte restarts, kills, stops, slows;
 #define HOLD(m) (ds[m] >= D_HELD)
@@ -241,26 +256,63 @@ inline csend(c, t, s, l) {
 #ifdef AS_IS_NO_GANG
 #define SLSET(m)
 #define SLCLR(m)
+#define DRCLR(m)
 #define GANG(m) 0
 #define GANG_ALIGN(m)
 #else
 /* (each written after a statement, its ';' first: nothing at all with
  * AS_IS_NO_GANG, whose state graph is the old model's) */
-#define SLSET(m) ; sl[m] = 1; al[m] = 0; alc[m] = 0
-#define SLCLR(m) ; sl[m] = 0; al[m] = 0; alc[m] = 0; al[PEER(m)] = 0
+#ifdef EQ_ORDER
+#define SBSET(m) ; sb[m] = (sl[MB(0, 1 - GP(m))] || sl[MB(1, 1 - GP(m))])
+/* a slice of m's GPU ended: the other GPU's slices that started after it
+ * may end */
+#define SBEND(m) ; sb[MB(0, 1 - GP(m))] = 0; sb[MB(1, 1 - GP(m))] = 0
+#define SBALIGN(m) ; sb[PEER(m)] = 0; sb[m] = 0
+#else
+#define SBSET(m)
+#define SBEND(m)
+#define SBALIGN(m)
+#endif
+#ifdef NO_DRAIN_T
+#define DRSET(m)
+#else
+#define DRSET(m) ; dr[m] = (ds[MB(0, 1 - GP(m))] == D_REVOKING || ds[MB(1, 1 - GP(m))] == D_REVOKING)
+#endif
+#define SLSET(m) ; sl[m] = 1; al[m] = 0; alc[m] = 0 DRSET(m) SBSET(m)
+/* a lease of m's GPU ends: a drain the other GPU's slices started beside
+ * is over (with two members of one GPU revoked at once, after a restart's
+ * claims, at the first one's end: the assumption is then weaker) */
+#ifdef NO_DRAIN_T
+#define DRCLR(m)
+#else
+#define DRCLR(m) ; dr[MB(0, 1 - GP(m))] = 0; dr[MB(1, 1 - GP(m))] = 0
+#endif
+#define SLCLR(m) ; sl[m] = 0; al[m] = 0; alc[m] = 0; al[PEER(m)] = 0 SBEND(m)
 #define SLRUN(o) (ds[o] == D_HELD && sl[o] && !evsent[OTHER(o)])
 #define GANG(m) (SLRUN(PEER(m)))
+/* m's client waits for its member of the other GPU: WAITING, or being
+ * revoked there and asking again (m->want, the hook's ACQUIRE before its
+ * RELEASE) */
+#define WAITS(m) (ds[m] == D_WAITING || (ds[m] == D_REVOKING && dwant[m]))
+/* granting waiter m would cross: m's client waits for the other GPU, held
+ * by the client of this GPU's other waiter */
+#define CROSSES(m) (WAITS(PEER(m)) && ds[PEER(OTHER(m))] == D_HELD)
 /* gang_align(): the client's running slice on the other GPU starts again
  * with this grant, if its lease is younger than quantum_cap_ms. Untimed,
  * a slice that runs on stays running (sl); what the restart guarantees in
  * time is al (SLEND_T). The cap bounds how often one lease is restarted:
  * modelled as once (alc), the least of any bound (each restart lasts a
  * quantum, so a lease of cap/quantum restarts is as finite as one). */
-#define GANG_ALIGN(m) ; if :: SLRUN(PEER(m)) && !alc[PEER(m)] -> al[PEER(m)] = 1; alc[PEER(m)] = 1 :: else -> skip fi
+#ifdef NO_GANG_ALIGN
+#define GANG_ALIGN(m)
+#else
+#define GANG_ALIGN(m) ; if :: SLRUN(PEER(m)) && !alc[PEER(m)] -> al[PEER(m)] = 1; alc[PEER(m)] = 1; \
+    SBALIGN(m) :: else -> skip fi
+#endif
 #endif
 
 inline end_lease(m) {
-    dprev[m] = dlid[m] SLCLR(m);
+    dprev[m] = dlid[m] SLCLR(m) DRCLR(m);
     ds[m] = (dwant[m] -> D_WAITING : D_IDLE);
     dwant[m] = 0
 }
@@ -306,14 +358,13 @@ inline schedule(g) {
           bw = (resumed[MB(1, g)] && !resumed[MB(0, g)] -> MB(1, g) :
                 (resumed[MB(0, g)] && !resumed[MB(1, g)] -> MB(0, g) :
                  (lastgrant[g] == 0 -> MB(1, g) : MB(0, g))))
-          /* gang_waiter(): the other waiter goes first if its client holds
-           * the other GPU in a running slice and the chosen one's does not
-           * (the vtime window of two quanta assumed met: vtime is
-           * abstracted) */
+          /* gang_waiter(): the chosen one is passed over for the other if
+           * granting it would cross the two clients: its client waits for
+           * the other GPU, which the other waiter's client holds (HELD) */
 #ifndef AS_IS_NO_GANG
           ;
           if
-          :: !resumed[bw] && !GANG(bw) && GANG(OTHER(bw)) -> bw = OTHER(bw)
+          :: !resumed[bw] && CROSSES(bw) -> bw = OTHER(bw)
           :: else -> skip
           fi
 #endif
@@ -421,26 +472,20 @@ inline on_msg(c) {
        :: else -> skip
        fi
     :: t == RELEASE ->
-#ifdef PROPOSE_RELEASE_WANT
-       /* the RELEASE says the lease is wanted again (+ LMOD): the member
-        * waits at once, in the decision this RELEASE makes */
-       if
-       :: HOLD(k) && l % LMOD == dlid[k] ->
-          if :: l >= LMOD -> dwant[k] = 1 :: else -> skip fi;
-          end_lease(k)
-       :: else -> assert(dprev[k] == l % LMOD);
-          if
-          :: l >= LMOD && ds[k] == D_IDLE -> ds[k] = D_WAITING
-          :: l >= LMOD && ds[k] == D_REVOKING -> dwant[k] = 1
-          :: else -> skip
-          fi
-       fi
-#else
        if
        :: HOLD(k) && l == dlid[k] -> end_lease(k)
-       :: else -> assert(dprev[k] == l)    /* the previous lease: ignored */
-       fi
+       :: else ->
+          /* an earlier lease's: ignored (sd_policy_release(): one ended
+           * already, the previous or, the hook asking again before it
+           * releases, one before a lease granted and taken back between
+           * its ACQUIRE and its RELEASE). AS_IS_PREV_ONLY: the code before,
+           * which refused all but the previous (g-safe2 fails it) */
+#ifdef AS_IS_PREV_ONLY
+          assert(dprev[k] == l)
+#else
+          skip
 #endif
+       fi
     fi;
     t = 0; s = 0; l = 0; w = 0
 }
@@ -448,8 +493,8 @@ inline on_msg(c) {
  * of its GPUs (gpu_schedule() in the loop over the slots) */
 inline on_eof(c) {
     eof[c] = 0;
-    ds[MB(c, 0)] = D_NONE; dwant[MB(c, 0)] = 0 SLCLR(MB(c, 0));
-    ds[MB(c, 1)] = D_NONE; dwant[MB(c, 1)] = 0 SLCLR(MB(c, 1));
+    ds[MB(c, 0)] = D_NONE; dwant[MB(c, 0)] = 0 SLCLR(MB(c, 0)) DRCLR(MB(c, 0));
+    ds[MB(c, 1)] = D_NONE; dwant[MB(c, 1)] = 0 SLCLR(MB(c, 1)) DRCLR(MB(c, 1));
 #ifdef BREAK_REMOVE_ONE_GPU
     sg = 1 << GPUOF(c, 0)       /* only the first slot's GPU decided */
 #else
@@ -485,9 +530,29 @@ inline on_eof(c) {
 #ifdef NO_GANG_TIMED
 #define SLEND_T(m) 1
 #elif defined(GANG_EQUAL_Q)
-#define SLEND_T(m) (!al[m] || ds[PEER(m)] != D_HELD || !RUN(CL(m)))
+#define SLEND_T(m) ((!al[m] || ds[PEER(m)] != D_HELD || !RUN(CL(m))) && DRAIN_T(m))
 #else
-#define SLEND_T(m) (!(al[m] || al[PEER(m)]) || opened[PEER(m)] || ds[PEER(m)] != D_HELD || !RUN(CL(m)))
+#define SLEND_T(m) ((!(al[m] || al[PEER(m)]) || opened[PEER(m)] || ds[PEER(m)] != D_HELD || \
+                     !RUN(CL(m))) && DRAIN_T(m))
+#endif
+/* DRAIN_T: a drain is shorter than a quantum: a slice that started while
+ * the other GPU's holder was draining (revoked: its work finishing, the
+ * REVOKE's evict_bytes going out) does not end before that drain did, i.e.
+ * before that lease ended. The quantum is at least quantum_floor_ms (100)
+ * and grows with the predicted switch cost on an oversubscribed GPU
+ * (policy.c), while a drain is a job's queued work and its swap-out; a
+ * drain longer than that is the slow-drain fault (MAXSLOW, the revoke
+ * timeout), which the runs that check liveness with clients crossed over
+ * both GPUs leave out. Without it (-DNO_DRAIN_T) the untimed model lets a
+ * whole slice pass within one drain (docs/model.md finding 8). */
+#ifdef NO_DRAIN_T
+#define DRAIN_T(m) 1
+#elif defined(EQ_ORDER)
+/* EQ_ORDER: equal quanta on both GPUs: slices end in the order they
+ * started (a restart by gang_align() starts both at once) */
+#define DRAIN_T(m) (!dr[m] && !sb[m])
+#else
+#define DRAIN_T(m) (!dr[m])
 #endif
 #if !defined(GANG_EQUAL_Q) || defined(NO_GANG_TIMED)
 #define SLWITH(i) skip
@@ -538,6 +603,7 @@ end:
     :: atomic { nempty(c2d[1]) -> on_msg(1); decide() }
     :: atomic { eof[0] && empty(c2d[0]) -> on_eof(0); decide() }
     :: atomic { eof[1] && empty(c2d[1]) -> on_eof(1); decide() }
+#if defined(AS_IS_NO_GANG) || defined(QOK_DAEMON)
     :: atomic {
         if
         :: QUANTUM_OK(0) -> i = 0
@@ -546,6 +612,7 @@ end:
         :: QUANTUM_OK(3) -> i = 3
         fi;
         qexp = i; sg = 1 << GP(i); decide(); qexp = NONE; i = 0 }
+#endif
     :: atomic {
         if
         :: RTO_OK(0) -> i = 0
@@ -582,9 +649,29 @@ proctype clock(byte m)
 end:
     do
     :: atomic { SLEND_OK(m) ->
-                sl[m] = 0; SLWITH(m);
+                sl[m] = 0 SBEND(m); SLWITH(m);
                 qexp = m; sg = 1 << GP(m); decide(); qexp = NONE;
-                SLWITHEND(m) }
+                SLWITHEND(m);
+                /* gang_slice_end(): revoked, m's client's slice on the
+                 * other GPU ends with it (that GPU decides now) */
+                if
+#ifndef NO_GANG_END
+                :: ds[m] != D_HELD && ds[PEER(m)] == D_HELD && sl[PEER(m)] ->
+                   sl[PEER(m)] = 0 SBEND(PEER(m));
+                   qexp = PEER(m); sg = 1 << GP(PEER(m)); decide(); qexp = NONE
+#endif
+                :: else -> skip
+                fi }
+    /* a waiter that came after the slice ended: the decision its ACQUIRE
+     * makes (gpu_schedule(): now is past slice_ns + quantum). Here, not a
+     * daemon step: weak fairness is per process, and the daemon busy with
+     * the other GPU's messages could pass it over for ever (a model
+     * artefact, found as a cycle with this GPU's slice over and its waiter
+     * never served) */
+#ifndef QOK_DAEMON
+    :: atomic { QUANTUM_OK(m) ->
+                qexp = m; sg = 1 << GP(m); decide(); qexp = NONE }
+#endif
     od
 }
 #endif
@@ -698,11 +785,16 @@ end:
     :: atomic { RUN(CL(m)) && wbusy[m] && j == JREVOKE && wph[m] == 3 ->
                 if
                 :: g == cgen[CL(m)] && conn[CL(m)] ->
-#ifdef PROPOSE_RELEASE_WANT
-                   csend(CL(m), RELEASE, SLOTOF(CL(m), GP(m)), l % LMOD + (want[m] > 0 -> LMOD : 0));
-                   acq_sent[m] = (want[m] > 0)
-#else
+#ifdef AS_IS_RELEASE_FIRST
                    csend(CL(m), RELEASE, SLOTOF(CL(m), GP(m)), l % LMOD); acq_sent[m] = 0
+#else
+                   /* cs_lease_ask_again_locked(): ACQUIRE first if wanted */
+                   acq_sent[m] = 0;
+                   if
+                   :: want[m] > 0 -> csend(CL(m), ACQUIRE, SLOTOF(CL(m), GP(m)), 0); acq_sent[m] = 1
+                   :: else -> skip
+                   fi;
+                   csend(CL(m), RELEASE, SLOTOF(CL(m), GP(m)), l % LMOD)
 #endif
                 :: else -> skip
                 fi;
