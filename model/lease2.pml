@@ -55,7 +55,6 @@
  *   QOK_DAEMON  a waiter that came after a slice ended is served by a daemon
  *              step (the model before): weak fairness is per process, so
  *              the daemon busy elsewhere could pass it over for ever
- *   EQ_ORDER   equal quanta on both GPUs: slices end in the order they began
  *   NO_DRAIN_T  without the timing assumption "a drain is shorter than a
  *              quantum" (DRAIN_T below)
  *   GANG_EQUAL_Q, NO_GANG_TIMED  a stronger (equal quanta) and no timing
@@ -206,8 +205,6 @@ bool alc[4];
 /* ghost: when m was granted, a member of the other GPU was draining
  * (REVOKING); cleared when a lease of the other GPU ends (DRAIN_T) */
 bool dr[4];
-/* ghost (EQ_ORDER): m's slice started while a slice of the other GPU ran */
-bool sb[4];
 #endif
 byte restarts, kills, stops, slows;
 #define HOLD(m) (ds[m] >= D_HELD)
@@ -262,23 +259,12 @@ inline csend(c, t, s, l) {
 #else
 /* (each written after a statement, its ';' first: nothing at all with
  * AS_IS_NO_GANG, whose state graph is the old model's) */
-#ifdef EQ_ORDER
-#define SBSET(m) ; sb[m] = (sl[MB(0, 1 - GP(m))] || sl[MB(1, 1 - GP(m))])
-/* a slice of m's GPU ended: the other GPU's slices that started after it
- * may end */
-#define SBEND(m) ; sb[MB(0, 1 - GP(m))] = 0; sb[MB(1, 1 - GP(m))] = 0
-#define SBALIGN(m) ; sb[PEER(m)] = 0; sb[m] = 0
-#else
-#define SBSET(m)
-#define SBEND(m)
-#define SBALIGN(m)
-#endif
 #ifdef NO_DRAIN_T
 #define DRSET(m)
 #else
 #define DRSET(m) ; dr[m] = (ds[MB(0, 1 - GP(m))] == D_REVOKING || ds[MB(1, 1 - GP(m))] == D_REVOKING)
 #endif
-#define SLSET(m) ; sl[m] = 1; al[m] = 0; alc[m] = 0 DRSET(m) SBSET(m)
+#define SLSET(m) ; sl[m] = 1; al[m] = 0; alc[m] = 0 DRSET(m)
 /* a lease of m's GPU ends: a drain the other GPU's slices started beside
  * is over (with two members of one GPU revoked at once, after a restart's
  * claims, at the first one's end: the assumption is then weaker) */
@@ -287,7 +273,7 @@ inline csend(c, t, s, l) {
 #else
 #define DRCLR(m) ; dr[MB(0, 1 - GP(m))] = 0; dr[MB(1, 1 - GP(m))] = 0
 #endif
-#define SLCLR(m) ; sl[m] = 0; al[m] = 0; alc[m] = 0; al[PEER(m)] = 0 SBEND(m)
+#define SLCLR(m) ; sl[m] = 0; al[m] = 0; alc[m] = 0; al[PEER(m)] = 0
 #define SLRUN(o) (ds[o] == D_HELD && sl[o] && !evsent[OTHER(o)])
 #define GANG(m) (SLRUN(PEER(m)))
 /* m's client waits for its member of the other GPU: WAITING, or being
@@ -306,8 +292,8 @@ inline csend(c, t, s, l) {
 #ifdef NO_GANG_ALIGN
 #define GANG_ALIGN(m)
 #else
-#define GANG_ALIGN(m) ; if :: SLRUN(PEER(m)) && !alc[PEER(m)] -> al[PEER(m)] = 1; alc[PEER(m)] = 1; \
-    SBALIGN(m) :: else -> skip fi
+#define GANG_ALIGN(m) ; if :: SLRUN(PEER(m)) && !alc[PEER(m)] -> al[PEER(m)] = 1; alc[PEER(m)] = 1 \
+    :: else -> skip fi
 #endif
 #endif
 
@@ -547,10 +533,6 @@ inline on_eof(c) {
  * whole slice pass within one drain (docs/model.md finding 8). */
 #ifdef NO_DRAIN_T
 #define DRAIN_T(m) 1
-#elif defined(EQ_ORDER)
-/* EQ_ORDER: equal quanta on both GPUs: slices end in the order they
- * started (a restart by gang_align() starts both at once) */
-#define DRAIN_T(m) (!dr[m] && !sb[m])
 #else
 #define DRAIN_T(m) (!dr[m])
 #endif
@@ -649,7 +631,7 @@ proctype clock(byte m)
 end:
     do
     :: atomic { SLEND_OK(m) ->
-                sl[m] = 0 SBEND(m); SLWITH(m);
+                sl[m] = 0; SLWITH(m);
                 qexp = m; sg = 1 << GP(m); decide(); qexp = NONE;
                 SLWITHEND(m);
                 /* gang_slice_end(): revoked, m's client's slice on the
@@ -657,7 +639,7 @@ end:
                 if
 #ifndef NO_GANG_END
                 :: ds[m] != D_HELD && ds[PEER(m)] == D_HELD && sl[PEER(m)] ->
-                   sl[PEER(m)] = 0 SBEND(PEER(m));
+                   sl[PEER(m)] = 0;
                    qexp = PEER(m); sg = 1 << GP(PEER(m)); decide(); qexp = NONE
 #endif
                 :: else -> skip
