@@ -35,6 +35,15 @@ $(ADDR_PROBE): $(OBJ)/bench/gpu/addr_probe.o | $(FC_LINK)
 
 ALL_TARGETS += $(ADDR_PROBE)
 
+# bench/swap/cs_allocwait: a tenant's allocations timed while the pool
+# grows (bench/gpu/run.sh's pace section, issue 20).
+CS_ALLOCWAIT := $(BUILD)/bin/cs_allocwait
+$(CS_ALLOCWAIT): $(OBJ)/bench/swap/cs_allocwait.o | $(FC_LINK)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS)
+
+ALL_TARGETS += $(CS_ALLOCWAIT)
+
 # bench/lc: the LC/BE latency benchmark (bench/lc/run.sh on a GPU; smoked on
 # the simulated driver by bench/lc/smoke.sh) and nvtrace, the recorder of
 # the RM ioctls libcuda makes (what tests/hook/hook_tsg_580.trace came from).

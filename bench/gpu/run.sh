@@ -54,6 +54,14 @@
 #   floor     issue 21: two training jobs of one class (ResNet-50, GPT-2
 #             small) sharing a GPU at quantum_floor_ms 25/50/100/200/1000:
 #             each job's steps/s over one window against solo (FLOOR_*)
+#   pace      issue 20: what the pool's growth costs another tenant's
+#             allocations, per pool_pace_pct (PACE_PCTS, default
+#             "100 50 25", alternating over PACE_REPS rounds): a job
+#             connected under the hook allocates 256 x 64 MiB, then
+#             512 x 2 MiB while the pool pins PACE_POOL_MB (40960) from
+#             nothing, and stays connected until the pool is warm: the
+#             pool's warm-up time beside it; then the same allocations
+#             in a new job with the pool idle (not in the default list)
 #   ctxmem    issue 21: a daemon at its defaults measures each PyTorch
 #             client's overhead (context, modules) through NVML: beside
 #             nvidia-smi's per-process figure (not in the default list)
@@ -104,30 +112,48 @@ start_daemon() { # $1 = config text; sets SOCK, DPID
     dir=$(mktemp -d /tmp/cushare-gpu.XXXXXX)
     SOCK=$dir/cushared.sock
     printf '%s\n' "$1" >"$dir/cushared.conf"
-    ours "$B/bin/cushared" --socket "$SOCK" --config "$dir/cushared.conf" \
-        --log-level "${DAEMON_LOG_LEVEL:-info}" \
+    # Not through ours: a function run in the background is a subshell, $!
+    # its pid, and stop_daemon's kill reached the subshell only. Until
+    # 2026-11-29 every daemon this script started ran on, its pinned pool
+    # with it, until the call ended (the "host memory that did not come
+    # back" of oversubscription.md was that).
+    LD_LIBRARY_PATH=$GL${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$B/bin/cushared" --socket "$SOCK" \
+        --config "$dir/cushared.conf" --log-level "${DAEMON_LOG_LEVEL:-info}" \
         --metrics 127.0.0.1:0 2>>"$OUT/cushared.log" &
     DPID=$!
     for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 }
-stop_daemon() { kill "$DPID" 2>/dev/null; wait "$DPID" 2>/dev/null; }
+stop_daemon() { # SIGTERM; SIGKILL (and a FAIL line) after 30 s
+    kill "$DPID" 2>/dev/null
+    local i
+    for i in $(seq 300); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$DPID" 2>/dev/null; then
+        fail "cushared (pid $DPID) still running 30 s after SIGTERM: killed"
+        kill -9 "$DPID" 2>/dev/null
+    fi
+    wait "$DPID" 2>/dev/null
+}
 # Waits (up to 180 s) until the host's available memory stops growing for
 # 5 s or is above 80 % of its total, and says what it found. A daemon that
 # exited a moment ago (the previous invocation's) still had tens of GiB of
 # pinned pool on their way back to the kernel: on 2026-11-29 an invocation
 # that started then found its host at the pool's reserve, its pool never
 # warmed and its swaps waited for pinning (bench/results/oversubscription.md).
-wait_host_memory() {
-    local t0=$SECONDS last=0 still=0 avail total
+wait_host_memory() { # [-q] [NEED_GIB]: -q into stdout only, not the summary
+    local quiet=0 need t0=$SECONDS last=0 still=0 avail total
+    if [ "${1:-}" = -q ]; then quiet=1; shift; fi
     total=$(awk '/MemTotal/ {print int($2 / 1048576)}' /proc/meminfo)
+    need=${1:-$((total * 8 / 10))}
     while [ $((SECONDS - t0)) -lt 180 ]; do
         avail=$(awk '/MemAvailable/ {print int($2 / 1048576)}' /proc/meminfo)
-        [ "$avail" -ge $((total * 8 / 10)) ] && break
+        [ "$avail" -ge "$need" ] && break
+        # Without a figure asked for: also once it stops growing for 5 s.
         if [ "$avail" -gt "$last" ]; then last=$avail still=0; else still=$((still + 1)); fi
-        [ $still -ge 5 ] && break
+        [ -z "${1:-}" ] && [ $still -ge 5 ] && break
         sleep 1
     done
-    say "host memory: ${avail:-?} of $total GiB available after $((SECONDS - t0)) s"
+    local line="host memory: ${avail:-?} of $total GiB available after $((SECONDS - t0)) s"
+    if [ $quiet = 1 ]; then echo "$line"; else say "$line"; fi
 }
 run_shared() { # NAME PRIO WEIGHT CMD...: a job under cushare-run
     local name=$1 prio=$2 weight=$3
@@ -1080,6 +1106,77 @@ PY
     wait "$pa" || fail "ctxmem resnet"
     wait "$pb" || fail "ctxmem gpt"
     stop_daemon
+}
+
+# pool_wait: the pool's pinned bytes reach its target (polled every 50 ms
+# on the metrics page; given up after 10 s without a new piece, e.g. at the
+# host reserve); prints "SECONDS PIN_SECONDS WAITS", SECONDS "stuck" then.
+pool_wait() {
+    local port
+    port=$(ours "$B/bin/cusharectl" --socket "$SOCK" status --json | grep -o '"metrics_port": [0-9]*' |
+        grep -o '[0-9]*$')
+    python3 - "$port" <<'PY'
+import sys, time, urllib.request
+t0, m, last, seen, done = time.monotonic(), {}, None, time.monotonic(), False
+while time.monotonic() - seen < 10:
+    page = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics").read().decode()
+    m = dict(l.split()[:2] for l in page.splitlines() if l.startswith("cushare_pool_"))
+    pinned = float(m.get("cushare_pool_pinned_bytes", 0))
+    if float(m.get("cushare_pool_target_bytes", 0)) > 0 and \
+            pinned >= float(m["cushare_pool_target_bytes"]):
+        done = True
+        break
+    if pinned != last:
+        last, seen = pinned, time.monotonic()
+    time.sleep(0.05)
+print(f"{time.monotonic() - t0:.2f}" if done else "stuck",
+      f"{float(m.get('cushare_pool_pin_seconds_total', 0)):.2f}",
+      m.get("cushare_pool_pace_waits_total", "?"))
+PY
+}
+
+section_pace() {
+    say "## a tenant's allocations while the pool grows (pool_pace_pct, issue 20)"
+    say "| round | pace % | 64 MiB x 256: median / p90 / max ms, total ms | 2 MiB x 512: median / p90 / max, total ms | warm-up s (from the set) | pinning s | pauses | pool idle: 64 MiB total / 2 MiB total ms |"
+    say "|---|---:|---|---|---:|---:|---:|---|"
+    local r pct go t0 pa busy base warm a b
+    for r in $(seq "${PACE_REPS:-2}"); do
+        for pct in ${PACE_PCTS:-100 50 25}; do
+            # the previous daemon's pool on its way back: the pool, the
+            # reserve (a tenth of RAM) and 8 GiB
+            wait_host_memory -q $((${PACE_POOL_MB:-40960} / 1024 + $(awk '/MemTotal/ {print int($2 / 10485760)}' /proc/meminfo) + 8)) >>"$OUT/pace.log"
+            start_daemon "[cushared]
+pool_pace_pct = $pct"
+            go=$(mktemp -u /tmp/cushare-go.XXXXXX)
+            run_shared "pace$r-$pct" normal 1 "$B/bin/cs_allocwait" --series 64:256,2:512 --go "$go" \
+                --hold "$go.end" >"$OUT/pace-$r-$pct.out" 2>>"$OUT/pace.log" &
+            pa=$!
+            for _ in $(seq 200); do
+                ours "$B/bin/cusharectl" --socket "$SOCK" status --json | grep -q "\"pace$r-$pct\"" && break
+                sleep 0.05
+            done
+            t0=$(now)
+            ours "$B/bin/cusharectl" --socket "$SOCK" set "pool_min_mb=${PACE_POOL_MB:-40960}" \
+                >>"$OUT/pace.log" 2>&1 || fail "pace: set pool_min_mb"
+            sleep 1
+            touch "$go"
+            # The job stays connected until the pool is warm (it is what
+            # paces the growth), then goes.
+            warm=$(pool_wait)
+            touch "$go.end"
+            wait "$pa" || fail "pace: the allocating job (round $r, $pct %)"
+            warm=$(echo "$warm" | awk -v a="$(now)" -v b="$t0" \
+                '{ printf "%s | %s | %s", $1 == "stuck" ? "stuck" : sprintf("%.1f", a - b), $2, $3 }')
+            run_shared "idle$r-$pct" normal 1 "$B/bin/cs_allocwait" --series 64:256,2:512 \
+                >"$OUT/pace-idle-$r-$pct.out" 2>>"$OUT/pace.log" || fail "pace: the idle-pool job"
+            rm -f "$go" "$go.end"
+            stop_daemon
+            a=$(awk '$2 == 64 { printf "%s / %s / %s, %s", $4, $5, $6, $7 }' "$OUT/pace-$r-$pct.out")
+            b=$(awk '$2 == 2 { printf "%s / %s / %s, %s", $4, $5, $6, $7 }' "$OUT/pace-$r-$pct.out")
+            base=$(awk '{ printf "%s%s", (NR > 1 ? " / " : ""), $7 }' "$OUT/pace-idle-$r-$pct.out")
+            say "| $r | $pct | $a | $b | $warm | $base |"
+        done
+    done
 }
 
 for s in $SECTIONS; do

@@ -58,6 +58,7 @@ static void pool_cfg(const struct sd_server *s, uint32_t max_pieces, struct sd_p
         .linger_ns = (uint64_t)s->cfg.pool_linger_ms * 1000000ull,
         .max_pieces = max_pieces,
         .share_node = s->cfg.pool_share_tenants,
+        .pace_pct = s->cfg.pool_pace_pct,
         /* the first swap-out of every job has tails (2 MiB chunks of small
          * allocations): pieces for them before anyone missed one */
         .small_floor = 64ull << 20,
@@ -166,6 +167,16 @@ static bool held_for_moves(struct sd_server *s, struct sd_lender *l, uint64_t no
     return moving;
 }
 
+/* Whether pinning waits for its pace (pool.h, Pacing): no GPU client
+ * connected means nobody to slow down. Counts the pauses. */
+static bool paced(struct sd_server *s, struct sd_lender *l, uint64_t now)
+{
+    bool wait = now < sd_pool_pin_at(&l->pool, s->policy.nclients == 0, now);
+    l->paces += wait && !l->pacing;
+    l->pacing = wait;
+    return wait;
+}
+
 /* Asks the pinner for a piece of the size the pool wants next, unless the
  * host's available memory is at the reserve (said once per stretch). */
 static void pin_next(struct sd_lender *l, const struct sd_pool_stats *st)
@@ -199,7 +210,8 @@ static void ask_next_piece(struct sd_server *s, struct sd_lender *l, uint64_t no
 {
     struct sd_pool_stats st;
     sd_pool_get_stats(&l->pool, &st);
-    if (l->inflight || st.pinned_bytes >= st.target_bytes || held_for_moves(s, l, now))
+    if (l->inflight || st.pinned_bytes >= st.target_bytes || held_for_moves(s, l, now) ||
+        paced(s, l, now))
         return;
     pin_next(l, &st);
 }
@@ -217,6 +229,7 @@ void sd_lender_drive(struct sd_server *s, uint64_t now)
     l->pool.cfg.reserve_bytes = pc.reserve_bytes;
     l->pool.cfg.linger_ns = pc.linger_ns;
     l->pool.cfg.share_node = pc.share_node;
+    l->pool.cfg.pace_pct = pc.pace_pct;
     l->reserve = pc.reserve_bytes;
     sd_pool_set_want(&l->pool, sd_policy_pool_want(&s->policy), now);
     ask_next_piece(s, l, now);
@@ -235,12 +248,17 @@ uint64_t sd_lender_deadline(const struct sd_server *s)
     /* Pieces past the need: look again once a second for their linger. */
     if (st.pinned_bytes > st.target_bytes)
         return sd_server_now(s) + 1000000000ull;
+    uint64_t until = 0, now = sd_server_now(s);
+    if (l->inflight || st.pinned_bytes >= st.target_bytes)
+        return 0;
     /* Pinning held for a move: again when the move's deadline passes (its
      * answer, the usual end, is an event of its own). */
-    uint64_t until = 0;
-    if (l->held && !l->inflight && st.pinned_bytes < st.target_bytes &&
-        sd_policy_moving(&s->policy, sd_server_now(s), &until))
+    if (l->held && sd_policy_moving(&s->policy, now, &until))
         return until;
+    /* Paced: again when the pause ends (a missed borrow, the usual reason
+     * to hurry, is an event of its own). */
+    if (l->pacing)
+        return sd_pool_pin_at(&l->pool, s->policy.nclients == 0, now);
     return 0;
 }
 
@@ -250,6 +268,7 @@ void sd_lender_pinned_event(struct sd_server *s, uint64_t now)
     struct sd_pinned r;
     while (l->pinner && sd_pinner_take(l->pinner, &r)) {
         sd_pool_pinned(&l->pool, r.ok, r.size, r.fd, r.handle, now);
+        sd_pool_pace(&l->pool, r.ns, now);
         l->inflight = false;
         l->pins_ns += r.ns;
         struct sd_pool_stats st;

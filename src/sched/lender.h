@@ -61,6 +61,8 @@ struct sd_lender {
     bool inflight;           /* the pinner is pinning a piece */
     bool held;               /* pinning held back while a move is under way */
     uint64_t holds;          /* times it was (status, metrics) */
+    bool pacing;             /* pinning paused for its pace (pool.h, Pacing) */
+    uint64_t paces;          /* pauses so far (metrics) */
     bool reserve_warned;     /* the last pin was held back by the reserve (said once) */
     uint64_t pins_ns;        /* time the pinner spent, all pieces */
 };

@@ -667,10 +667,21 @@ uint64_t sd_policy_pool_want(const struct sd_policy *p)
     return min64(want, pin_budget(p));
 }
 
+/* When a holder's restore, begun at its grant, is overdue: timed like an
+ * EVICT of its footprint, the most the restore can move, and a figure that
+ * stays put while the restore's USAGEs bring `swapped` down. The planner's
+ * wait for RESTORED (usage_ends_restore) and the pool's hold for the
+ * restore (moves_of) both use it: one restore, one bound. */
+static uint64_t restore_deadline(const struct sd_policy *p, const struct sd_member *m)
+{
+    return sd_answer_deadline(p, m->grant_ns, m->footprint);
+}
+
 /* The answer deadline of each move m was asked for and has not answered
  * (0 where none), the first MOVES_BACKED of them those that take in swap
  * backing: an EVICT, a REVOKE's swap-out; then a PREFETCH and a holder's
- * restore. The last two are timed like an EVICT of their bytes. */
+ * restore: a PREFETCH timed like an EVICT of its bytes, a restore by
+ * restore_deadline. */
 #define MOVES 4
 #define MOVES_BACKED 2
 static void moves_of(const struct sd_policy *p, const struct sd_member *m, uint64_t d[MOVES])
@@ -679,7 +690,7 @@ static void moves_of(const struct sd_policy *p, const struct sd_member *m, uint6
     d[0] = m->evict_id ? sd_answer_deadline(p, m->evict_ns, m->evict_bytes) : 0;
     d[1] = revoking ? sd_answer_deadline(p, m->revoke_ns, m->evict_bytes) : 0;
     d[2] = m->prefetch_id ? sd_answer_deadline(p, m->prefetch_ns, m->prefetch_bytes) : 0;
-    d[3] = sd_is_holder(m) && m->restoring ? sd_answer_deadline(p, m->grant_ns, m->swapped) : 0;
+    d[3] = sd_is_holder(m) && m->restoring ? restore_deadline(p, m) : 0;
 }
 
 /* Why the pool waits (issue 20): on the H200 (driver 580), a client mapping
@@ -862,7 +873,7 @@ static bool usage_ends_restore(const struct sd_policy *p, const struct sd_member
 {
     if (!sd_is_holder(m) || !m->reports_restore || m->lease_restored)
         return true;
-    return now >= sd_answer_deadline(p, m->grant_ns, m->footprint);
+    return now >= restore_deadline(p, m);
 }
 
 void sd_mem_on_usage(const struct sd_policy *p, struct sd_member *m, const struct cs_msg_usage *u,

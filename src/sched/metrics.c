@@ -491,6 +491,10 @@ static void render_pool(const struct sd_server *s, struct sd_buf *b)
               st.bad_returns_total);
     pool_line(b, "cushare_pool_move_holds_total", "counter",
               "Times pinning waited for swaps under way (pinning slows their maps).", l->holds);
+    pool_line(b, "cushare_pool_pace_waits_total", "counter",
+              "Times the pool's growth paused for its pace (pool_pace_pct), letting other "
+              "processes' allocations through.",
+              l->paces);
 }
 
 void sd_metrics_render(const struct sd_server *s, struct sd_buf *b)

@@ -297,8 +297,11 @@ static uint32_t pick(const struct sd_pool *p, uint64_t size, uint64_t taint, uin
     return k;
 }
 
-static void count_missed(struct sd_pool *p, uint64_t size, uint32_t missed)
+static void count_missed(struct sd_pool *p, uint64_t size, uint32_t missed, uint64_t now)
 {
+    if (!missed)
+        return;
+    p->urgent_until = now > UINT64_MAX - SD_POOL_URGENT_NS ? UINT64_MAX : now + SD_POOL_URGENT_NS;
     p->st.missed_pieces_total += missed;
     if (class_of(p, size) == CL_SMALL)
         p->small_missed += missed;
@@ -307,7 +310,6 @@ static void count_missed(struct sd_pool *p, uint64_t size, uint32_t missed)
 uint32_t sd_pool_borrow(struct sd_pool *p, uint64_t client, uint64_t tenant, uint64_t size,
                         uint32_t n, const struct sd_piece **out, uint64_t now)
 {
-    (void)now;
     struct sd_pool_client *c = client_find(p, client);
     if (!p->cfg.max_bytes || !tenant || (size != p->cfg.piece && size != SD_POOL_SMALL) ||
         (c && (!c->live || c->tenant != tenant)))
@@ -319,7 +321,7 @@ uint32_t sd_pool_borrow(struct sd_pool *p, uint64_t client, uint64_t tenant, uin
     struct sd_pool_tenant *t = k ? tenant_find(p, tenant) : NULL;
     for (uint32_t i = 0; i < k; i++)
         piece_lend(p, c, t, &p->pc[out[i] - p->pc]);
-    count_missed(p, size, n - k);
+    count_missed(p, size, n - k, now);
     return k;
 }
 
@@ -370,7 +372,6 @@ const struct sd_piece *sd_pool_orphan_next(struct sd_pool *p, uint64_t client)
 
 void sd_pool_client_lost(struct sd_pool *p, uint64_t client, uint64_t now)
 {
-    (void)now;
     struct sd_pool_client *c = client_find(p, client);
     if (!c)
         return;
@@ -467,6 +468,24 @@ uint32_t sd_pool_pinned(struct sd_pool *p, bool ok, uint64_t size, int fd, uint6
     p->count[class_of(p, size)]++;
     p->st.pieces_pinned_total++;
     return pc->id;
+}
+
+/* ---- pacing ---------------------------------------------------------------------- */
+
+void sd_pool_pace(struct sd_pool *p, uint64_t pin_ns, uint64_t now)
+{
+    uint32_t pct = p->cfg.pace_pct;
+    uint64_t pause = 0;
+    if (pct && pct < 100) /* pin_ns < 2^64 / 100 for any real pin; saturate otherwise */
+        pause = pin_ns > UINT64_MAX / 100 ? UINT64_MAX : pin_ns * (100 - pct) / pct;
+    p->pace_until = now > UINT64_MAX - pause ? UINT64_MAX : now + pause;
+}
+
+uint64_t sd_pool_pin_at(const struct sd_pool *p, bool alone, uint64_t now)
+{
+    if (alone || now < p->urgent_until || !p->cfg.pace_pct || p->cfg.pace_pct >= 100)
+        return now;
+    return p->pace_until > now ? p->pace_until : now;
 }
 
 /* A tenant whose taint can no longer serve anyone but itself and that has

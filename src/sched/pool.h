@@ -48,6 +48,17 @@
  * the pool; meanwhile, once the tenant has no live borrower, they may be
  * released by sd_pool_shrink like clean ones.
  *
+ * Pacing: a piece being pinned holds a driver lock that every process's
+ * device allocations wait for (bench/results/oversubscription.md: a 64 MiB
+ * cuMemAlloc took 14-17 ms instead of 0.06 while the pool grew, 16 GiB of
+ * them 3-4 s instead of 18 ms). Growth that nobody waits for is paced:
+ * after a piece that took t to pin, the next one starts no sooner than
+ * t * (100 - pace_pct) / pace_pct later, so allocations in between run at
+ * full speed. Unpaced (sd_pool_pin_at returns now) when pace_pct is 0 or
+ * 100, when no GPU client is there to be slowed (`alone`: the pool
+ * pinned at start), and while growth is needed now: a borrow missed
+ * pieces within SD_POOL_URGENT_NS (the borrower is pinning its own).
+ *
  * Storage: pieces in a dense array (swap-removed) indexed by id through an
  * open-addressing table, so finding a piece is O(1) and lending n pieces
  * scans the array at most twice. Borrower clients and tenants are short
@@ -93,7 +104,11 @@ struct sd_pool_cfg {
     bool share_node;        /* true: ignore taint (pool_share = node) */
     uint64_t small_floor;   /* small pieces wanted before any demand (at most a sixteenth
                                of the target; 0 = by demand only) */
+    uint32_t pace_pct;      /* growth nobody waits for pins at most this share of the
+                               time (0 or 100: unpaced; see Pacing above) */
 };
+
+#define SD_POOL_URGENT_NS 1000000000ull /* a missed borrow makes growth urgent this long */
 
 struct sd_pool_stats {
     uint64_t pinned_bytes, free_bytes, lent_bytes, target_bytes;
@@ -138,6 +153,8 @@ struct sd_pool {
     uint64_t small_hw;              /* D, bytes */
     uint64_t small_hw_at;           /* when D was last raised or decayed */
     size_t orphan_at;               /* where sd_pool_orphan_next looks first */
+    uint64_t pace_until;            /* a paced pin starts no sooner (ns) */
+    uint64_t urgent_until;          /* growth is urgent before this (ns): a borrow missed */
     uint32_t count[SD_POOL_CLASSES]; /* pieces per class */
     uint32_t lent[SD_POOL_CLASSES];  /* of them LENT */
     struct sd_pool_stats st;        /* the counters (byte figures: sd_pool_get_stats) */
@@ -160,6 +177,12 @@ uint64_t sd_pool_next_pin(struct sd_pool *p, uint64_t host_avail);
  * it), also when size is neither class's or the table cannot grow. */
 uint32_t sd_pool_pinned(struct sd_pool *p, bool ok, uint64_t size, int fd, uint64_t handle,
                         uint64_t now);
+/* The last pin (ok or not) took pin_ns, finishing at now: paces the next
+ * one (see Pacing above). */
+void sd_pool_pace(struct sd_pool *p, uint64_t pin_ns, uint64_t now);
+/* When the next pin may start, never before now: now when unpaced (see
+ * Pacing above), else the end of the last pin's pause. */
+uint64_t sd_pool_pin_at(const struct sd_pool *p, bool alone, uint64_t now);
 /* A FREE piece to release now, or NULL: clean (or tainted by an unwatched
  * tenant without live borrowers), its class beyond its target by at least
  * the piece, free for linger_ns, and min_bytes still pinned without it; the

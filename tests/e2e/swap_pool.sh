@@ -13,7 +13,14 @@
 #  2. a job killed (-9) while its memory sits in lent pieces: the daemon
 #     sees its process exit and the pieces are back in the pool;
 #  3. a pool whose host reserve no host can honour pins nothing (it says
-#     so), and the jobs still finish, right, pinning their own backing.
+#     so), and the jobs still finish, right, pinning their own backing;
+#  4. pacing (pool_pace_pct): the pool warming at start with nobody
+#     connected never pauses (check 1 reads it), while the pool growing
+#     beside a connected job pauses after each piece three times as long
+#     as the piece took at 25 %: the growth takes about 4x the pool's own
+#     pinning time (unpaced: 1x); asserted is 2.5x, which holds whatever
+#     the pieces' times (sleeps are never shorter) unless the last piece
+#     alone took half the pinning.
 # The pool's metrics (docs/metrics.md) say the same each time.
 source "$(dirname "$0")/swap_lib.sh"
 
@@ -71,6 +78,8 @@ FAKECUDA_PIN_GBPS=2 "$B/bin/cushared" --socket "$SOCK" --config "$T/cushared.con
     --state "$T/cushared.state" 2>>"$T/cushared.log" &
 DAEMON_PID=$!
 wait_log "pinned pool: 256.00 MiB pinned, its target" >/dev/null
+[ "$(pool_metric cushare_pool_pace_waits_total)" = 0 ] ||
+    fail "the pool paused while warming with nobody connected"
 export FAKECUDA_PIN_GBPS=0.02
 pair lent 1
 status_json >"$T/after.json"
@@ -133,4 +142,30 @@ fi
     fail "cushare_pool_pinned_bytes $(pool_metric cushare_pool_pinned_bytes) past the reserve"
 [ "$(pool_metric cushare_pool_reserve_refusals_total)" -gt 0 ] ||
     fail "cushare_pool_reserve_refusals_total is 0"
+stop_daemon
+
+# ---- 4: growth beside a job is paced ----------------------------------------------
+# 8 pieces of 16 MiB (and a few 2 MiB tails) at 160 MB/s: ~0.1 s each, then
+# a 0.3 s pause.
+pool_conf "pool_piece_mb = 16" "pool_pace_pct = 25"
+: >"$T/cushared.log"
+FAKECUDA_PIN_GBPS=0.16 start_daemon
+job pace 7 --mem-mb 16 --allocs 1 --iters 100000 --kernel-ns 10000000
+pace=$JOB_PID
+for i in $(seq 500); do
+    status_json | grep -q '"name": "pace"' && break
+    sleep 0.02
+done
+status_json | grep -q '"name": "pace"' || fail "the job never connected"
+t0=$(now_ms)
+"$CTL" --socket "$SOCK" set pool_min_mb=128 >/dev/null || fail "set pool_min_mb=128"
+wait_log "pinned pool: 1[0-9.]+ MiB pinned, its target" >/dev/null
+elapsed=$(($(now_ms) - t0))
+pin_s=$(pool_metric cushare_pool_pin_seconds_total)
+waits=$(pool_metric cushare_pool_pace_waits_total)
+[ "${waits:-0}" -ge 7 ] 2>/dev/null || fail "the pool paused $waits times for 8 pieces (at least 7 expected)"
+min_ms=$(awk -v p="$pin_s" 'BEGIN { printf "%d", p * 1000 * 2.5 }')
+[ "$elapsed" -ge "$min_ms" ] ||
+    fail "8 paced pieces took $elapsed ms with $pin_s s of pinning (at least $min_ms expected)"
+kill -9 "$pace" 2>/dev/null || true
 echo "swap_pool: ok"

@@ -931,6 +931,58 @@ static void test_index_collisions(void **state)
     check();
 }
 
+/* ---- pacing --------------------------------------------------------------------- */
+
+#define MS 1000000ull
+
+/* After a piece, the next waits pin time * (100 - pct) / pct, measured from
+ * the piece's end; 100 (and 0) does not wait. */
+static void test_pace_pause(void **state)
+{
+    (void)state;
+    static const struct { uint32_t pct; uint64_t pause; } c[] = {
+        {50, 20 * MS}, {25, 60 * MS}, {80, 5 * MS}, {1, 1980 * MS}, {100, 0}, {0, 0}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        cfg.pace_pct = c[i].pct;
+        start();
+        want(GiB);
+        assert_int_equal(sd_pool_pin_at(&pool, false, now), now); /* nothing pinned yet */
+        assert_int_equal(sd_pool_next_pin(&pool, HOST), BIG);
+        sd_pool_pinned(&pool, true, BIG, 3, 3, now);
+        sd_pool_pace(&pool, 20 * MS, now);
+        assert_int_equal(sd_pool_pin_at(&pool, false, now), now + c[i].pause);
+        assert_int_equal(sd_pool_pin_at(&pool, false, now + c[i].pause), now + c[i].pause);
+        sd_pool_fini(&pool);
+        started = false;
+    }
+}
+
+/* Nobody to slow down (no GPU client: the pool pinned at start) or a borrow
+ * that missed pieces within SD_POOL_URGENT_NS: no pause. */
+static void test_pace_alone_or_urgent(void **state)
+{
+    (void)state;
+    cfg.pace_pct = 50;
+    assert_int_equal(start_filled(128 * MiB), 2);
+    sd_pool_pace(&pool, 40 * MS, now);
+    assert_int_equal(sd_pool_pin_at(&pool, true, now), now);
+    assert_int_equal(sd_pool_pin_at(&pool, false, now), now + 40 * MS);
+    const struct sd_piece *out[4];
+    assert_int_equal(borrow(1, TA, BIG, 2, out), 2); /* no miss: still paced */
+    assert_int_equal(sd_pool_pin_at(&pool, false, now), now + 40 * MS);
+    assert_int_equal(borrow(1, TA, BIG, 1, out), 0); /* a miss */
+    assert_int_equal(sd_pool_pin_at(&pool, false, now), now);
+    now += SD_POOL_URGENT_NS - 1;
+    assert_int_equal(sd_pool_pin_at(&pool, false, now), now);
+    now++;
+    assert_int_equal(sd_pool_pin_at(&pool, false, now), now); /* the pause is over */
+    sd_pool_pace(&pool, 40 * MS, now);
+    assert_int_equal(sd_pool_pin_at(&pool, false, now), now + 40 * MS); /* paced again */
+    /* a huge pin time saturates rather than wrapping around */
+    sd_pool_pace(&pool, UINT64_MAX / 2, now);
+    assert_int_equal(sd_pool_pin_at(&pool, false, now), UINT64_MAX);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -961,6 +1013,8 @@ int main(void)
         T(test_ids_never_reused),
         T(test_index_many),
         T(test_index_collisions),
+        T(test_pace_pause),
+        T(test_pace_alone_or_urgent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
