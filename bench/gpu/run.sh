@@ -61,7 +61,8 @@
 #             512 x 2 MiB while the pool pins PACE_POOL_MB (40960) from
 #             nothing, and stays connected until the pool is warm: the
 #             pool's warm-up time beside it; then the same allocations
-#             in a new job with the pool idle (not in the default list)
+#             in a new job with the pool idle; PACE_HOLD_GPU=1 has the jobs
+#             hold their GPU while allocating (not in the default list)
 #   ctxmem    issue 21: a daemon at its defaults measures each PyTorch
 #             client's overhead (context, modules) through NVML: beside
 #             nvidia-smi's per-process figure (not in the default list)
@@ -1139,7 +1140,11 @@ section_pace() {
     say "## a tenant's allocations while the pool grows (pool_pace_pct, issue 20)"
     say "| round | pace % | 64 MiB x 256: median / p90 / max ms, total ms | 2 MiB x 512: median / p90 / max, total ms | warm-up s (from the set) | pinning s | pauses | pool idle: 64 MiB total / 2 MiB total ms |"
     say "|---|---:|---|---|---:|---:|---:|---|"
-    local r pct go t0 pa busy base warm a b
+    local r pct go t0 pa busy base warm a b hold_gpu=
+    # PACE_HOLD_GPU=1: the jobs allocate holding their GPU (device memory at
+    # once), as a running job does; 0 (default, as measured on 2026-11-29):
+    # before their first GPU work (reserved addresses on the placeholder)
+    [ "${PACE_HOLD_GPU:-0}" = 1 ] && hold_gpu=--hold-gpu
     for r in $(seq "${PACE_REPS:-2}"); do
         for pct in ${PACE_PCTS:-100 50 25}; do
             # the previous daemon's pool on its way back: the pool, the
@@ -1149,7 +1154,7 @@ section_pace() {
 pool_pace_pct = $pct"
             go=$(mktemp -u /tmp/cushare-go.XXXXXX)
             run_shared "pace$r-$pct" normal 1 "$B/bin/cs_allocwait" --series 64:256,2:512 --go "$go" \
-                --hold "$go.end" >"$OUT/pace-$r-$pct.out" 2>>"$OUT/pace.log" &
+                --hold "$go.end" $hold_gpu >"$OUT/pace-$r-$pct.out" 2>>"$OUT/pace.log" &
             pa=$!
             for _ in $(seq 200); do
                 ours "$B/bin/cusharectl" --socket "$SOCK" status --json | grep -q "\"pace$r-$pct\"" && break
@@ -1167,7 +1172,7 @@ pool_pace_pct = $pct"
             wait "$pa" || fail "pace: the allocating job (round $r, $pct %)"
             warm=$(echo "$warm" | awk -v a="$(now)" -v b="$t0" \
                 '{ printf "%s | %s | %s", $1 == "stuck" ? "stuck" : sprintf("%.1f", a - b), $2, $3 }')
-            run_shared "idle$r-$pct" normal 1 "$B/bin/cs_allocwait" --series 64:256,2:512 \
+            run_shared "idle$r-$pct" normal 1 "$B/bin/cs_allocwait" --series 64:256,2:512 $hold_gpu \
                 >"$OUT/pace-idle-$r-$pct.out" 2>>"$OUT/pace.log" || fail "pace: the idle-pool job"
             rm -f "$go" "$go.end"
             stop_daemon
