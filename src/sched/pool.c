@@ -372,6 +372,7 @@ const struct sd_piece *sd_pool_orphan_next(struct sd_pool *p, uint64_t client)
 
 void sd_pool_client_lost(struct sd_pool *p, uint64_t client, uint64_t now)
 {
+    (void)now;
     struct sd_pool_client *c = client_find(p, client);
     if (!c)
         return;
