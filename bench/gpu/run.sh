@@ -51,6 +51,10 @@
 #             memory may move, GPU 0 must keep running); a high job on GPU
 #             1 beside low jobs on both. MG_REPS, MG_PREFILL_GB (host
 #             memory touched first, for VMs whose RAM appears as it is used)
+#   crossed   the lease model's finding 8 on two GPUs (skipped on one): two
+#             jobs coupled crossed (M on GPUs 0,1, N on 1,0, peer access), a
+#             cs_job pair and a PyTorch pair, at the daemon's defaults: each
+#             job's time and grants per GPU (XC_REPS, XC_ITERS, XC_TORCH_S)
 #   floor     issue 21: two training jobs of one class (ResNet-50, GPT-2
 #             small) sharing a GPU at quantum_floor_ms 25/50/100/200/1000:
 #             each job's steps/s over one window against solo (FLOOR_*)
@@ -79,7 +83,7 @@ B=${CUSHARE_BUILD:-build}
 OUT=${OUT:-$PWD/gpu-out}
 QUICK=0
 if [ "${1:-}" = "--quick" ]; then QUICK=1; shift; fi
-SECTIONS=${*:-info tests overhead torch workloads sched lc lctorch k8s swap pin oversub graphs multigpu}
+SECTIONS=${*:-info tests overhead torch workloads sched lc lctorch k8s swap pin oversub graphs multigpu crossed}
 mkdir -p "$OUT"
 SUM=$OUT/summary.md
 : >"$SUM"
@@ -940,6 +944,78 @@ section_multigpu() {
         MG_R=
     done
     ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/mg-status.txt" 2>&1
+    stop_daemon
+}
+
+# Two jobs coupled crossed over two GPUs (the lease model's finding 8: the
+# hook asks for its next lease before it releases the last, and the daemon
+# grants a waiter both GPUs together), at the daemon's defaults: M on GPUs
+# 0,1 and N on 1,0, each with peer access, so each runs only while it
+# holds both leases. A cs_job pair (XC_ITERS x 20 ms kernels per GPU, as
+# bench/multigpu/crossed_pair.sh on simulated GPUs) and a PyTorch pair
+# (multi_gpu.py, CUDA_VISIBLE_DEVICES 0,1 and 1,0: peer copies, the split
+# MLP, then both GPUs' GEMM loops for XC_TORCH_S s). Each pair XC_REPS
+# times after one solo run of M; prints each job's time from the common
+# start and the grants each job got on each GPU (the old order: about
+# twice as many on simulated GPUs, most of them useless).
+xc_grants() { # NAME GPU FROM-LINE: grants since FROM-LINE of the daemon's log
+    tail -n +"$(($3 + 1))" "$OUT/cushared.log" | grep -c "debug: gpu $2: grant lease [0-9]* to $1 (pid " || true
+}
+xc_pair() { # TAG CMD-M... -- CMD-N...: one crossed run, both started together
+    local tag=$1 from t0 tm tn ok=0 pm pn
+    shift
+    local -a cm=() cn=()
+    while [ "$1" != -- ]; do cm+=("$1"); shift; done
+    shift
+    cn=("$@")
+    from=$(wc -l <"$OUT/cushared.log")
+    t0=$(now)
+    env CUSHARE_SOCKET="$SOCK" LD_PRELOAD="$HOOK" CUSHARE_NAME="$tag-M" timeout -k 10 240 \
+        "${cm[@]}" >"$OUT/xc-$tag-M.log" 2>&1 &
+    pm=$!
+    env CUSHARE_SOCKET="$SOCK" LD_PRELOAD="$HOOK" CUSHARE_NAME="$tag-N" timeout -k 10 240 \
+        "${cn[@]}" >"$OUT/xc-$tag-N.log" 2>&1 &
+    pn=$!
+    wait "$pm" && ok=$((ok + 1)); tm=$(now)
+    wait "$pn" && ok=$((ok + 1)); tn=$(now)
+    [ "$ok" = 2 ] || fail "crossed $tag: $ok of 2 exited 0 (xc-$tag-*.log)"
+    say "$(awk -v a="$t0" -v m="$tm" -v n="$tn" -v t="$tag" -v ok="$ok" \
+        -v g="$(xc_grants "$tag-M" 0 "$from")/$(xc_grants "$tag-M" 1 "$from"), $(xc_grants "$tag-N" 0 "$from")/$(xc_grants "$tag-N" 1 "$from")" \
+        'BEGIN {printf "| %s | %.2f | %.2f | %s | %d/2 |", t, m - a, n - a, g, ok}')"
+}
+section_crossed() {
+    local ngpu r t0 t1
+    ngpu=$(nvidia-smi -L | grep -c '^GPU ')
+    if [ "$ngpu" -lt 2 ]; then say "## crossed pair: SKIP ($ngpu GPU)"; return; fi
+    say "## two jobs crossed over two GPUs (finding 8), daemon defaults"
+    local DAEMON_LOG_LEVEL=debug reps=${XC_REPS:-3} it=${XC_ITERS:-60} ts=${XC_TORCH_S:-8}
+    local job="$B/bin/cs_job --peer-mb 1 --mem-mb 2 --iters $it --kernel-ns 20000000 --sync-every 1"
+    start_daemon "[cushared]"
+    t0=$(now)
+    CUSHARE_SOCKET="$SOCK" LD_PRELOAD="$HOOK" CUSHARE_NAME=solo-M $job --devices 0,1 --seed 3 \
+        >"$OUT/xc-solo-M.log" 2>&1 || fail "crossed: solo cs_job (xc-solo-M.log)"
+    t1=$(now)
+    say "cs_job M alone under the daemon: $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f s", b - a}') ($it x 20 ms per GPU)"
+    say "| run | M (s) | N (s) | grants M GPU0/1, N GPU0/1 | exited 0 |"
+    say "|---|---|---|---|---|"
+    for r in $(seq "$reps"); do
+        xc_pair "job$r" $job --devices 0,1 --seed 3 -- $job --devices 1,0 --seed 4
+        for j in M N; do
+            grep -q "^cs_job: ok name=" "$OUT/xc-job$r-$j.log" || fail "crossed job$r $j: $(tail -1 "$OUT/xc-job$r-$j.log")"
+        done
+    done
+    t0=$(now)
+    CUSHARE_SOCKET="$SOCK" LD_PRELOAD="$HOOK" CUSHARE_NAME=solo-T CUDA_VISIBLE_DEVICES=0,1 \
+        python3 "$W/multi_gpu.py" --duration "$ts" --seed 1 >"$OUT/xc-solo-T.log" 2>&1 || fail "crossed: solo multi_gpu.py"
+    t1=$(now)
+    say "multi_gpu.py alone under the daemon: $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f s", b - a}') (GEMM loops $ts s)"
+    for r in $(seq "$reps"); do
+        xc_pair "torch$r" env CUDA_VISIBLE_DEVICES=0,1 python3 "$W/multi_gpu.py" --duration "$ts" --seed 1 \
+            -- env CUDA_VISIBLE_DEVICES=1,0 python3 "$W/multi_gpu.py" --duration "$ts" --seed 2
+        for j in M N; do mg_ok "$OUT/xc-torch$r-$j.log" || fail "crossed torch$r $j: not ok (xc-torch$r-$j.log)"; done
+    done
+    say "  $(mg_trouble)"
+    ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/xc-status.txt" 2>&1
     stop_daemon
 }
 

@@ -53,7 +53,8 @@
 # LCT_PRIME (0; 1 runs each workload briefly once first, natively, so that
 # a fresh machine's slow first start of PyTorch comes before the runs:
 # without it the first runs are the solo cases, whose windows need no
-# common start).
+# common start), LCT_LC_GRAPH (0; 1 has the LC job replay its forward pass
+# as a CUDA graph: infer_resnet.py --graph).
 set -uo pipefail
 case ${1:-} in
 -h | --help) sed -n '2,/^set /{/^set /d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
@@ -119,7 +120,9 @@ job() {
     echo "$rc" >"$o.$role.rc"
     return "$rc"
 }
-lc() { local o=$1 at=$2; shift 2; job lc "$o" "$@" -- --seconds "$S" --rate "$RATE" --start-at "$at"; }
+LC_GRAPH=()
+[ "${LCT_LC_GRAPH:-0}" = 1 ] && LC_GRAPH=(--graph)
+lc() { local o=$1 at=$2; shift 2; job lc "$o" "$@" -- --seconds "$S" --rate "$RATE" --start-at "$at" ${LC_GRAPH[@]+"${LC_GRAPH[@]}"}; }
 be() { local o=$1 at=$2; shift 2; job be "$o" "$@" -- --seconds "$S" --start-at "$at"; }
 
 fail() { echo "FAIL $*" | tee -a "$LOGDIR/failures" >&2; }
@@ -196,7 +199,7 @@ done
 elapsed=$(($(date +%s) - t0))
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
-intro="LC: ResNet-50 batch-1 inference (fp32, channels_last), $RATE requests/s at fixed deadlines;
+intro="LC: ResNet-50 batch-1 inference (fp32, channels_last$([ "${LCT_LC_GRAPH:-0}" = 1 ] && echo ", replayed as a CUDA graph")), $RATE requests/s at fixed deadlines;
 latency from a request's start to torch.cuda.synchronize() returning. BE: $BE_DESC ($BE_UNIT over the window).
 sched-gate: cushared shared mode, lc_mechanism = gate, be_timeslice_us = 0; sched-tsg: lc_mechanism = tsg,
 be_timeslice_us = 1; LC at CUSHARE_PRIORITY=high, BE at low. $S s per run, medians of $REPS run(s) (interleaved).

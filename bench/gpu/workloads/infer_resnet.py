@@ -11,7 +11,11 @@ request that overran (behind: how many started over 1 ms late). busy_frac is
 the sum of the latencies over the window's wall time: the fraction of time
 this job keeps the GPU busy. --start-at T (seconds since the epoch): after
 the warm-up, wait until T, so that jobs started apart measure one window
-(bench/lc/torch.sh); late_s says how late the warm-up made it."""
+(bench/lc/torch.sh); late_s says how late the warm-up made it. --graph
+captures the forward pass once in a CUDA graph and replays it per request,
+as an inference server that cares for its latency does (torch.compile's
+reduce-overhead mode): one launch instead of ~160, so the latency is the
+GPU's and not the Python interpreter's scheduling jitter."""
 import argparse
 import time
 
@@ -28,6 +32,7 @@ p.add_argument("--rate", type=float, default=0.0, help="requests per second (0 =
 p.add_argument("--warmup", type=int, default=20)
 p.add_argument("--start-at", type=float, default=0.0, metavar="EPOCH_SECONDS",
                help="after the warm-up, wait until then (0 = start at once)")
+p.add_argument("--graph", action="store_true", help="replay the forward pass as a CUDA graph")
 a = p.parse_args()
 
 CHECK_EVERY = 100  # compare an output with the reference this often (outside the timing)
@@ -39,6 +44,26 @@ with torch.inference_mode():
     for _ in range(max(1, a.warmup)):
         ref = model(x)
     torch.cuda.synchronize()
+    forward = lambda: model(x)  # noqa: E731
+    if a.graph:
+        # Captured on a side stream after its own warm-up (PyTorch's recipe:
+        # the capture must not record the first-use allocations).
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = model(x)
+
+        def forward():
+            graph.replay()
+            return static_out
+        for _ in range(max(1, a.warmup)):
+            forward()
+        torch.cuda.synchronize()
     late = wait_until(a.start_at)
     period = 1.0 / a.rate if a.rate > 0 else 0.0
     lat, sched_lat = [], []
@@ -64,7 +89,7 @@ with torch.inference_mode():
             due = t0
         elif t0 - due > 1e-3:
             behind += 1
-        out = model(x)
+        out = forward()
         torch.cuda.synchronize()
         t1 = time.perf_counter()
         lat.append(t1 - t0)
@@ -79,5 +104,5 @@ result(workload="infer_resnet", ok=ok, **s,
        p50_ms=s["median_s"] * 1e3, p99_ms=s["p99_s"] * 1e3, max_ms=max(lat) * 1e3,
        sched_p50_ms=percentile(ms, 0.5) * 1e3, sched_p99_ms=percentile(ms, 0.99) * 1e3,
        busy_frac=sum(lat) / elapsed, elapsed_s=elapsed, rate=a.rate, behind=behind,
-       mismatches=mismatches, late_s=late)
+       mismatches=mismatches, late_s=late, graph=a.graph)
 raise SystemExit(0 if ok else 1)
