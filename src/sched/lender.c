@@ -167,11 +167,17 @@ static bool held_for_moves(struct sd_server *s, struct sd_lender *l, uint64_t no
     return moving;
 }
 
-/* Whether pinning waits for its pace (pool.h, Pacing): no GPU client
- * connected means nobody to slow down. Counts the pauses. */
+/* When the pool may start its next piece (pool.h, Pacing): at once with no
+ * GPU client connected, since nobody's allocations wait behind it. */
+static uint64_t pin_at(const struct sd_server *s, const struct sd_lender *l, uint64_t now)
+{
+    return sd_pool_pin_at(&l->pool, s->policy.nclients == 0, now);
+}
+
+/* Whether pinning waits for its pace. Counts the pauses. */
 static bool paced(struct sd_server *s, struct sd_lender *l, uint64_t now)
 {
-    bool wait = now < sd_pool_pin_at(&l->pool, s->policy.nclients == 0, now);
+    bool wait = now < pin_at(s, l, now);
     l->paces += wait && !l->pacing;
     l->pacing = wait;
     return wait;
@@ -258,7 +264,7 @@ uint64_t sd_lender_deadline(const struct sd_server *s)
     /* Paced: again when the pause ends (a missed borrow, the usual reason
      * to hurry, is an event of its own). */
     if (l->pacing)
-        return sd_pool_pin_at(&l->pool, s->policy.nclients == 0, now);
+        return pin_at(s, l, now);
     return 0;
 }
 
