@@ -87,36 +87,6 @@ static void holders_changed(struct sd_policy *p)
 
 /* ---- vtime ----------------------------------------------------------------- */
 
-/* The class minimum only moves forward (like CFS's min_vruntime): it is the
- * least vtime among the class's active members, or stays put when none is
- * active, so that a client that was away cannot come back below it. */
-static void update_min_vtime(struct sd_gpu *g)
-{
-    for (int c = 0; c < CS_PRIO_COUNT; c++) {
-        bool any = false;
-        uint64_t lo = UINT64_MAX;
-        for (size_t i = 0; i < g->n; i++) {
-            const struct sd_member *m = g->m[i];
-            if (is_active(m) && (int)m->client->info.priority == c) {
-                any = true;
-                if (m->vtime < lo)
-                    lo = m->vtime;
-            }
-        }
-        if (any && lo > g->min_vtime[c])
-            g->min_vtime[c] = lo;
-    }
-}
-
-static void place_vtime(struct sd_member *m)
-{
-    struct sd_gpu *g = m->gpu;
-    update_min_vtime(g);
-    uint64_t lo = g->min_vtime[m->client->info.priority];
-    if (m->vtime < lo)
-        m->vtime = lo;
-}
-
 /* Charges the time held since the last settlement to vtime, at the
  * holder's current weight. */
 /* A holder's time is charged up to now, or up to when it said it was idle:
@@ -146,6 +116,43 @@ static uint64_t eff_vtime(const struct sd_member *m, uint64_t now)
     return m->vtime + vt_delta(sub0(charged_until(m, now), m->vt_ns), m->client->info.weight);
 }
 
+/* The class minimum only moves forward (like CFS's min_vruntime): it is the
+ * least vtime among the class's active members, or stays put when none is
+ * active, so that a client that was away cannot come back below it. A
+ * holder counts with its vtime as of now: nobody settles a holder alone on
+ * the GPU (its time is charged at its lease's end, or when a slice is
+ * renewed for a waiter), so its stored vtime is as old as its grant, and a
+ * client placed there was owed the holder's whole solo run (a job alone
+ * for ten minutes, then a newcomer: 0.63 of the next two minutes to the
+ * newcomer, test_new_client_after_long_solo_hold). */
+static void update_min_vtime(struct sd_gpu *g, uint64_t now)
+{
+    for (int c = 0; c < CS_PRIO_COUNT; c++) {
+        bool any = false;
+        uint64_t lo = UINT64_MAX;
+        for (size_t i = 0; i < g->n; i++) {
+            const struct sd_member *m = g->m[i];
+            if (is_active(m) && (int)m->client->info.priority == c) {
+                any = true;
+                uint64_t v = eff_vtime(m, now);
+                if (v < lo)
+                    lo = v;
+            }
+        }
+        if (any && lo > g->min_vtime[c])
+            g->min_vtime[c] = lo;
+    }
+}
+
+static void place_vtime(struct sd_member *m, uint64_t now)
+{
+    struct sd_gpu *g = m->gpu;
+    update_min_vtime(g, now);
+    uint64_t lo = g->min_vtime[m->client->info.priority];
+    if (m->vtime < lo)
+        m->vtime = lo;
+}
+
 static void hold_from(struct sd_member *m, uint64_t now)
 {
     m->state = CS_STATE_HELD;
@@ -164,7 +171,7 @@ static void start_wait(const struct sd_policy *p, struct sd_member *m, uint64_t 
 {
     uint64_t away = sub0(now, m->idle_since);
     if (!m->idle_since || away > (uint64_t)p->cfg->quantum_floor_ms * MS)
-        place_vtime(m);
+        place_vtime(m, now);
     m->state = CS_STATE_WAITING;
     m->wait_since = now;
     m->want = false;
@@ -938,7 +945,7 @@ static void set_class(struct sd_client *c, uint32_t priority, uint32_t weight, u
     c->info.weight = weight ? weight : 1;
     for (int s = 0; s < CS_MAX_DEVICES; s++)
         if (moved && c->slot[s] && is_active(c->slot[s]))
-            place_vtime(c->slot[s]);
+            place_vtime(c->slot[s], now);
 }
 
 void sd_unresponsive(struct sd_policy *p, struct sd_client *c, const char *why, uint64_t now)
@@ -1039,7 +1046,7 @@ static void restore_check(struct sd_gpu *g, uint64_t now)
 
 static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
-    update_min_vtime(g);
+    update_min_vtime(g, now);
     sd_room_check(p, g, now);
     sd_mem_check_answers(p, g, now);
     check_stopped(p, g, now);
@@ -1382,7 +1389,7 @@ int sd_policy_attach(struct sd_policy *p, struct sd_client *c, const struct cs_m
         /* Its gate is open under a lease of the previous daemon (or of a
          * connection that dropped): adopt the lease as is. A conflicting
          * holder is sorted out by trim_holders. */
-        place_vtime(m);
+        place_vtime(m, now);
         hold_from(m, now);
         m->lease_id = a->lease_id;
         gpu_account(g, now);

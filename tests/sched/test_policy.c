@@ -574,6 +574,65 @@ static void test_returning_client_cannot_bank_time(void **state)
     assert_true(share > 0.30 && share < 0.37);
 }
 
+/* Both busy for 120 s from now: each must get half (± 5 %). */
+static void two_share_evenly(struct sd_member *a, struct sd_member *b, const char *what)
+{
+    struct sd_member *both[2] = {a, b};
+    for (int i = 0; i < 2; i++)
+        if (both[i]->state == CS_STATE_REVOKING) { /* revoked at b's ACQUIRE */
+            release(both[i]);
+            acquire(both[i]);
+        }
+    uint64_t a0 = sd_member_gpu_ns(a, now), b0 = sd_member_gpu_ns(b, now);
+    run_busy(both, 2, 120 * SEC);
+    double sa = (double)(sd_member_gpu_ns(a, now) - a0) / (120.0 * SEC);
+    double sb = (double)(sd_member_gpu_ns(b, now) - b0) / (120.0 * SEC);
+    print_message("%s: a %.3f, b %.3f of the next 120 s\n", what, sa, sb);
+    assert_true(sa > 0.45 && sa < 0.55);
+    assert_true(sb > 0.45 && sb < 0.55);
+}
+
+/* A holder alone on the GPU is not settled while nobody waits (its vtime
+ * is charged when its lease ends or a slice is renewed for a waiter). A
+ * client arriving after ten minutes of that must be placed at the
+ * holder's vtime as of now, not as of its grant: placed at the stale
+ * figure it took 0.63 of the next two minutes (a quantum cap, 30 s, more
+ * than its half) before the two shared evenly. On two H200s at the
+ * defaults, a PyTorch job that had held both GPUs 2.8 s alone then waited
+ * 1.2 s for one that came back, then got 100 ms slices against its 400. */
+static void test_new_client_after_long_solo_hold(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    acquire(a);
+    run_until(now + 600 * SEC); /* a alone: no waiter, never revoked */
+    assert_int_equal(a->state, CS_STATE_HELD);
+    assert_int_equal(count(EV_REVOKE, NULL), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(b);
+    two_share_evenly(a, b, "after a's 600 s alone");
+}
+
+/* The same for a client that was away (idle longer than a floor) while
+ * the other held alone: it comes back at the holder's vtime as of now. */
+static void test_returning_client_after_long_solo_hold(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    acquire(a);
+    acquire(b);
+    struct sd_member *both[2] = {a, b};
+    run_busy(both, 2, 60 * SEC);
+    while (b->state != CS_STATE_HELD)
+        run_busy(both, 2, 10 * MS);
+    assert_int_equal(release_lease(b, b->lease_id, CS_RELEASE_IDLE), SD_OK); /* b goes away */
+    run_until(now + 600 * SEC);
+    assert_int_equal(a->state, CS_STATE_HELD);
+    acquire(b);
+    two_share_evenly(a, b, "after b's 600 s away");
+}
+
 /* ---- revoke timeout --------------------------------------------------------------------- */
 
 /* A low client a holding the GPU (its lease in *lease) preempted by a high
@@ -3813,6 +3872,8 @@ int main(void)
         T(test_slice_renewed_while_owed),
         T(test_new_client_starts_at_min_vtime),
         T(test_returning_client_cannot_bank_time),
+        T(test_new_client_after_long_solo_hold),
+        T(test_returning_client_after_long_solo_hold),
         T(test_revoke_timeout_forces_release),
         T(test_revoke_timeout_without_force),
         T(test_acquire_while_revoking_waits_again),
