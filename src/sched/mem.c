@@ -33,6 +33,9 @@
  *      the holder computes, so the switch only moves what could not move
  *      earlier. A prefetch that stops short (the client's cuMemCreate
  *      failed) is not repeated until some memory is freed on the GPU.
+ *      In mixed mode beside a holder of w's own class side, only the
+ *      prefetch: into what is free, less 1/16 of the GPU left for the
+ *      holder (sd_mem_plan says why).
  *   3. Preparation: on an oversubscribed GPU (sum of footprints above the
  *      capacity), members with resident memory not yet known to have host
  *      backing are sent EVICT PREPARE for it, so that pinning (0.2-0.6
@@ -63,6 +66,10 @@
  * tick after ATTACH (report.c), ten times sooner. */
 #define FIRST_USAGE_NS (1000ull * SD_MS)
 #define PREP_INTERVAL_NS (1000ull * SD_MS)
+/* A prefetch for the next holder beside a holder of its own class side
+ * leaves 1/16 of the GPU free (sd_mem_plan): 8.7 GB of an H200, 5 GB of an
+ * H100, above the 4 GB a pytorch-add job of 45 GB adds at its end. */
+#define SAME_SIDE_KEEP_DIV 16
 /* One PREPARE asks for at most this much (~1 s of pinning on an H100): the
  * next one in line, or an eviction someone waits for, is never stuck
  * behind a long pin. */
@@ -388,8 +395,10 @@ bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member 
 
 /* ---- planning while a holder runs ------------------------------------------------ */
 
+/* Prefetches w's missing memory into what is free on g, less `keep`
+ * bytes left free. */
 static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
-                          uint64_t cap, uint64_t now)
+                          uint64_t cap, uint64_t keep, uint64_t now)
 {
     if (!p->ops.prefetch || w->prefetch_id || w->no_swap || w->restore_blocked ||
         w->client->unresponsive)
@@ -432,7 +441,7 @@ static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_membe
     uint64_t used = 0;
     for (size_t i = 0; i < g->n; i++)
         used = sd_add_sat(used, res_now(g->m[i]));
-    uint64_t free_now = sub0(cap, used);
+    uint64_t free_now = sub0(sub0(cap, used), keep);
     if (free_now < min64(need, PREFETCH_MIN))
         return;
     /* Room for it is on its way: one prefetch when it is there rather than
@@ -762,12 +771,27 @@ void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     /* In shared mode w may wait for holders that stay (a higher class, a
      * slice not over): moving memory for it would only churn, until it
      * fits beside them or one of them is on its way out. In exclusive mode
-     * the holder's slice ends for w anyway. */
-    if (sd_mode_coruns(p->cfg) && !leaving && !sd_fits_beside_holders(p, g, w))
+     * the holder's slice ends for w anyway.
+     * Mixed mode beside a holder of w's own class side (the default with
+     * jobs of one class) is between the two: the holder's slice ends for
+     * w, but evicting third parties for w while it runs gained nothing on
+     * an H200 (the holder's drain covers those moves) and raced the
+     * holder's own allocations (bench/results/oversubscription.md, "Mixed
+     * mode plans the next holder only at the revoke"). What the drain does
+     * not cover is the switch after a holder that ends its work (no drain):
+     * w then restored on the critical path, 0.39-0.49 s for 16-20 GB,
+     * although that memory had been free for seconds. So w's memory comes
+     * in ahead into what is free, less a margin (SAME_SIDE_KEEP_DIV) left
+     * for the holder, which keeps running and may still grow: its growth
+     * must find free memory, not ROOM evicting what was just prefetched. */
+    if (sd_mode_coruns(p->cfg) && !leaving && !sd_fits_beside_holders(p, g, w)) {
+        if (running && !sd_corun_with_holders(p, g, w))
+            plan_prefetch(p, g, w, cap, cap / SAME_SIDE_KEEP_DIV, now);
         return;
+    }
     if (running)
         evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w), now);
-    plan_prefetch(p, g, w, cap, now);
+    plan_prefetch(p, g, w, cap, 0, now);
 }
 
 /* ---- answer deadlines ---------------------------------------------------------------- */

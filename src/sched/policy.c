@@ -591,8 +591,8 @@ bool sd_may_corun(const struct sd_policy *p, const struct sd_member *a, const st
 
 /* Every holder (leaving ones included: their work still runs) may run
  * beside w. */
-static bool corun_with_holders(const struct sd_policy *p, const struct sd_gpu *g,
-                               const struct sd_member *w)
+bool sd_corun_with_holders(const struct sd_policy *p, const struct sd_gpu *g,
+                           const struct sd_member *w)
 {
     for (size_t i = 0; i < g->n; i++)
         if (g->m[i] != w && is_holder(g->m[i]) && !sd_may_corun(p, g->m[i], w))
@@ -604,7 +604,7 @@ static bool fits(const struct sd_policy *p, const struct sd_gpu *g, const struct
 {
     if (sd_gpu_count(g, CS_STATE_HELD) + sd_gpu_count(g, CS_STATE_REVOKING) == 0)
         return true; /* alone on the GPU: always, even if it is too big */
-    if (!sd_mode_coruns(p->cfg) || !corun_with_holders(p, g, w))
+    if (!sd_mode_coruns(p->cfg) || !sd_corun_with_holders(p, g, w))
         return false;
     uint64_t cap = capacity(p, g);
     return cap > 0 && sd_add_sat(holders_footprint(g), w->footprint) <= cap;

@@ -32,6 +32,9 @@ static inline bool sd_mode_coruns(const struct sd_config *c)
  * none in exclusive mode. */
 bool sd_may_corun(const struct sd_policy *p, const struct sd_member *a, const struct sd_member *b);
 
+/* Every holder of g (leaving ones included) may run beside w. */
+bool sd_corun_with_holders(const struct sd_policy *p, const struct sd_gpu *g,
+                           const struct sd_member *w);
 bool sd_fits_beside_holders(const struct sd_policy *p, const struct sd_gpu *g,
                             const struct sd_member *w);
 /* The waiter policy grants next on g, NULL if none. */
