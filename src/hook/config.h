@@ -30,6 +30,10 @@ struct cs_config {
     uint64_t pin_piece;          /* CUSHARE_PIN_PIECE: bytes pinned per driver
                                     call for swap backing (0: a segment's
                                     whole backing at once); default 64 MiB */
+    uint64_t seg_part;           /* CUSHARE_SEG_PART: allocations larger than this
+                                    are made of parts of this many bytes, each
+                                    swapped on its own (0: never split);
+                                    default 2 GiB, a multiple of 2 MiB */
     bool pool;                   /* CUSHARE_POOL (default on): borrow swap backing
                                     from the node's pinned pool (cushared) */
     bool host_backing_vmm;       /* CUSHARE_HOST_BACKING=vmm (default) |

@@ -29,20 +29,31 @@ struct ipc_wire {
     uint64_t nonce;   /* the exporter instance: names its socket */
     uint64_t key;     /* the export (random) */
     uint64_t offset;  /* the allocation's offset in the segment */
-    uint64_t size;    /* the segment's bytes */
+    uint64_t size;    /* the segment's bytes (all its parts') */
     int32_t pid;      /* the exporter */
     int32_t dev;      /* its device ordinal (for messages) */
-    uint8_t pad[16];
+    uint64_t part;    /* each part's bytes, the last one the rest (0: one part) */
+    uint8_t pad[8];
 };
 _Static_assert(sizeof(struct ipc_wire) == sizeof(CUipcMemHandle), "an IPC handle is 64 bytes");
 
 #define REQ_MAGIC 0x51495343u /* "CSIQ" */
-#define REQ_VERSION 1u
+/* Version 2 asks for one part's descriptor; version 1 (an export of one
+ * part, and every export before parts) for the first. Both are served, and
+ * an importer asks a one-part export in version 1, so hooks of either
+ * version work together wherever no allocation is made of parts. */
+#define REQ_VERSION 2u
 
 struct ipc_req {
     uint32_t magic, version;
     uint64_t key;
+    uint32_t index;   /* version 2: the part */
+    uint32_t pad;
 };
+#define REQ_V1_SIZE 16
+/* More parts than any GPU's memory makes at the smallest part (64 MiB):
+ * a handle that says more is not ours. */
+#define IPC_MAX_PARTS 65536u
 
 struct ipc_reply {
     int32_t status;   /* 0, or an errno value */
@@ -63,18 +74,27 @@ struct ipc_reply {
  * arrays: a program exports a handful of allocations, not thousands. */
 struct export {
     uint64_t key;
-    int fd;
-    uint64_t size;
+    int *fds;         /* one per part, in address order */
+    size_t n;
+    uint64_t part, size;
 };
 
 struct import {
     int32_t pid;
     uint64_t nonce, key;
     CUdeviceptr va;
-    uint64_t size;
-    CUmemGenericAllocationHandle h;
+    uint64_t size, part;
+    CUmemGenericAllocationHandle *h;  /* one per part, n of them */
+    size_t n;
     uint32_t refs;
 };
+
+/* Bytes of part i of an allocation of `size` in parts of `part`. */
+static uint64_t part_bytes(uint64_t size, uint64_t part, size_t i)
+{
+    uint64_t off = (uint64_t)i * part;
+    return off >= size ? 0 : size - off < part ? size - off : part;
+}
 
 static pthread_mutex_t exp_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t imp_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -118,18 +138,30 @@ static void set_timeout(int fd)
 
 /* ---- exporter: the table ----------------------------------------------------- */
 
-uint64_t cs_ipc_register(int fd, uint64_t size)
+uint64_t cs_ipc_register(const int *fds, size_t n, uint64_t part, uint64_t size)
 {
-    pthread_mutex_lock(&exp_mu);
+    int *own = n ? malloc(n * sizeof *own) : NULL;
     uint64_t key = 0;
-    if (cs_grow_array((void **)&exports, &cap_exports, n_exports, sizeof *exports)) {
+    pthread_mutex_lock(&exp_mu);
+    if (own && cs_grow_array((void **)&exports, &cap_exports, n_exports, sizeof *exports)) {
+        memcpy(own, fds, n * sizeof *own);
         key = random64();
-        exports[n_exports++] = (struct export){key, fd, size};
+        exports[n_exports++] = (struct export){key, own, n, part, size};
     }
     pthread_mutex_unlock(&exp_mu);
-    if (!key)
-        close(fd);
+    if (!key) {
+        for (size_t i = 0; i < n; i++)
+            close(fds[i]);
+        free(own);
+    }
     return key;
+}
+
+static void export_close(struct export *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        close(e->fds[i]);
+    free(e->fds);
 }
 
 void cs_ipc_unregister(uint64_t key)
@@ -137,7 +169,7 @@ void cs_ipc_unregister(uint64_t key)
     pthread_mutex_lock(&exp_mu);
     for (size_t i = 0; i < n_exports; i++) {
         if (exports[i].key == key) {
-            close(exports[i].fd);
+            export_close(&exports[i]);
             exports[i] = exports[--n_exports];
             break;
         }
@@ -145,15 +177,16 @@ void cs_ipc_unregister(uint64_t key)
     pthread_mutex_unlock(&exp_mu);
 }
 
-/* A duplicate of the export's descriptor (the caller closes it), or -1. */
-static int export_dup(uint64_t key, uint64_t *size)
+/* A duplicate of the descriptor of the export's part `index` (the caller
+ * closes it), with that part's bytes, or -1. */
+static int export_dup(uint64_t key, uint32_t index, uint64_t *size)
 {
     int fd = -1;
     pthread_mutex_lock(&exp_mu);
     for (size_t i = 0; i < n_exports; i++) {
-        if (exports[i].key == key) {
-            fd = fcntl(exports[i].fd, F_DUPFD_CLOEXEC, 0);
-            *size = exports[i].size;
+        if (exports[i].key == key && index < exports[i].n) {
+            fd = fcntl(exports[i].fds[index], F_DUPFD_CLOEXEC, 0);
+            *size = part_bytes(exports[i].size, exports[i].part, index);
             break;
         }
     }
@@ -221,13 +254,16 @@ static void serve_one(int c)
         return;
     }
     struct ipc_req req;
+    memset(&req, 0, sizeof req);
     ssize_t n = recv(c, &req, sizeof req, 0);
-    if (n != (ssize_t)sizeof req || req.magic != REQ_MAGIC || req.version != REQ_VERSION) {
+    bool v1 = n == REQ_V1_SIZE && req.version == 1u;
+    bool v2 = n == (ssize_t)sizeof req && req.version == REQ_VERSION;
+    if (req.magic != REQ_MAGIC || (!v1 && !v2)) {
         send_reply(c, EPROTO, 0, -1);
         return;
     }
     uint64_t size = 0;
-    int fd = export_dup(req.key, &size);
+    int fd = export_dup(req.key, v1 ? 0 : req.index, &size);
     send_reply(c, fd >= 0 ? 0 : ENOENT, size, fd);
     if (fd >= 0)
         close(fd);
@@ -310,6 +346,7 @@ CUresult cs_ipc_export(CUipcMemHandle *out, CUdeviceptr dptr, CUdeviceptr base, 
     w.key = ex.key;
     w.offset = base - ex.va;
     w.size = ex.size;
+    w.part = ex.part;
     w.pid = (int32_t)getpid();
     w.dev = dev;
     memcpy(out, &w, sizeof w);
@@ -358,8 +395,8 @@ static int recv_fd(int s, uint64_t *size, const char **why)
     return fd;
 }
 
-/* Asks the exporter for the descriptor of w's export. */
-static int fetch_fd(const struct ipc_wire *w, uint64_t *size, const char **why)
+/* Asks the exporter for the descriptor of part `index` of w's export. */
+static int fetch_fd(const struct ipc_wire *w, uint32_t index, uint64_t *size, const char **why)
 {
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) {
@@ -369,13 +406,15 @@ static int fetch_fd(const struct ipc_wire *w, uint64_t *size, const char **why)
     set_timeout(s);
     struct sockaddr_un a;
     socklen_t len = socket_name(&a, w->pid, w->nonce);
-    struct ipc_req req = {REQ_MAGIC, REQ_VERSION, w->key};
+    bool one = w->part == 0 || w->part >= w->size; /* one part: asked as version 1 */
+    struct ipc_req req = {REQ_MAGIC, one ? 1u : REQ_VERSION, w->key, index, 0};
+    size_t rlen = one ? REQ_V1_SIZE : sizeof req;
     int fd = -1;
     if (connect(s, (struct sockaddr *)&a, len) != 0)
         *why = errno == ECONNREFUSED || errno == ENOENT
                    ? "the exporting process is gone (or in another network namespace)"
                    : strerror(errno);
-    else if (send(s, &req, sizeof req, MSG_NOSIGNAL) != (ssize_t)sizeof req)
+    else if (send(s, &req, rlen, MSG_NOSIGNAL) != (ssize_t)rlen)
         *why = strerror(errno);
     else
         fd = recv_fd(s, size, why);
@@ -383,33 +422,60 @@ static int fetch_fd(const struct ipc_wire *w, uint64_t *size, const char **why)
     return fd;
 }
 
-/* Maps the imported memory at a fresh address for device cdev. */
-static CUresult map_import(int fd, uint64_t size, CUdevice cdev, CUdeviceptr *va,
-                           CUmemGenericAllocationHandle *h)
+/* Unmaps and releases the first k parts of im, and frees its range. */
+static void unmap_import(struct import *im, size_t k)
 {
-    CUresult r = cs_real.cuMemImportFromShareableHandle(h, (void *)(intptr_t)fd,
-                                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    for (size_t i = 0; i < k; i++) {
+        cs_real.cuMemUnmap(im->va + (CUdeviceptr)i * im->part, part_bytes(im->size, im->part, i));
+        cs_real.cuMemRelease(im->h[i]);
+    }
+    cs_real.cuMemAddressFree(im->va, im->size);
+}
+
+/* Fetches, imports and maps part i of w's export at its place in im. */
+static CUresult map_part(const struct ipc_wire *w, struct import *im, size_t i)
+{
+    uint64_t want = part_bytes(im->size, im->part, i), size = 0;
+    const char *why = "?";
+    int fd = fetch_fd(w, (uint32_t)i, &size, &why);
+    if (fd < 0) {
+        cs_warn("CUDA IPC: cannot open memory of process %d (GPU %d): %s", (int)w->pid,
+                (int)w->dev, why);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    CUresult r = size != want ? CUDA_ERROR_INVALID_HANDLE
+                              : cs_real.cuMemImportFromShareableHandle(
+                                    &im->h[i], (void *)(intptr_t)fd,
+                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
     if (r != CUDA_SUCCESS)
         return r;
-    r = cs_real.cuMemAddressReserve(va, size, CS_CHUNK_SIZE, 0, 0);
+    r = cs_real.cuMemMap(im->va + (CUdeviceptr)i * im->part, want, 0, im->h[i], 0);
     if (r != CUDA_SUCCESS)
-        goto release;
-    r = cs_real.cuMemMap(*va, size, 0, *h, 0);
+        cs_real.cuMemRelease(im->h[i]);
+    return r;
+}
+
+/* Maps every part of w's export side by side at a fresh range, with access
+ * for device cdev. */
+static CUresult map_import(const struct ipc_wire *w, CUdevice cdev, struct import *im)
+{
+    CUresult r = cs_real.cuMemAddressReserve(&im->va, im->size, CS_CHUNK_SIZE, 0, 0);
     if (r != CUDA_SUCCESS)
-        goto unreserve;
-    CUmemAccessDesc acc;
-    memset(&acc, 0, sizeof acc);
-    acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc.location.id = cdev;
-    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    r = cs_real.cuMemSetAccess(*va, size, &acc, 1);
-    if (r == CUDA_SUCCESS)
         return r;
-    cs_real.cuMemUnmap(*va, size);
-unreserve:
-    cs_real.cuMemAddressFree(*va, size);
-release:
-    cs_real.cuMemRelease(*h);
+    size_t k = 0;
+    while (k < im->n && (r = map_part(w, im, k)) == CUDA_SUCCESS)
+        k++;
+    if (r == CUDA_SUCCESS) {
+        CUmemAccessDesc acc;
+        memset(&acc, 0, sizeof acc);
+        acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        acc.location.id = cdev;
+        acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        r = cs_real.cuMemSetAccess(im->va, im->size, &acc, 1);
+    }
+    if (r != CUDA_SUCCESS)
+        unmap_import(im, k);
     return r;
 }
 
@@ -425,19 +491,15 @@ static CUresult open_new_locked(const struct ipc_wire *w, CUdevice cdev, struct 
 {
     if (!cs_grow_array((void **)&imports, &cap_imports, n_imports, sizeof *imports))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t size = 0;
-    const char *why = "?";
-    int fd = fetch_fd(w, &size, &why);
-    if (fd < 0) {
-        cs_warn("CUDA IPC: cannot open memory of process %d (GPU %d): %s", (int)w->pid,
-                (int)w->dev, why);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
-    struct import im = {w->pid, w->nonce, w->key, 0, size, 0, 1};
-    CUresult r = size == w->size ? map_import(fd, size, cdev, &im.va, &im.h)
-                                 : CUDA_ERROR_INVALID_HANDLE;
-    close(fd);
+    uint64_t part = w->part == 0 || w->part > w->size ? w->size : w->part;
+    struct import im = {w->pid, w->nonce, w->key, 0, w->size, part, NULL, 0, 1};
+    im.n = (size_t)((w->size + part - 1) / part);
+    im.h = malloc(im.n * sizeof *im.h);
+    if (!im.h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = map_import(w, cdev, &im);
     if (r != CUDA_SUCCESS) {
+        free(im.h);
         cs_warn("CUDA IPC: cannot map memory of process %d (GPU %d): error %d", (int)w->pid,
                 (int)w->dev, (int)r);
         return r;
@@ -451,8 +513,10 @@ CUresult cs_ipc_open(CUdeviceptr *out, const CUipcMemHandle *h, unsigned int fla
 {
     (void)flags; /* peer access: the mapping is given to the current device */
     struct ipc_wire w;
-    if (!out || !parse(h, &w) || w.offset >= w.size)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!out || !parse(h, &w) || w.offset >= w.size || w.size % CS_CHUNK_SIZE ||
+        (w.part && w.part < w.size &&
+         (w.part % CS_CHUNK_SIZE || (w.size + w.part - 1) / w.part > IPC_MAX_PARTS)))
+        return CUDA_ERROR_INVALID_VALUE; /* not a handle cs_ipc_export made */
     CUdevice cdev;
     if (cs_real.cuCtxGetDevice(&cdev) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -484,9 +548,16 @@ bool cs_ipc_close(CUdeviceptr ptr, CUresult *r)
     if (--im->refs == 0) {
         struct import gone = *im;
         *im = imports[--n_imports];
-        *r = cs_real.cuMemUnmap(gone.va, gone.size);
+        *r = CUDA_SUCCESS;
+        for (size_t i = 0; i < gone.n; i++) {
+            CUresult u = cs_real.cuMemUnmap(gone.va + (CUdeviceptr)i * gone.part,
+                                            part_bytes(gone.size, gone.part, i));
+            if (*r == CUDA_SUCCESS)
+                *r = u;
+            cs_real.cuMemRelease(gone.h[i]);
+        }
         cs_real.cuMemAddressFree(gone.va, gone.size);
-        cs_real.cuMemRelease(gone.h);
+        free(gone.h);
     }
     pthread_mutex_unlock(&imp_mu);
     return true;
@@ -500,10 +571,12 @@ void cs_ipc_reset_after_fork(void)
     pthread_mutex_init(&exp_mu, NULL);
     pthread_mutex_init(&imp_mu, NULL);
     for (size_t i = 0; i < n_exports; i++)
-        close(exports[i].fd);
+        export_close(&exports[i]);
     if (listen_fd >= 0)
         close(listen_fd);
     listen_fd = -1;
     n_exports = 0;
+    for (size_t i = 0; i < n_imports; i++)
+        free(imports[i].h); /* the parent's mappings, not this process's */
     n_imports = 0;
 }

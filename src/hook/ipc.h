@@ -8,15 +8,18 @@
  *             lease (the memory must be on the GPU), marks the allocation's
  *             segment unswappable for the rest of its life (the importer
  *             maps the physical memory, which must then never move), and
- *             exports a POSIX file descriptor for it. The 64-byte handle
- *             names the exporting process, a random key for the export and
- *             the allocation's offset in its segment. A thread of the
+ *             exports a POSIX file descriptor for it (one per part, for
+ *             an allocation made of parts: seg.h). The 64-byte handle
+ *             names the exporting process, a random key for the export,
+ *             the allocation's offset in its segment and the parts' size.
+ *             A thread of the
  *             exporter serves descriptors for keys on an abstract Unix
  *             socket named after the process, to processes of the same
  *             user only (SO_PEERCRED).
  *   importer  cuIpcOpenMemHandle with such a handle fetches the descriptor
- *             (SCM_RIGHTS), imports it, maps the whole segment at a fresh
- *             address with access for the current device, and returns the
+ *             of each part (SCM_RIGHTS, one request each), imports them,
+ *             maps them side by side at a fresh range with access for the
+ *             current device, and returns the
  *             allocation's address in it. Opening the same export again
  *             counts a reference, as the driver does; cuIpcCloseMemHandle
  *             unmaps at the last one.
@@ -44,10 +47,12 @@
  * gate: the memory is on the GPU, and no revoke can move it meanwhile. */
 CUresult cs_ipc_export(CUipcMemHandle *out, CUdeviceptr dptr, CUdeviceptr base, int dev);
 
-/* Registers an exported descriptor (ownership passes to ipc.c) for a
- * segment of `size` bytes; returns its key, or 0 if out of memory (fd is
- * then closed). Called under the segment's segs.mu. */
-uint64_t cs_ipc_register(int fd, uint64_t size);
+/* Registers the exported descriptors of an allocation of `size` bytes made
+ * of n parts of `part` bytes (the last one the rest; n = 1, part = size for
+ * one segment), in address order (ownership passes to ipc.c); returns its
+ * key, or 0 if out of memory (the descriptors are then closed). Called
+ * under the segment's segs.mu. */
+uint64_t cs_ipc_register(const int *fds, size_t n, uint64_t part, uint64_t size);
 /* The segment is gone: its descriptor is closed, later requests refused. */
 void cs_ipc_unregister(uint64_t key);
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct cs_segs cs_segs[CS_MAX_DEVICES];
 
@@ -533,19 +534,19 @@ static bool may_place(struct cs_dev *d)
  * growing pause, for up to 5 s before the allocation fails. */
 #define ROOM_PATIENCE_NS 5000000000ull
 
-/* Creates g's device memory into g->h, asking for room as
- * cs_seg_place_locked says. */
-static CUresult create_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
+/* Creates g's device memory into g->h; while the GPU is full, asks the
+ * scheduler for `room` bytes (none: the first OUT_OF_MEMORY is the answer). */
+static CUresult create_locked(struct cs_dev *d, struct cs_seg *g, uint64_t room)
 {
     CUresult r = g->kind->create_locked(g, &g->h);
-    if (!ask_room)
+    if (!room)
         return r;
     bool asked = false;
     uint64_t t0 = cs_now_ns();
     for (uint32_t pause_ms = 0; r == CUDA_ERROR_OUT_OF_MEMORY;) {
         if (asked && cs_now_ns() - t0 > ROOM_PATIENCE_NS)
             break;
-        int got = seg_ops ? seg_ops->make_room(d, g->size) : -2;
+        int got = seg_ops ? seg_ops->make_room(d, room) : -2;
         if (got == -2)
             break;
         if (got != 0)
@@ -562,12 +563,12 @@ static CUresult create_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
     return r;
 }
 
-CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
+static CUresult place_locked(struct cs_dev *d, struct cs_seg *g, uint64_t room)
 {
     if (g->at == CS_AT_DEVICE)
         return CUDA_SUCCESS;
     if (!g->h) { /* else made already, and a mapping of it refused */
-        CUresult r = create_locked(d, g, ask_room);
+        CUresult r = create_locked(d, g, room);
         if (r != CUDA_SUCCESS) {
             g->h = 0;
             return r;
@@ -581,6 +582,11 @@ CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
         set_unshown_locked(&cs_segs[d->ordinal], g, false);
     }
     return r;
+}
+
+CUresult cs_seg_place_locked(struct cs_dev *d, struct cs_seg *g, bool ask_room)
+{
+    return place_locked(d, g, ask_room ? g->size : 0);
 }
 
 /* An allocation that is only reserved (the job does not hold the GPU) is
@@ -611,34 +617,27 @@ static void show_reserved_locked(struct cs_segs *s, struct cs_seg *g)
         host_view_failed(g, r);
 }
 
-static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size, bool chunk,
-                               const struct cs_seg_kind *kind, void *owner, struct cs_seg **out)
+/* A segment at [va, va + size), which the caller reserved: placed at once
+ * when the job may use the GPU (a full GPU asks the scheduler for `room`
+ * bytes), else RESERVED. On failure nothing of it is left but the range. */
+static CUresult seg_at_locked(struct cs_dev *d, struct cs_segs *s, CUdeviceptr va, uint64_t size,
+                              bool chunk, const struct cs_seg_kind *kind, void *owner,
+                              uint64_t room, struct cs_seg **out)
 {
     size_t extra = chunk ? sizeof(struct chunk_meta) : 0;
     struct cs_seg *g = calloc(1, sizeof *g + extra);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    g->size = size;
+    g->va = g->whole = va;
+    g->size = g->whole_size = size;
     g->dev = d->ordinal;
     g->chunk = chunk;
     g->kind = kind ? kind : &plain_kind; /* plain memory is in the address index */
     g->owner = owner;
     g->state = CS_SEG_RESERVED;
-    CUresult r = cs_real.cuMemAddressReserve(&g->va, size, CS_CHUNK_SIZE, 0, 0);
-    if (r != CUDA_SUCCESS) {
-        free(g);
-        return r;
-    }
-    bool place = may_place(d);
-    if (!place && !fits_device_locked(d, s, size)) {
-        cs_real.cuMemAddressFree(g->va, size);
-        free(g);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (place) {
-        r = cs_seg_place_locked(d, g, true);
+    if (may_place(d)) {
+        CUresult r = place_locked(d, g, room);
         if (r != CUDA_SUCCESS) {
-            cs_real.cuMemAddressFree(g->va, size);
             free(g);
             return r;
         }
@@ -648,7 +647,6 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
     }
     if (!kind && !idx_insert(g)) {
         unshow_locked(g);
-        cs_real.cuMemAddressFree(g->va, size);
         free(g);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -657,6 +655,34 @@ static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t siz
     s->head = g;
     *out = g;
     return CUDA_SUCCESS;
+}
+
+/* Reserves `size` bytes of addresses, refused (OUT_OF_MEMORY) when the job
+ * may not place memory now and this much more could never be resident. */
+static CUresult reserve_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size,
+                               CUdeviceptr *va)
+{
+    CUresult r = cs_real.cuMemAddressReserve(va, size, CS_CHUNK_SIZE, 0, 0);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!may_place(d) && !fits_device_locked(d, s, size)) {
+        cs_real.cuMemAddressFree(*va, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult seg_new_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size, bool chunk,
+                               const struct cs_seg_kind *kind, void *owner, struct cs_seg **out)
+{
+    CUdeviceptr va;
+    CUresult r = reserve_locked(d, s, size, &va);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = seg_at_locked(d, s, va, size, chunk, kind, owner, size, out);
+    if (r != CUDA_SUCCESS)
+        cs_real.cuMemAddressFree(va, size);
+    return r;
 }
 
 void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
@@ -670,15 +696,70 @@ void cs_seg_destroy_locked(struct cs_segs *s, struct cs_seg *g)
     idx_remove(g);
     account(s, g, -1);
     if (g->exported) {
-        if (g->ipc_key && g->unexport)
+        if (g->ipc_key && g->unexport && g->va == g->whole) /* one export per allocation */
             g->unexport(g->ipc_key);
         atomic_fetch_sub_explicit(&s->exported, g->size, memory_order_relaxed);
     }
     set_unshown_locked(s, g, false);
     unshow_locked(g);
-    cs_real.cuMemAddressFree(g->va, g->size);
+    if (g->va == g->whole && g->size == g->whole_size) /* else a part: parts_free_locked */
+        cs_real.cuMemAddressFree(g->va, g->size);
     cs_backing_drop(&g->backing, &s->backing);
     free(g);
+}
+
+/* ---- parts ------------------------------------------------------------------
+ * An allocation larger than cs_cfg.seg_part (CUSHARE_SEG_PART, 2 GiB) is
+ * made of parts of that size, the last one the rest: each a segment with
+ * its own device memory and backing, side by side in one address
+ * reservation, each in the index (a pointer finds its part, and the part
+ * the allocation, by `whole`). Why: a swap-out is whole segments, and the
+ * scheduler asks for what it needs; a ROOM for a job's 4 GB growth
+ * evicted another job's whole 15 GB tensor (0.3 s on an H200, and as long
+ * again to bring it back), where 4 GB take 80 ms. The cost: one device
+ * allocation, mapping and backing per part, not per allocation (22 for a
+ * 45 GB job at 2 GiB). A full GPU is asked for room once, for the rest of
+ * the allocation, not per part. Only the part at the base frees the
+ * addresses, once every part is gone. */
+
+/* Destroys the parts of the allocation at base that lie in its first
+ * `len` bytes. */
+static void parts_destroy_locked(struct cs_segs *s, CUdeviceptr base, uint64_t len)
+{
+    for (uint64_t off = 0; off < len;) {
+        struct cs_seg *g = idx_find(base + off);
+        if (!g || g->whole != base)
+            break; /* (the parts tile the range: cannot happen) */
+        off += g->size;
+        cs_seg_destroy_locked(s, g);
+    }
+}
+
+static CUresult alloc_parts_locked(struct cs_dev *d, struct cs_segs *s, uint64_t size,
+                                   CUdeviceptr *out)
+{
+    CUdeviceptr va;
+    CUresult r = reserve_locked(d, s, size, &va);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t off = 0;
+    while (off < size) {
+        uint64_t n = size - off < cs_cfg.seg_part ? size - off : cs_cfg.seg_part;
+        struct cs_seg *g;
+        r = seg_at_locked(d, s, va + off, n, false, NULL, NULL, size - off, &g);
+        if (r != CUDA_SUCCESS)
+            break;
+        g->whole = va;
+        g->whole_size = size;
+        off += n;
+    }
+    if (r != CUDA_SUCCESS) {
+        parts_destroy_locked(s, va, off);
+        cs_real.cuMemAddressFree(va, size);
+        return r;
+    }
+    *out = va;
+    return CUDA_SUCCESS;
 }
 
 static uint64_t round_up(uint64_t x, uint64_t a)
@@ -716,6 +797,8 @@ CUresult cs_seg_alloc(struct cs_dev *d, uint64_t bytes, CUdeviceptr *out)
     CUresult r;
     if (bytes < CS_CHUNK_SIZE) {
         r = alloc_small_locked(d, s, bytes, out);
+    } else if (cs_cfg.seg_part && bytes > cs_cfg.seg_part) {
+        r = alloc_parts_locked(d, s, round_up(bytes, CS_CHUNK_SIZE), out);
     } else {
         struct cs_seg *g;
         r = seg_new_locked(d, s, round_up(bytes, CS_CHUNK_SIZE), false, NULL, NULL, &g);
@@ -743,16 +826,22 @@ bool cs_seg_free(CUdeviceptr ptr, uint64_t *bytes, int *dev)
     if (d < 0)
         return false;
     struct cs_segs *s = &cs_segs[d];
-    /* A piece being pinned into this segment's backing lands first (the
-     * wait releases the lock: look it up once more). */
-    bool held = g && s->pinning == g;
+    /* A piece being pinned into this segment's backing (or into one of
+     * its allocation's parts) lands first (the wait releases the lock:
+     * look it up once more). */
+    bool held = g && s->pinning && s->pinning->whole == g->whole;
     if (held) {
         cs_seg_hold_pinner_locked(s);
         g = idx_find(ptr);
     }
     bool ok = false;
     if (g && g->dev == d) {
-        if (!g->chunk && ptr == g->va) {
+        if (!g->chunk && ptr == g->whole && g->size != g->whole_size) {
+            *bytes = g->whole_size;
+            parts_destroy_locked(s, g->whole, g->whole_size);
+            cs_real.cuMemAddressFree(ptr, *bytes);
+            ok = true;
+        } else if (!g->chunk && ptr == g->va && g->whole == g->va) {
             *bytes = g->size;
             cs_seg_destroy_locked(s, g);
             ok = true;
@@ -790,37 +879,83 @@ void cs_seg_mark_exported_locked(struct cs_segs *s, struct cs_seg *g)
         cs_backing_drop(&g->backing, &s->backing);
 }
 
-/* Under s->mu: makes g exported (see seg.h). */
-static CUresult export_locked(struct cs_segs *s, struct cs_seg *g,
-                              uint64_t (*reg)(int fd, uint64_t size), void (*unreg)(uint64_t key))
+/* The parts of g's allocation, in address order (g alone for a segment
+ * of its own), into *out (malloc'd); their count, 0 when out of memory. */
+static size_t parts_of(const struct cs_seg *g, struct cs_seg ***out)
 {
-    if (g->exported)
-        return CUDA_SUCCESS;
-    if (g->state != CS_SEG_RESIDENT)
-        return CUDA_ERROR_ILLEGAL_STATE; /* the caller's gate keeps it resident */
-    if (!g->shareable)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    int fd = -1;
-    CUresult r = cs_real.cuMemExportToShareableHandle(&fd, g->h,
-                                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-    if (r != CUDA_SUCCESS)
-        return r;
-    fcntl(fd, F_SETFD, FD_CLOEXEC); /* never leaked into a program the job runs */
-    uint64_t key = reg(fd, g->size);
-    if (!key)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    g->ipc_key = key;
-    g->unexport = unreg;
-    cs_seg_mark_exported_locked(s, g);
-    char b[32];
-    cs_info("GPU %d: %s at 0x%llx exported by CUDA IPC: it stays on the GPU (unswappable) "
-            "until freed", g->dev, cs_format_size(g->size, b, sizeof b),
-            (unsigned long long)g->va);
+    size_t n = 0, cap = (size_t)((g->whole_size + g->size - 1) / g->size) + 1;
+    struct cs_seg **v = malloc(cap * sizeof *v);
+    if (!v)
+        return 0;
+    if (g->whole == g->va && g->whole_size == g->size) {
+        v[n++] = (struct cs_seg *)g;
+    } else {
+        for (uint64_t off = 0; off < g->whole_size && n < cap;) {
+            struct cs_seg *p = idx_find(g->whole + off);
+            if (!p || p->whole != g->whole)
+                break;
+            v[n++] = p;
+            off += p->size;
+        }
+    }
+    *out = v;
+    return n;
+}
+
+/* Each part's POSIX descriptor into fds[]; on failure none is left open. */
+static CUresult export_fds(struct cs_seg **v, size_t n, int *fds)
+{
+    for (size_t i = 0; i < n; i++) {
+        CUresult r = v[i]->state != CS_SEG_RESIDENT ? CUDA_ERROR_ILLEGAL_STATE
+                     : !v[i]->shareable             ? CUDA_ERROR_NOT_SUPPORTED
+                                                    : CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS)
+            r = cs_real.cuMemExportToShareableHandle(&fds[i], v[i]->h,
+                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        if (r != CUDA_SUCCESS) {
+            while (i > 0)
+                close(fds[--i]);
+            return r; /* not resident: the caller's gate keeps it so */
+        }
+        fcntl(fds[i], F_SETFD, FD_CLOEXEC); /* never leaked into a program the job runs */
+    }
     return CUDA_SUCCESS;
 }
 
-CUresult cs_seg_export(CUdeviceptr ptr, uint64_t (*reg)(int fd, uint64_t size),
-                       void (*unreg)(uint64_t key), struct cs_seg_export *out)
+/* Under s->mu: makes g's allocation exported, every part of it (see seg.h). */
+static CUresult export_locked(struct cs_segs *s, struct cs_seg *g, cs_seg_reg_fn reg,
+                              void (*unreg)(uint64_t key))
+{
+    if (g->exported)
+        return CUDA_SUCCESS;
+    struct cs_seg **v = NULL;
+    size_t n = parts_of(g, &v);
+    int *fds = n ? malloc(n * sizeof *fds) : NULL;
+    CUresult r = !fds                                  ? CUDA_ERROR_OUT_OF_MEMORY
+                 : v[n - 1]->va + v[n - 1]->size - g->whole != g->whole_size
+                     ? CUDA_ERROR_ILLEGAL_STATE /* (the parts tile it: cannot happen) */
+                     : export_fds(v, n, fds);
+    uint64_t key = r == CUDA_SUCCESS ? reg(fds, n, v[0]->size, g->whole_size) : 0;
+    if (r == CUDA_SUCCESS && !key)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+        v[i]->ipc_key = key;
+        v[i]->unexport = unreg;
+        cs_seg_mark_exported_locked(s, v[i]);
+    }
+    if (r == CUDA_SUCCESS) {
+        char b[32];
+        cs_info("GPU %d: %s at 0x%llx exported by CUDA IPC: it stays on the GPU (unswappable) "
+                "until freed", g->dev, cs_format_size(g->whole_size, b, sizeof b),
+                (unsigned long long)g->whole);
+    }
+    free(fds);
+    free(v);
+    return r;
+}
+
+CUresult cs_seg_export(CUdeviceptr ptr, cs_seg_reg_fn reg, void (*unreg)(uint64_t key),
+                       struct cs_seg_export *out)
 {
     struct cs_seg *g;
     int d = lock_dev_of(ptr, &g);
@@ -829,9 +964,11 @@ CUresult cs_seg_export(CUdeviceptr ptr, uint64_t (*reg)(int fd, uint64_t size),
     struct cs_segs *s = &cs_segs[d];
     CUresult r = g && g->dev == d ? export_locked(s, g, reg, unreg) : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) {
+        struct cs_seg *first = g->whole == g->va ? g : idx_find(g->whole);
         out->key = g->ipc_key;
-        out->va = g->va;
-        out->size = g->size;
+        out->va = g->whole;
+        out->size = g->whole_size;
+        out->part = first ? first->size : g->size;
     }
     pthread_mutex_unlock(&s->mu);
     return r;
@@ -848,8 +985,8 @@ bool cs_seg_lookup(CUdeviceptr ptr, CUdeviceptr *base, uint64_t *size, int *dev)
     pthread_mutex_lock(&idx_mu);
     struct cs_seg *g = idx_find_locked(ptr);
     if (g && !g->chunk) {
-        *base = g->va;
-        *size = g->size;
+        *base = g->whole;
+        *size = g->whole_size;
         *dev = g->dev;
         ok = true;
     } else if (g) {

@@ -8,6 +8,8 @@
  * rounded up to the 2 MiB granularity (the real driver rounds them the same
  * way); smaller ones share 2 MiB chunk segments in 512-byte units, so a
  * program making many small allocations wastes no more than cuMemAlloc does.
+ * One larger than CUSHARE_SEG_PART (2 GiB) is made of parts of that size,
+ * each a segment, so that an eviction moves about what it is asked for.
  *
  * A segment is RESIDENT (mapped), SWAPPED (its bytes are in host backing),
  * or RESERVED (allocated while the job did not hold the GPU: no device
@@ -92,6 +94,13 @@ struct cs_seg {
     bool unshown;                    /* evicted, its backing not yet shown (s->unshown) */
     uint64_t ipc_key;                /* the export, when exported */
     void (*unexport)(uint64_t key);  /* told when an exported segment goes */
+    /* The allocation g belongs to: its base and bytes. A large plain
+     * allocation is made of parts (seg.c, "parts"), each a segment with
+     * its own device memory and backing, side by side in one address
+     * reservation, which only the part at the base frees. g's own range
+     * for any other segment. */
+    CUdeviceptr whole;
+    uint64_t whole_size;
     const struct cs_seg_kind *kind;  /* never NULL (plain memory: seg.c's) */
     void *owner;                     /* the kind's object (vmm.c's struct cs_vmm) */
     /* chunk segments only */
@@ -183,21 +192,25 @@ void cs_seg_mark_exported_locked(struct cs_segs *s, struct cs_seg *g);
 
 /* ---- CUDA IPC export ------------------------------------------------------ */
 
-/* Exports the segment holding ptr: from now until it is freed the segment
- * stays on the GPU (swap and pin-ahead pass it over, its bytes are reported
- * unswappable) and no new small allocation joins it. The first export
- * creates a POSIX descriptor for its memory and hands it to reg (under
- * segs.mu), which returns its key (0: failed, the descriptor is then
- * closed by reg); unreg(key) is called when the segment is freed. Later
- * exports reuse the key. The segment must be resident (the caller is
- * inside the device's gate). */
+/* Exports the allocation holding ptr (its segment, or every part of one
+ * made of parts): from now until it is freed it stays on the GPU (swap and
+ * pin-ahead pass it over, its bytes are reported unswappable) and no new
+ * small allocation joins it. The first export creates a POSIX descriptor
+ * for each part's memory and hands them, in address order, to reg (under
+ * segs.mu; it owns them from then on), with the parts' size (the last one
+ * may be smaller) and the allocation's, and reg returns its key (0:
+ * failed, the descriptors are then closed by reg); unreg(key) is called
+ * when the allocation is freed. Later exports reuse the key. The memory
+ * must be resident (the caller is inside the device's gate). */
+typedef uint64_t (*cs_seg_reg_fn)(const int *fds, size_t n, uint64_t part, uint64_t size);
 struct cs_seg_export {
-    uint64_t key;      /* reg's name for the descriptor */
-    CUdeviceptr va;    /* the segment */
+    uint64_t key;      /* reg's name for the descriptors */
+    CUdeviceptr va;    /* the allocation's segment, or its parts */
     uint64_t size;
+    uint64_t part;     /* each part's bytes (size, for one segment) */
 };
-CUresult cs_seg_export(CUdeviceptr ptr, uint64_t (*reg)(int fd, uint64_t size),
-                       void (*unreg)(uint64_t key), struct cs_seg_export *out);
+CUresult cs_seg_export(CUdeviceptr ptr, cs_seg_reg_fn reg, void (*unreg)(uint64_t key),
+                       struct cs_seg_export *out);
 /* Bytes of dev's segments that are exported (resident, unswappable). */
 uint64_t cs_seg_exported(int dev);
 /* True if dev's segments are created exportable. */

@@ -340,9 +340,11 @@ int main(int argc, char **argv)
     }
     static char sock[4200];
     snprintf(sock, sizeof sock, "CUSHARE_SOCKET=%s", ht_path("mock.sock"));
-    /* Backing in pieces (several per segment), or cuMemHostAlloc blocks. */
+    /* Backing in pieces (several per segment), or cuMemHostAlloc blocks;
+     * the 4 and 6 MiB allocations made of 2 MiB parts (seg.c), so that
+     * every failure of a part's placement is swept too. */
     const char *env[] = {sock, retry ? "CUSHARE_HOST_BACKING=hostalloc" : "CUSHARE_PIN_PIECE=2M",
-                         NULL};
+                         "CUSHARE_SEG_PART=2M", NULL};
     hooktest_preload(argc, argv, env);
     mock = mock_start(ht_path("mock.sock"), 60000);
     if (!mock)

@@ -10,7 +10,9 @@
  * opening twice counts references; a freed export, a dead exporter and
  * malformed requests to the exporter's socket are refused with an error and
  * cost the exporter nothing; a driver without descriptor handles gets a
- * refusal that says why and what to do.
+ * refusal that says why and what to do; an allocation made of parts
+ * (CUSHARE_SEG_PART, 64 MiB in these tests) is exported whole, every part
+ * unswappable, and the importer maps every part side by side.
  *
  * The importer is this program again (argv[1] == "import"), started with
  * posix_spawn, running under cushare without a scheduler.
@@ -267,7 +269,7 @@ static void open_in_the_exporting_process(void **state)
 }
 
 /* The exporter's socket, from the handle's bytes (ipc.c's wire layout:
- * magic[8], nonce, key, offset, size, pid). */
+ * magic[8], nonce, key, offset, size, pid, dev, part). */
 static int connect_exporter(const CUipcMemHandle *h)
 {
     uint64_t nonce;
@@ -288,11 +290,11 @@ static int connect_exporter(const CUipcMemHandle *h)
     return s;
 }
 
-/* Sends len bytes, returns the reply's status word (-1: no reply) and
- * whether a descriptor came with it. */
-static int32_t ask(const void *req, size_t len, bool *got_fd)
+/* Sends len bytes to h's exporter, returns the reply's status word (-1: no
+ * reply) and whether a descriptor came with it. */
+static int32_t ask_of(const CUipcMemHandle *h, const void *req, size_t len, bool *got_fd)
 {
-    int s = connect_exporter(&ha);
+    int s = connect_exporter(h);
     if (len)
         assert_int_equal(send(s, req, len, 0), (ssize_t)len);
     else
@@ -318,6 +320,64 @@ static int32_t ask(const void *req, size_t len, bool *got_fd)
     if (n == (ssize_t)sizeof rep)
         memcpy(&status, rep, sizeof status);
     return status;
+}
+
+static int32_t ask(const void *req, size_t len, bool *got_fd)
+{
+    return ask_of(&ha, req, len, got_fd);
+}
+
+#define PARTS (200 * MiB) /* parts of 64, 64, 64 and 8 MiB */
+
+static void allocation_of_parts_is_exported_whole(void **state)
+{
+    (void)state;
+    uint64_t pinned_before = ht_stats(0).mem_unswappable;
+    CUdeviceptr p;
+    CUipcMemHandle hp;
+    CK(cuMemAlloc(&p, PARTS));
+    CK(fck_fill32(0, p, PARTS / 4, 11));
+    CK(cuCtxSynchronize());
+    CK(cuIpcGetMemHandle(&hp, p + 100 * MiB)); /* from inside a part: the whole allocation */
+    assert_int_equal(ht_stats(0).mem_unswappable, pinned_before + PARTS);
+    uint64_t part;
+    memcpy(&part, hp.reserved + 48, sizeof part);
+    assert_int_equal(part, 64 * MiB);
+    /* A full revoke moves none of it. */
+    mock_take_back(mock, CS_ALL_BYTES);
+    assert_int_equal(ht_stats(0).mem_resident, pinned_before + PARTS);
+    /* The importer sees every part's bytes at one range (the handle's
+     * offset: 100 MiB in), and its writes land in every part. */
+    CUipcMemHandle whole = hp;
+    uint64_t zero = 0;
+    memcpy(whole.reserved + 24, &zero, sizeof zero); /* offset 0 */
+    assert_int_equal(run_importer("import", &whole, PARTS / 4, 11, 2), 0);
+    assert_int_equal(ht_device_sum(p, PARTS / 4), 13ull * (PARTS / 4));
+    /* Each part is asked for by index (version 2); one past the last is
+     * not there, nor is any part asked in version 1 but the first. */
+    struct {
+        uint32_t magic, version;
+        uint64_t key;
+        uint32_t index, pad;
+    } req = {0x51495343u, 2u, 0, 3, 0};
+    memcpy(&req.key, hp.reserved + 16, sizeof req.key);
+    bool fd;
+    assert_int_equal(ask_of(&hp, &req, sizeof req, &fd), 0);
+    assert_true(fd);
+    req.index = 4;
+    assert_int_equal(ask_of(&hp, &req, sizeof req, &fd), ENOENT);
+    assert_false(fd);
+    req.index = 1;
+    assert_int_equal(ask_of(&hp, &req, 20, &fd), EPROTO); /* neither size */
+    assert_false(fd);
+    /* A handle that says more parts than the allocation has is refused. */
+    CUipcMemHandle bad = hp;
+    uint64_t small_part = 2 * MiB;
+    memcpy(bad.reserved + 48, &small_part, sizeof small_part);
+    assert_int_equal(run_importer("refused", &bad, 0, 0, 0), 0);
+    CK(cuMemFree(p));
+    assert_int_equal(ht_stats(0).mem_unswappable, pinned_before);
+    assert_int_equal(run_importer("refused", &hp, 0, 0, 0), 0);
 }
 
 static void malformed_requests_are_refused(void **state)
@@ -425,6 +485,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(importer_shares_memory_while_exporter_is_out),
         cmocka_unit_test(small_allocations_avoid_an_exported_chunk),
         cmocka_unit_test(open_in_the_exporting_process),
+        cmocka_unit_test(allocation_of_parts_is_exported_whole),
         cmocka_unit_test(malformed_requests_are_refused),
         cmocka_unit_test(freed_export_is_refused),
         cmocka_unit_test(handle_of_a_dead_exporter_is_refused),

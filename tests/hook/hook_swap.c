@@ -9,8 +9,12 @@
  * an allocation that cannot get room fails with OUT_OF_MEMORY after asking
  * the scheduler; work recorded by stream capture needs no lease; a grant
  * revoked during its restore never opens the gate; a revoked job whose
- * threads still wait asks again before it gives the lease back. CUDA IPC
- * of swappable memory: hook_ipc.c.
+ * threads still wait asks again before it gives the lease back. An
+ * allocation made of parts (CUSHARE_SEG_PART, 64 MiB here: hooktest.c) is
+ * one allocation to the program (its range, its free) but moves a part at
+ * a time, and a full GPU is asked room once for the rest of it, not per
+ * part; one that cannot be placed leaves no part behind. CUDA IPC of
+ * swappable memory: hook_ipc.c.
  */
 #include "hooktest.h"
 #include "mock_sched.h"
@@ -246,6 +250,15 @@ static void reservation_beyond_the_device_fails(void **state)
     CK(cuMemFree(p));
 }
 
+static uint64_t first_room_bytes;
+
+static void note_room(const struct cs_msg_room *r, void *arg)
+{
+    (void)arg;
+    if (!first_room_bytes)
+        first_room_bytes = r->bytes;
+}
+
 static void no_room_means_out_of_memory(void **state)
 {
     (void)state;
@@ -258,8 +271,15 @@ static void no_room_means_out_of_memory(void **state)
     /* Twice the device's memory cannot be placed, whatever the device. */
     size_t total;
     CK(cuDeviceTotalMem(&total, 0));
+    mock_set_room_hook(mock, note_room, NULL);
     CKR(cuMemAlloc(&huge, 2 * total), CUDA_ERROR_OUT_OF_MEMORY);
+    mock_set_room_hook(mock, NULL, NULL);
     assert_true(mock_count(mock, CS_MSG_ROOM) > rooms);
+    /* Made of 64 MiB parts, placed until the GPU was full: the room asked
+     * for is the rest of the allocation (more than the GPU), not a part's;
+     * and the parts placed are gone again. */
+    assert_true(first_room_bytes >= total);
+    assert_int_equal(ht_stats(0).mem_used, A_BYTES + B_BYTES);
     mock_set_room_status(mock, 0);
     CK(cuMemFree(a));
     CK(cuMemFree(b));
@@ -352,6 +372,46 @@ static void revoked_job_asks_again_before_release(void **state)
     sem_destroy(&drain_hold);
 }
 
+/* ---- an allocation made of parts --------------------------------------------- */
+
+#define P_BYTES (200 * MiB) /* parts of 64, 64, 64 and 8 MiB */
+
+static void parts_are_one_allocation_and_move_apart(void **state)
+{
+    (void)state;
+    assert_int_equal(ht_stats(0).mem_used, 0); /* alone: the picks below are exact */
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, P_BYTES));
+    CK(fck_fill32(0, p, P_BYTES / 4, 6));
+    CK(cuCtxSynchronize());
+    /* One allocation to the program, from any of its parts. */
+    CUdeviceptr base;
+    size_t size;
+    CK(cuMemGetAddressRange(&base, &size, p + 150 * MiB));
+    assert_true(base == p && size == P_BYTES);
+    assert_int_not_equal(cuMemFree(p + 64 * MiB), CUDA_SUCCESS); /* a part is not an allocation */
+    assert_int_equal(ht_stats(0).mem_resident, P_BYTES);
+    /* 70 MiB asked: a 64 MiB part, then the 8 MiB one, not all 200. */
+    struct cs_msg_release rel = mock_take_back(mock, 70 * MiB);
+    assert_int_equal(rel.swapped_bytes, 72 * MiB);
+    assert_int_equal(ht_stats(0).mem_swapped, 72 * MiB);
+    assert_int_equal(ht_stats(0).mem_resident, P_BYTES - 72 * MiB);
+    /* Back, whole and intact, at the same addresses. */
+    assert_int_equal(ht_device_sum(p, P_BYTES / 4), 6ull * (P_BYTES / 4));
+    /* Everything out: every part moves, and comes back. */
+    CK(fck_add32(0, p, P_BYTES / 4, 1));
+    CK(cuCtxSynchronize());
+    rel = mock_take_back(mock, CS_ALL_BYTES);
+    assert_int_equal(rel.swapped_bytes, P_BYTES);
+    CK(cuMemGetAddressRange(&base, &size, p + P_BYTES - 1)); /* answered while out */
+    assert_true(base == p && size == P_BYTES);
+    assert_int_equal(ht_device_sum(p, P_BYTES / 4), 7ull * (P_BYTES / 4));
+    CK(cuMemFree(p));
+    struct cushare_stats s = ht_stats(0);
+    assert_int_equal(s.mem_used, 0);
+    assert_int_equal(s.mem_pinned, 0); /* every part's backing went with it */
+}
+
 int main(int argc, char **argv)
 {
     mock = ht_mock_preload(argc, argv);
@@ -366,6 +426,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(reservation_beyond_the_device_fails),
         cmocka_unit_test(no_room_means_out_of_memory),
         cmocka_unit_test(revoked_job_asks_again_before_release),
+        cmocka_unit_test(parts_are_one_allocation_and_move_apart),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);
     mock_stop(mock);

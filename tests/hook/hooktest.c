@@ -32,6 +32,11 @@ void hooktest_preload(int argc, char **argv, const char *const *extra_env)
      * found its kept backing gone). The tests of the guard set their own. */
     if (!getenv("CUSHARE_HOST_RESERVE"))
         setenv("CUSHARE_HOST_RESERVE", "64M", 1);
+    /* Allocations larger than 64 MiB are made of parts (seg.c), so that
+     * the tests' allocations of 100 MiB and more run through them on a
+     * simulated GPU of 1 GiB (the default, 2 GiB, is larger than it). */
+    if (!getenv("CUSHARE_SEG_PART"))
+        setenv("CUSHARE_SEG_PART", "64M", 1);
     for (const char *const *e = extra_env; e && *e; e++)
         putenv((char *)*e);
     execv("/proc/self/exe", argv);
