@@ -251,8 +251,13 @@ run p-restart "$PFD -DMAXKILL=1 -DMAXRESTART=1 -DMAXSTOP=0 -DMAXSLOW=0|$SAFE|$PM
 prop prefetch-exclusivity p-safe p-restart
 prop prefetch-no-data-loss p-safe p-restart
 prop prefetch-no-deadlock p-safe p-restart
+# the same in mixed mode, two clients of one class side: the next holder's
+# memory is prefetched while the other holds (sd_mem_plan's same-side rule)
+run p-mixed "$PFD -DMODE=2 $NN -DMAXKILL=1 -DMAXRESTART=0 -DMAXSTOP=1|$SAFE|$PM" 23
+prop prefetch-mixed-no-data-loss p-mixed
+prop prefetch-mixed-no-deadlock p-mixed
 # 5. a prefetch never takes the room a holder's restore needs (PFROOM)
-prop prefetch-room p-safe p-restart
+prop prefetch-room p-safe p-restart p-mixed
 # 3cp. no room/prefetch ping-pong keeps the two-segment client from the GPU
 run p-live1 "$LN $PFD -DMAXKILL=1 -DMAXRESTART=0|$LIVE|-a -f -N live1 $PM" 37
 prop prefetch-liveness p-live1

@@ -702,18 +702,27 @@ inline freed() {
 /* plannable(): a third party that may be asked to move memory out now */
 #define PLANV(v, w) ((v) != (w) && ds[v] >= D_IDLE && ds[v] <= D_WAITING && !evsent[v] && \
                      !pfo[v] && !unresp[v] && dres[v] > 0)
+/* sd_mem_plan(): w waits for holders that stay (shared or mixed mode, w
+ * does not fit beside them, none leaving)... */
+#define WAITSTAY(w) (CORUNS && !LEAVING && !FITSD(w))
+/* ...but in mixed mode beside a holder of its own class side, whose slice
+ * ends for it, w's memory is prefetched ahead into what is free, less
+ * KEEP (1/16 of the GPU: 0 units at the model's capacities); no third
+ * party is evicted for it */
+#define SAMESIDE(w) (WAITSTAY(w) && BUSY && !CORUN_ALL(w))
+#define KEEP(w) (SAMESIDE(w) -> CAP / 16 : 0)
 inline mem_plan() {
     best_waiter();
     if
     :: restoring || bw == NONE || HREST -> skip
-    :: !(restoring || bw == NONE || HREST) && CORUNS && !LEAVING && !FITSD(bw) -> skip
+    :: !(restoring || bw == NONE || HREST) && WAITSTAY(bw) && !SAMESIDE(bw) -> skip
     :: else ->
 #if N > 2
        /* evict_third_parties(): while a holder runs, furthest from running
         * first (idle before waiting, lower class first; then the higher
         * index, for vtime), each for what is still short */
        if
-       :: BUSY ->
+       :: BUSY && !SAMESIDE(bw) ->
           need = SHORT(bw);
           need = (need > CAP -> need - CAP : 0);
           vp = 0;
@@ -750,10 +759,10 @@ inline mem_plan() {
         * "free_now < need/4 while evictions are in flight" wait is never
         * met with need <= 2 units */
        if
-       :: !unresp[bw] && !pfo[bw] && !(pfst[bw] && pfnf[bw]) && dres[bw] < DFP(bw) && USED < CAP &&
-          ALLKNOWN && NOUNRESPH ->
+       :: !unresp[bw] && !pfo[bw] && !(pfst[bw] && pfnf[bw]) && dres[bw] < DFP(bw) &&
+          USED + KEEP(bw) < CAP && ALLKNOWN && NOUNRESPH ->
           need = DFP(bw) - dres[bw];
-          pfb[bw] = (CAP - USED < need -> CAP - USED : need);
+          pfb[bw] = (CAP - USED - KEEP(bw) < need -> CAP - USED - KEEP(bw) : need);
           pfo[bw] = 1;
           pfh[bw] = HOLD(0) + 2 * HOLD(1) + (N > 2 -> 4 * HOLD(N-1) : 0);
           pfbase[bw] = dres[bw];
