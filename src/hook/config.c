@@ -18,6 +18,26 @@ static const char *env(const char *name)
     return (v && *v) ? v : NULL;
 }
 
+/* A size setting that may also say `whole` (0), rounded up to the 2 MiB
+ * granularity every segment has; a size beyond any machine's (2^48)
+ * counts as whole, so that the rounding cannot overflow. dflt_text names
+ * the default in the warning. */
+static uint64_t env_size_or_whole(const char *name, uint64_t dflt, const char *dflt_text)
+{
+    const char *v = env(name);
+    uint64_t x = dflt;
+    if (v && !strcasecmp(v, "whole")) {
+        x = 0;
+    } else if (v && cs_parse_size(v, &x) < 0) {
+        cs_warn("%s=%s is not a size such as %s (or whole); using %s", name, v, dflt_text,
+                dflt_text);
+        x = dflt;
+    }
+    if (x > (1ull << 48))
+        x = 0;
+    return (x + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);
+}
+
 static void load_log_level(void)
 {
     const char *v = env("CUSHARE_LOG_LEVEL");
@@ -186,32 +206,13 @@ void cs_config_load(void)
     /* One cuMemCreate(HOST) holds a driver lock that device allocations
      * in every process wait for: 64 MiB pieces pin as fast as one 8 GiB
      * block (5.0 vs 4.5 GB/s on an H100) and keep the wait at ~10 ms. */
-    v = env("CUSHARE_PIN_PIECE");
-    cs_cfg.pin_piece = 64ull << 20;
-    if (v && strcasecmp(v, "whole") && cs_parse_size(v, &cs_cfg.pin_piece) < 0) {
-        cs_warn("CUSHARE_PIN_PIECE=%s is not a size such as 64M (or whole); using 64M", v);
-        cs_cfg.pin_piece = 64ull << 20;
-    }
-    if (v && !strcasecmp(v, "whole"))
-        cs_cfg.pin_piece = 0;
-    cs_cfg.pin_piece = (cs_cfg.pin_piece + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);
+    cs_cfg.pin_piece = env_size_or_whole("CUSHARE_PIN_PIECE", 64ull << 20, "64M");
 
     /* Large allocations are split in parts so that the scheduler's ROOM
      * and partial evictions move about what is asked for: whole, a 4 GB
      * growth evicted another job's whole 15 GB tensor (0.3 s on an H200,
-     * and as much again to bring it back). Parts are a multiple of the
-     * 2 MiB granularity every segment has. */
-    v = env("CUSHARE_SEG_PART");
-    cs_cfg.seg_part = 2ull << 30;
-    if (v && strcasecmp(v, "whole") && cs_parse_size(v, &cs_cfg.seg_part) < 0) {
-        cs_warn("CUSHARE_SEG_PART=%s is not a size such as 2G (or whole); using 2G", v);
-        cs_cfg.seg_part = 2ull << 30;
-    }
-    if (v && !strcasecmp(v, "whole"))
-        cs_cfg.seg_part = 0;
-    if (cs_cfg.seg_part > (1ull << 48))
-        cs_cfg.seg_part = 0; /* larger than any GPU: never split (and no overflow below) */
-    cs_cfg.seg_part = (cs_cfg.seg_part + (2ull << 20) - 1) / (2ull << 20) * (2ull << 20);
+     * and as much again to bring it back). */
+    cs_cfg.seg_part = env_size_or_whole("CUSHARE_SEG_PART", 2ull << 30, "2G");
 
     v = env("CUSHARE_HOST_BACKING");
     cs_cfg.host_backing_vmm = true;
