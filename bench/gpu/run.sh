@@ -537,12 +537,25 @@ jfield() { # FILE KEY
 # makespan against the sum of solo runs (wall), and against the jobs' GPU
 # work back to back plus one start-up (issue 20's measure: N x the solo
 # run's elapsed_s, its own timing from the first allocation to the result,
-# plus the solo run's wall time outside it).
+# plus the solo run's wall time outside it). A third line, with less noise
+# (no start-up of a separate run in it): the GPU held from the first grant
+# to the last exit against the GPU work back to back.
 oversub_case() {
     local label=$1 rep
     for rep in $(seq "${OVERSUB_REPS:-1}"); do
         oversub_once "$label.r$rep" "${@:2}"
     done
+}
+
+# FROM: seconds from the first grant to the last disconnect in the daemon
+# log's lines after line FROM (the GPU held by the shared run: its jobs'
+# work, their switches, and each ending job's hold until its exit).
+gpu_held() {
+    tail -n +"$(($1 + 1))" "$OUT/cushared.log" | awk '
+        function t(s, a) { split(s, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
+        / grant lease / && f == "" { f = t($1) }
+        / disconnected$/ { l = t($1) }
+        END { if (f != "" && l != "") { d = l - f; if (d < 0) d += 86400; printf "%.2f", d } }'
 }
 
 oversub_once() {
@@ -561,6 +574,10 @@ oversub_once() {
     say "$(awk -v m="$1" -v s="$solo" -v w="${work:-0}" -v n="$n" -v g="$gb" -v l="$label" 'BEGIN {
         printf "%s: %d jobs x %s GB on one GPU: makespan %.1f s, sum of solo runs %.1f s (solo %.1f s), ratio %.3f", l, n, g, m, n*s, s, m/(n*s)
         if (w > 0) printf "; GPU work back to back + one start-up %.1f s (%d x %.2f + %.2f), ratio %.3f", n*w + s - w, n, w, s - w, m/(n*w + s - w) }')"
+    local held
+    held=$(gpu_held "$from")
+    [ -n "$held" ] && [ -n "$work" ] && say "$(awk -v h="$held" -v w="$work" -v n="$n" -v l="$label" 'BEGIN {
+        printf "  %s GPU held %.2f s (first grant to last exit) for %.2f s of GPU work (%d x %.2f): ratio %.3f", l, h, n*w, n, w, h/(n*w) }')"
     say "  $label jobs' elapsed_s: $(cat "$OUT"/oversub-$label-*.log | grep -o '"elapsed_s": [0-9.]*' | awk '{printf "%.2f ", $2}')"
     say "  $label switches: $(switch_summary "$from")"
     say "  $label backing: $(grep -h 'swap backing:' "$OUT"/oversub-$label-*.log | sed 's/.*swap backing: //' | paste -sd ';')"

@@ -625,7 +625,9 @@ bool sd_fits_beside_holders(const struct sd_policy *p, const struct sd_gpu *g,
  * pinned yet (~0.3 s/GiB). 10 GB/s lies between a copy to pinned backing
  * (~50 GB/s) and a first one that pins (~3 GB/s). */
 #define SD_PREDICT_BPS 10000000000.0
-static uint64_t predicted_switch_ns(const struct sd_policy *p, const struct sd_gpu *g)
+/* What a switch moves while g is oversubscribed: the overflow, at most
+ * one job's footprint; 0 when everything fits. */
+static uint64_t overflow_bytes(const struct sd_policy *p, const struct sd_gpu *g)
 {
     uint64_t cap = sd_gpu_capacity(p, g), fp = sd_gpu_footprint(g), largest = 0;
     if (!cap || fp <= cap)
@@ -633,8 +635,12 @@ static uint64_t predicted_switch_ns(const struct sd_policy *p, const struct sd_g
     for (size_t i = 0; i < g->n; i++)
         if (g->m[i]->footprint > largest)
             largest = g->m[i]->footprint;
-    uint64_t moved = fp - cap < largest ? fp - cap : largest;
-    return (uint64_t)((double)moved / SD_PREDICT_BPS * 1e9);
+    return fp - cap < largest ? fp - cap : largest;
+}
+
+static uint64_t predicted_switch_ns(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    return (uint64_t)((double)overflow_bytes(p, g) / SD_PREDICT_BPS * 1e9);
 }
 
 /* The switch cost the daemon plans with: the measured EWMA, and at least
@@ -669,30 +675,47 @@ uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
     return quantum_for(p, planned_switch_ns(p, g, NULL));
 }
 
-/* How long an idle holder stays before an idle revoke, beyond the idle
- * period the client already waited before it said so. On a GPU whose jobs
- * fit, a switch moves no memory and the answer is 0. On an oversubscribed
- * one, revoking a holder that resumes soon costs a whole switch (its
- * working set out and back, the waiter's in): this is the ski-rental rule,
- * wait as long as buying would cost, which never loses more than twice the
- * best choice made with hindsight. On the H100 the 4 x 30 GB jobs paused
- * between phases and every idle revoke cost 1-3 s of restore; a truly idle
- * holder now keeps the GPU for one predicted switch longer (at most a
- * quantum). */
-static uint64_t idle_grace_ns(const struct sd_policy *p, const struct sd_gpu *g)
+/* How long an idle holder stays before an idle revoke in favour of w,
+ * beyond the idle period the client already waited before it said so. On
+ * a GPU whose jobs fit, a switch moves no memory and the answer is 0. On an
+ * oversubscribed one, revoking a holder that resumes soon costs a switch
+ * (the waiter's memory in, and what must go out for it): this is the
+ * ski-rental rule, wait as long as buying would cost, which never loses
+ * more than twice the best choice made with hindsight. On the H100 the
+ * 4 x 30 GB jobs paused between phases and every idle revoke cost 1-3 s of
+ * restore; a truly idle holder now keeps the GPU for one predicted switch
+ * longer (at most a quantum).
+ * The cost is w's own switch, not the GPU's: the planned cost scaled by
+ * what w's switch moves against the overflow. A waiter already resident
+ * (the next holder is prefetched while the holder runs, mem.c) moves nothing,
+ * and the holder's memory stays where it is, so the idle holder goes at
+ * once. A job that ended its work held the GPU through its process's exit
+ * otherwise (0.2-0.5 s of Python and driver teardown after its idle
+ * report, three times in a run of 4 x 45 GB on the H200). */
+static uint64_t idle_grace_ns(const struct sd_policy *p, const struct sd_gpu *g,
+                              const struct sd_member *w)
 {
     bool over;
     uint64_t sw = planned_switch_ns(p, g, &over);
     if (!over)
         return 0;
     uint64_t q = quantum_for(p, sw);
+    /* The planned cost is for moving the overflow; w's switch moves what
+     * w lacks and what must go out for it, at the same rate (the measured
+     * one, when it is slower than the prediction's). */
+    uint64_t moved = sd_add_sat(sub0(w->footprint, w->resident), sd_mem_shortfall(p, g, w));
+    if (moved <= SD_MEM_SLACK)
+        return 0;
+    uint64_t ovf = overflow_bytes(p, g);
+    if (moved < ovf)
+        sw = (uint64_t)((double)sw * (double)moved / (double)ovf);
     return sub0(sw < q ? sw : q, (uint64_t)p->cfg->idle_release_ms * MS);
 }
 
 static bool idle_revocable(const struct sd_policy *p, const struct sd_gpu *g,
-                           const struct sd_member *h, uint64_t now)
+                           const struct sd_member *h, const struct sd_member *w, uint64_t now)
 {
-    return h->idle && now >= h->idle_ns + idle_grace_ns(p, g);
+    return h->idle && now >= h->idle_ns + idle_grace_ns(p, g, w);
 }
 
 /* A holder owed time renews its slice rather than pay a switch it would
@@ -712,7 +735,7 @@ static uint32_t revoke_reason_for(const struct sd_policy *p, const struct sd_gpu
                                   const struct sd_member *h, const struct sd_member *w,
                                   uint64_t now)
 {
-    if (idle_revocable(p, g, h, now))
+    if (idle_revocable(p, g, h, w, now))
         return CS_REVOKE_IDLE;
     uint32_t hc = h->client->info.priority, wc = w->client->info.priority;
     if (hc > wc) /* not during its class's share turn (share.c) */
@@ -823,8 +846,8 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
         if (h->state != CS_STATE_HELD)
             continue;
         holding++;
-        if (h->idle && !idle_revocable(p, g, h, now))
-            want_at(g, h->idle_ns + idle_grace_ns(p, g));
+        if (h->idle && !idle_revocable(p, g, h, w, now))
+            want_at(g, h->idle_ns + idle_grace_ns(p, g, w));
         if (revoke_reason_for(p, g, h, w, now)) {
             v[nv++] = h;
         } else if (h->client->info.priority == w->client->info.priority && !h->room_active) {

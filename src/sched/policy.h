@@ -220,6 +220,10 @@ struct sd_member {
     uint64_t evict_waited;    /* the evict_id a grant already waited out (mem.c): no later
                                  grant waits for that request again */
     struct sd_member *evict_for; /* whose ROOM it serves, NULL once answered */
+    bool exiting;             /* an EVICT found its driver shut down: its process
+                                 is exiting, its memory goes with it (room.c) */
+    uint64_t exit_asked;      /* what that EVICT asked, for a ROOM waiting for the exit */
+    uint64_t exit_until;      /* how long that ROOM waits for it */
     /* answer deadlines (policy.c, issue 17): when each request went out */
     uint64_t evict_ns;
     uint64_t prefetch_ns;

@@ -28,10 +28,12 @@
 #include "common/log.h"
 #include "sched/policy_int.h"
 
+/* Not one whose last eviction moved less than asked (evict_stuck, until its
+ * memory changes): it would answer the same again. */
 static bool may_evict(const struct sd_member *v, const struct sd_member *asker)
 {
     return v != asker && !sd_is_holder(v) && !v->evict_id && !v->no_swap &&
-           !v->restore_blocked && sd_mem_movable(v) > 0;
+           !v->evict_stuck && !v->restore_blocked && sd_mem_movable(v) > 0;
 }
 
 static struct sd_member *next_victim(const struct sd_gpu *g, const struct sd_member *asker)
@@ -78,6 +80,68 @@ static void ask(struct sd_policy *p, struct sd_member *m, struct sd_member *v, u
     *need -= amount;
     m->room_wait++;
     sd_mem_send_evict(p, v, amount, m, now);
+}
+
+/* Asks the victims after v for the `short_by` bytes v did not move for m's
+ * ROOM. A victim can move less than the memory it reported: its process is
+ * exiting (its driver is shut down: on the H200 a job revoked as idle at
+ * its end was first in line and answered 0 bytes, and the allocation it
+ * was asked for was refused while two waiting jobs had 30 GB they could
+ * move), or its host memory ran short. */
+static void ask_rest(struct sd_policy *p, struct sd_member *m, uint64_t short_by, uint64_t now)
+{
+    struct sd_member *v;
+    while (short_by > 0 && (v = next_victim(m->gpu, m)))
+        ask(p, m, v, sd_mem_movable(v), &short_by, now);
+}
+
+/* How long a ROOM waits for a victim whose process is exiting to be gone,
+ * rather than moving others' memory: its driver shuts down only in the
+ * process's last moments (on the H200 a PyTorch job's exit took 0.2-0.45 s
+ * from there, 45 GB included), and asking the others instead copies out
+ * memory that must come back, 0.3 s for 16 GB each way. */
+#define EXIT_WAIT_NS (1000 * 1000000ull)
+
+/* An EVICT found v's driver shut down (CUDA_ERROR_DEINITIALIZED, whether
+ * for a ROOM or planned): its process is exiting. The first such answer
+ * starts the one wait it is given. */
+static void mark_exiting(struct sd_member *v, int32_t status, uint64_t now)
+{
+    if (status != CUDA_ERROR_DEINITIALIZED || v->exiting)
+        return;
+    v->exiting = true;
+    v->exit_until = now + EXIT_WAIT_NS;
+}
+
+/* Whether m's ROOM may wait for v's process to be gone. */
+static bool exit_awaited(const struct sd_member *v, const struct sd_member *m, uint64_t now)
+{
+    return v != m && v->exiting && now < v->exit_until && !v->evict_for && !v->evict_id &&
+           v->resident > 0;
+}
+
+/* m's ROOM waits for exiting v (sd_room_victim_lost() counts its memory as
+ * moved), until v's exit_until; counted in m->room_wait like an EVICT. */
+static void wait_for_exit(struct sd_member *v, struct sd_member *m, uint64_t asked)
+{
+    v->evict_for = m;
+    v->exit_asked = asked;
+    m->room_wait++;
+    sd_gpu_want_at(m->gpu, v->exit_until);
+}
+
+/* A new ROOM counts first on the memory of members on their way out. */
+static void wait_for_exits(struct sd_member *m, uint64_t *need, uint64_t now)
+{
+    struct sd_gpu *g = m->gpu;
+    for (size_t i = 0; i < g->n && *need > 0; i++) {
+        struct sd_member *v = g->m[i];
+        if (!exit_awaited(v, m, now))
+            continue;
+        uint64_t amount = v->resident < *need ? v->resident : *need;
+        *need -= amount;
+        wait_for_exit(v, m, amount);
+    }
 }
 
 static void reply(struct sd_policy *p, struct sd_member *m, uint64_t id, int32_t status)
@@ -193,6 +257,7 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
     uint64_t model = for_context ? 0 : sd_mem_shortfall(p, g, m);
     if (model > need)
         need = model;
+    wait_for_exits(m, &need, now);
     struct sd_member *v;
     while (need > 0 && (v = next_victim(g, m)))
         ask(p, m, v, sd_mem_movable(v), &need, now);
@@ -228,20 +293,53 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
      * finish one after reconnecting) matches nothing here: ignored. */
     if (!v->evict_id || e->request_id != v->evict_id)
         return SD_OK;
+    uint64_t asked = v->evict_bytes;
     uint64_t moved = sd_mem_on_evicted(v, e);
     struct sd_member *asker = v->evict_for;
     v->evict_for = NULL;
+    /* Waited for for EXIT_WAIT_NS from its first such answer, once per
+     * connection: a client that says so again later is not believed. */
+    mark_exiting(v, e->status, now);
     if (asker) {
         asker->room_freed += moved;
-        if (--asker->room_wait == 0)
+        if (!moved && asker->room_active && exit_awaited(v, asker, now)) {
+            asker->room_wait--; /* this EVICT's; the wait counts instead */
+            wait_for_exit(v, asker, asked);
+        } else if (moved < asked && asker->room_active) {
+            ask_rest(p, asker, asked - moved, now);
+        }
+        if (!v->evict_for && --asker->room_wait == 0)
             answer(p, asker, outcome(asker), now);
     }
     sd_node_reschedule(p, now);
     return SD_OK;
 }
 
+/* A victim whose process was to exit and is still there after
+ * EXIT_WAIT_NS: what it was asked goes to the next victims. */
+static void exits_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    for (size_t j = 0; j < g->n; j++) {
+        struct sd_member *v = g->m[j], *m = v->evict_for;
+        if (!m || v->evict_id || !v->exiting)
+            continue;
+        if (now < v->exit_until) {
+            sd_gpu_want_at(g, v->exit_until);
+            continue;
+        }
+        cs_info("gpu %u: pid %u still there %llu ms after its driver shut down; "
+                "room for pid %u asked of others", g->index, v->client->info.pid,
+                (unsigned long long)(EXIT_WAIT_NS / 1000000), m->client->info.pid);
+        v->evict_for = NULL;
+        ask_rest(p, m, v->exit_asked, now);
+        if (--m->room_wait == 0)
+            answer(p, m, outcome(m), now);
+    }
+}
+
 void sd_room_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
+    exits_overdue(p, g, now);
     for (size_t i = 0; i < g->n; i++) {
         struct sd_member *m = g->m[i];
         if (!m->room_active)
@@ -265,6 +363,8 @@ void sd_room_victim_lost(struct sd_policy *p, struct sd_member *v, uint64_t now)
 {
     struct sd_member *asker = v->evict_for;
     v->evict_for = NULL;
+    if (asker && v->exiting) /* gone as it was to: its memory with it */
+        asker->room_freed = sd_add_sat(asker->room_freed, v->resident);
     if (asker && --asker->room_wait == 0)
         answer(p, asker, outcome(asker), now);
 }

@@ -1298,6 +1298,143 @@ static void test_room_failed_evict(void **state)
     assert_int_equal(v->resident, 4 * GiB);
 }
 
+/* The arrangement of the ROOM tests below: h holds 8 GiB of a 16 GiB GPU,
+ * a and b (idle) 4 GiB each. */
+static void full_gpu_of_three(struct sd_member **h, struct sd_member **a, struct sd_member **b)
+{
+    *h = attach(client(CS_PRIO_NORMAL, 1, "h"), 0);
+    *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage_full(*a, 4 * GiB, 0);
+    usage_full(*b, 4 * GiB, 0);
+    acquire(*h);
+    usage_full(*h, 8 * GiB, 0);
+}
+
+/* A victim that moves less than it was asked for (its host memory ran
+ * short: it answers 0 bytes) does not decide the ROOM: the rest is asked of
+ * the next victim, and the one that failed is not asked again (it would
+ * answer the same) until its memory changes. */
+static void test_room_asks_on_when_a_victim_moves_less(void **state)
+{
+    (void)state;
+    struct sd_member *h, *a, *b;
+    full_gpu_of_three(&h, &a, &b);
+    assert_int_equal(room(h, 1, 3 * GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_EVICT);
+    struct sd_member *first = last()->m, *second = first == a ? b : a;
+    uint64_t asked = last()->evict;
+    assert_true(asked >= 3 * GiB);
+    assert_int_equal(evicted(first, last()->lease, CUDA_OOM, 0), SD_OK);
+    assert_int_equal(last()->kind, EV_EVICT); /* not the ROOM's answer yet */
+    assert_ptr_equal(last()->m, second);
+    assert_int_equal(last()->evict, asked);
+    assert_int_equal(evicted(second, last()->lease, 0, asked), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    assert_int_equal(count(EV_EVICT, first), 1);
+    /* The next ROOM does not ask the one that failed, whose memory did not
+     * change, but what the other has left. */
+    assert_int_equal(room(h, 2, GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_EVICT);
+    assert_ptr_equal(last()->m, second);
+    assert_int_equal(count(EV_EVICT, first), 1);
+    assert_int_equal(evicted(second, last()->lease, 0, GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    /* Its memory changed (it is gone, say, or moved): asked again. */
+    usage_full(first, 2 * GiB, 0);
+    assert_int_equal(room(h, 3, GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_EVICT);
+    assert_ptr_equal(last()->m, first);
+}
+
+/* A victim whose driver is shut down (CUDA_ERROR_DEINITIALIZED: its process
+ * is exiting, a job revoked as idle at its end) is waited for, not replaced
+ * by others' memory, which would have to come back: its exit answers the
+ * ROOM with its memory counted as moved. One that is still there after a
+ * second has what it was asked asked of the others; and a client is
+ * believed once. */
+static void test_room_waits_for_an_exiting_victim(void **state)
+{
+    (void)state;
+    struct sd_member *h, *a, *b;
+    full_gpu_of_three(&h, &a, &b);
+    assert_int_equal(room(h, 1, 3 * GiB), SD_OK);
+    struct sd_member *first = last()->m, *second = first == a ? b : a;
+    uint64_t asked = last()->evict;
+    assert_int_equal(evicted(first, last()->lease, 4 /* DEINITIALIZED */, 0), SD_OK);
+    assert_int_equal(count(EV_EVICT, second), 0);
+    assert_int_equal(count(EV_ROOM, h), 0); /* waiting for its exit */
+    advance(500 * MS);
+    assert_int_equal(count(EV_ROOM, h), 0);
+    sd_policy_client_remove(&pol, first->client, now); /* it exits */
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    assert_int_equal(count(EV_EVICT, second), 0);
+    assert_false(h->room_active);
+
+    /* One that does not exit within a second: the rest from the others. */
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    usage_full(c, 4 * GiB, 0);
+    usage_full(second, 4 * GiB, 0);
+    usage_full(h, 8 * GiB, 0);
+    assert_int_equal(room(h, 2, 3 * GiB), SD_OK);
+    struct sd_member *x = last()->m, *y = x == c ? second : c;
+    asked = last()->evict;
+    assert_int_equal(evicted(x, last()->lease, 4 /* DEINITIALIZED */, 0), SD_OK);
+    uint64_t t0 = now;
+    assert_int_equal(count(EV_EVICT, y), 0);
+    assert_int_equal(sd_policy_deadline(&pol), t0 + 1000 * MS);
+    run_until(t0 + 1000 * MS - 1);
+    assert_int_equal(count(EV_EVICT, y), 0);
+    run_until(t0 + 1000 * MS);
+    assert_int_equal(last()->kind, EV_EVICT);
+    assert_ptr_equal(last()->m, y);
+    assert_int_equal(last()->evict, asked);
+    assert_int_equal(evicted(y, last()->lease, 0, asked), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+
+    /* Believed once: its memory changed, it is asked again (the only one
+     * with memory to move), says the same, and the ROOM is answered at
+     * once, not after another second. */
+    usage_full(x, 3 * GiB, 0);
+    usage_full(y, 4 * GiB, 4 * GiB); /* all of it unswappable */
+    usage_full(h, 9 * GiB, 0);
+    assert_int_equal(room(h, 3, 3 * GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_EVICT);
+    assert_ptr_equal(last()->m, x);
+    assert_int_equal(evicted(x, last()->lease, 4 /* DEINITIALIZED */, 0), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, CUDA_OOM);
+}
+
+/* An exiting member found by a planned EVICT (the one sent at an idle
+ * holder's revoke, say) is counted on by the next ROOM without being asked
+ * again: nobody else is evicted, and its exit answers the ROOM. */
+static void test_room_counts_on_a_member_found_exiting(void **state)
+{
+    (void)state;
+    struct sd_member *h, *a, *b;
+    full_gpu_of_three(&h, &a, &b);
+    sd_mem_send_evict(&pol, a, GiB, NULL, now);
+    assert_int_equal(evicted(a, last()->lease, 4 /* DEINITIALIZED */, 0), SD_OK);
+    advance(100 * MS);
+    size_t na = count(EV_EVICT, a), nb = count(EV_EVICT, b);
+    assert_int_equal(room(h, 1, 3 * GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, a), na);
+    assert_int_equal(count(EV_EVICT, b), nb);
+    assert_true(h->room_active);
+    /* The wait ends a second after its first answer, not the ROOM. */
+    assert_int_equal(sd_policy_deadline(&pol), now - 100 * MS + 1000 * MS);
+    sd_policy_client_remove(&pol, a->client, now);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    assert_int_equal(count(EV_EVICT, b), nb);
+}
+
 static void test_room_parties_leave(void **state)
 {
     (void)state;
@@ -1425,10 +1562,54 @@ static void test_idle_revoke_waits_for_switch_cost(void **state)
     assert_int_equal(b->state, CS_STATE_HELD);
     /* b idles in turn; a higher class does not wait for the grace. */
     usage(b, CS_USAGE_IDLE, 16 * GiB, 0, 16 * GiB);
-    usage(h, 0, 0, 0, GiB);
+    usage(h, 0, 0, 0, 8 * GiB); /* missing: a switch to it has a cost */
     acquire(h);
     assert_int_equal(count(EV_REVOKE, b), 1);
     assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
+}
+
+/* The grace is the switch to the waiter, not the GPU's: on a GPU that
+ * stays oversubscribed (c is swapped out), a waiter whose memory is already
+ * in moves nothing, and an idle holder goes at once, keeping its memory (a
+ * job that ended its work held the GPU through its process's exit). One
+ * still missing memory that fits in what is free waits for what bringing
+ * it in costs, and no longer once it is in. */
+static void test_idle_revoke_at_once_for_a_resident_waiter(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    struct sd_gpu *g = gpu(0);
+    g->mem_total = 40 * GiB;
+    acquire(a);
+    usage(a, 0, 12 * GiB, 0, 12 * GiB);
+    usage(b, 0, 6 * GiB, 6 * GiB, 12 * GiB);
+    usage(c, 0, 0, 24 * GiB, 24 * GiB);
+    assert_true(sd_gpu_footprint(g) > sd_gpu_capacity(&pol, g)); /* oversubscribed */
+    usage(a, CS_USAGE_IDLE, 12 * GiB, 0, 12 * GiB);
+    uint64_t t_idle = now;
+    acquire(b);
+    assert_int_equal(count(EV_REVOKE, a), 0);
+    /* 6 GiB to bring in at the planning rate (10 GB/s: no switch measured
+     * yet), less the idle period the client waited before it said so. */
+    uint64_t grace = (uint64_t)((double)(6 * GiB) / 1e10 * 1e9) - cfg.idle_release_ms * MS;
+    assert_in_range(sd_policy_deadline(&pol), t_idle + grace - 1000, t_idle + grace + 1000);
+    advance(grace / 2);
+    assert_int_equal(count(EV_REVOKE, a), 0);
+    usage(b, 0, 12 * GiB, 0, 12 * GiB); /* its prefetch is done */
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
+    assert_int_equal(last()->evict, 0); /* a keeps its memory */
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    /* b idles beside a waiter already in (a): at once. */
+    acquire(a);
+    advance(MS);
+    usage(b, CS_USAGE_IDLE, 12 * GiB, 0, 12 * GiB);
+    assert_int_equal(count(EV_REVOKE, b), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
+    assert_int_equal(last()->evict, 0);
 }
 
 /* A holds 6 of 10 GiB, B (6 GiB, swapped out) is next, C (2 GiB) is idle.
@@ -3921,6 +4102,7 @@ int main(void)
         T(test_three_classes_order),
         T(test_idle_holder_revoked_for_waiter),
         T(test_idle_revoke_waits_for_switch_cost),
+        T(test_idle_revoke_at_once_for_a_resident_waiter),
         T(test_idle_hold_not_charged),
         T(test_usage_busy_clears_idle),
         T(test_weighted_shares_1_2_4),
@@ -3959,6 +4141,9 @@ int main(void)
         T(test_room_made_is_not_prefetched_away),
         T(test_room_times_out),
         T(test_room_failed_evict),
+        T(test_room_asks_on_when_a_victim_moves_less),
+        T(test_room_waits_for_an_exiting_victim),
+        T(test_room_counts_on_a_member_found_exiting),
         T(test_room_parties_leave),
         T(test_capacity_model),
         T(test_measured_overhead),
