@@ -58,11 +58,18 @@ $(HOOK_TDIR)/hook_tsg: $(OBJ)/tests/hook/hook_tsg.o $(OBJ)/hook/src/hook/tsg.o \
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lcmocka
 
+# The hook's settings against hostile environments: config.c linked in
+# directly, no preload.
+$(HOOK_TDIR)/hook_config: $(OBJ)/tests/hook/hook_config.o $(OBJ)/hook/src/hook/config.o \
+                          $(COMMON_LIB)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) -lcmocka
+
 # CUSHARE_REAL_LIBCUDA naming the hook (reallib.sh): a probe that links
 # libcuda.so.1 by name only, so that the name can lead to the hook itself.
 $(HOOK_TDIR)/reallib_probe: $(OBJ)/tests/hook/reallib_probe.o | $(FC_LINK) $(HOOK_LIB) $(CS_JOB)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(FC_PROG_LIBS) -ldl
 
-TEST_BINS  += $(HOOK_TBINS) $(HOOK_TDIR)/hook_rtld_next $(HOOK_TDIR)/hook_tsg \
+TEST_BINS  += $(HOOK_TBINS) $(HOOK_TDIR)/hook_rtld_next $(HOOK_TDIR)/hook_tsg $(HOOK_TDIR)/hook_config \
               $(HOOK_TDIR)/reallib_probe $(HOOK_TDIR)/hook_faults
