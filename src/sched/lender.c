@@ -434,21 +434,22 @@ bool sd_lender_return(struct sd_server *s, struct sd_conn *c, const struct cs_ms
     return true;
 }
 
-void sd_lender_client_gone(struct sd_server *s, struct sd_conn *c, uint64_t client)
+bool sd_lender_client_gone(struct sd_server *s, struct sd_conn *c, uint64_t client)
 {
     (void)c;
     struct sd_lender *l = &s->lend;
     struct sd_watch *w = l->pinner ? watch_of(l, client) : NULL;
     if (!w)
-        return;
+        return false;
     w->connected = false;
     if (w->pidfd >= 0)
-        return; /* its process may live on and map them: wait for its exit */
+        return true; /* its process may live on and map them: wait for its exit */
     uint64_t now = sd_server_now(s);
     for (const struct sd_piece *pc; (pc = sd_pool_orphan_next(&l->pool, client));)
         release_piece(l, pc);
     sd_pool_client_lost(&l->pool, client, now);
     unwatch(l, w);
+    return false;
 }
 
 void sd_lender_watch_event(struct sd_server *s, uint64_t tag, uint64_t now)
@@ -467,7 +468,11 @@ void sd_lender_watch_event(struct sd_server *s, uint64_t tag, uint64_t now)
             cs_info("pinned pool: pid %u exited holding %s of pieces: back in the pool", w->pid,
                     cs_format_size(before.lent_bytes - after.lent_bytes, a, sizeof a));
         }
+        uint64_t client = w->client;
         unwatch(l, w);
+        /* Its GPU memory is free now too (the driver's until the process
+         * was gone): the policy stops counting it. */
+        sd_policy_process_gone(&s->policy, client, now);
         sd_lender_drive(s, now);
         return;
     }

@@ -84,7 +84,9 @@ bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_ms
                       const char **why);
 bool sd_lender_return(struct sd_server *s, struct sd_conn *c, const struct cs_msg_return *r,
                       const char **why);
-/* A client's connection is closing. */
-void sd_lender_client_gone(struct sd_server *s, struct sd_conn *c, uint64_t client);
+/* A client's connection is closing. True when its process lives on and is
+ * watched until it exits (then sd_lender_watch_event tells the policy,
+ * sd_policy_process_gone). */
+bool sd_lender_client_gone(struct sd_server *s, struct sd_conn *c, uint64_t client);
 
 #endif

@@ -438,7 +438,10 @@ static void plan_prefetch(struct sd_policy *p, struct sd_gpu *g, struct sd_membe
     uint64_t need = sub0(w->footprint, w->resident);
     if (need <= SD_MEM_SLACK)
         return;
-    uint64_t used = 0;
+    /* Departed clients' memory is the driver's until their processes
+     * exit: a prefetch planned into it at the disconnect found no room
+     * (error 2 on an H200, 0.36 s before the process was gone). */
+    uint64_t used = sd_gpu_departed_bytes(g, now);
     for (size_t i = 0; i < g->n; i++)
         used = sd_add_sat(used, res_now(g->m[i]));
     uint64_t free_now = sub0(sub0(cap, used), keep);

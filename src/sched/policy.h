@@ -274,6 +274,10 @@ struct sd_gpu_stats {
     struct sd_hist switch_cost;    /* switch overhead samples (the quantum's basis) */
 };
 
+/* Departed clients' memory tracked per GPU; more at once is planned as
+ * free at their disconnect, as it was before there was tracking. */
+#define SD_DEPARTED_MAX 8
+
 struct sd_gpu {
     uint8_t uuid[CS_UUID_LEN];
     uint32_t index;
@@ -300,6 +304,16 @@ struct sd_gpu {
                                  RESTORED: room waited for in that lease adds to it) */
     /* memory planning (mem.c) */
     uint64_t freed_epoch;     /* moves whenever memory was freed on the GPU */
+    /* memory of clients gone whose processes are still exiting: the
+     * driver's until they are (room.c, sd_policy_client_departing) */
+    struct sd_departed {
+        uint64_t client;      /* its sd_client id */
+        uint64_t bytes;       /* what it had resident */
+        uint64_t until;       /* counted so at most until then */
+        struct sd_member *room_for; /* the ROOM waiting for it, NULL = none */
+        uint64_t asked;       /* what that ROOM counts on it for */
+    } dep[SD_DEPARTED_MAX];
+    size_t ndep;
     uint64_t room_wait_since; /* the best waiter's grant held back for room since */
     uint64_t overhead_seen;   /* largest overhead of the members measured (the
                                  last one while none is): the reserve of members
@@ -412,6 +426,14 @@ struct sd_client *sd_policy_client_add(struct sd_policy *p, const struct sd_clie
 /* Disconnect: every lease the client held ends now and the next waiters are
  * granted before this returns. Frees c. */
 void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t now);
+/* Before sd_policy_client_remove, when c's process is still alive and its
+ * exit will be reported (sd_policy_process_gone): its GPU memory stays the
+ * driver's until then (0.1-0.4 s after the disconnect on an H200), and is
+ * counted so, for a second at most: not prefetched into, and a ROOM waits
+ * for it rather than copying out others' memory. */
+void sd_policy_client_departing(struct sd_policy *p, struct sd_client *c, uint64_t now);
+/* The process of the departed client `client` (its id) has exited. */
+void sd_policy_process_gone(struct sd_policy *p, uint64_t client, uint64_t now);
 void sd_policy_client_update(struct sd_policy *p, struct sd_client *c, uint32_t priority,
                              uint32_t weight, uint64_t now);
 

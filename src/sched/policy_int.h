@@ -45,6 +45,8 @@ struct sd_member *sd_best_waiter(const struct sd_gpu *g);
 void sd_room_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
 /* m is going away: answer for it and forget it on both sides. */
 void sd_room_forget(struct sd_policy *p, struct sd_member *m);
+/* Departed clients' memory on g still counted as the driver's at now. */
+uint64_t sd_gpu_departed_bytes(const struct sd_gpu *g, uint64_t now);
 
 /* mem.c */
 /* a + b, saturating. */

@@ -130,7 +130,8 @@ static void wait_for_exit(struct sd_member *v, struct sd_member *m, uint64_t ask
     sd_gpu_want_at(m->gpu, v->exit_until);
 }
 
-/* A new ROOM counts first on the memory of members on their way out. */
+/* A new ROOM counts first on the memory of members on their way out, and
+ * of departed clients whose processes are still exiting. */
 static void wait_for_exits(struct sd_member *m, uint64_t *need, uint64_t now)
 {
     struct sd_gpu *g = m->gpu;
@@ -141,6 +142,16 @@ static void wait_for_exits(struct sd_member *m, uint64_t *need, uint64_t now)
         uint64_t amount = v->resident < *need ? v->resident : *need;
         *need -= amount;
         wait_for_exit(v, m, amount);
+    }
+    for (size_t i = 0; i < g->ndep && *need > 0; i++) {
+        struct sd_departed *d = &g->dep[i];
+        if (d->room_for || now >= d->until)
+            continue;
+        d->asked = d->bytes < *need ? d->bytes : *need;
+        *need -= d->asked;
+        d->room_for = m;
+        m->room_wait++;
+        sd_gpu_want_at(g, d->until);
     }
 }
 
@@ -315,6 +326,114 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
     return SD_OK;
 }
 
+/* Whatever serves m's ROOM no longer answers for it (answered, or m gone). */
+static void forget_asker(struct sd_gpu *g, const struct sd_member *m)
+{
+    for (size_t j = 0; j < g->n; j++)
+        if (g->m[j]->evict_for == m)
+            g->m[j]->evict_for = NULL;
+    for (size_t j = 0; j < g->ndep; j++)
+        if (g->dep[j].room_for == m)
+            g->dep[j].room_for = NULL;
+}
+
+/* ---- departed clients' memory ----------------------------------------------------- */
+
+/* How long a departed client's memory is counted as the driver's at most:
+ * its process normally exits within 0.4 s of its disconnect. */
+#define DEPART_WAIT_NS (1000 * 1000000ull)
+
+uint64_t sd_gpu_departed_bytes(const struct sd_gpu *g, uint64_t now)
+{
+    uint64_t b = 0;
+    for (size_t i = 0; i < g->ndep; i++)
+        if (now < g->dep[i].until)
+            b = sd_add_sat(b, g->dep[i].bytes);
+    return b;
+}
+
+void sd_policy_client_departing(struct sd_policy *p, struct sd_client *c, uint64_t now)
+{
+    (void)p;
+    for (int s = 0; s < CS_MAX_DEVICES; s++) {
+        struct sd_member *m = c->slot[s];
+        if (!m || !m->resident || m->gpu->ndep == SD_DEPARTED_MAX)
+            continue;
+        struct sd_gpu *g = m->gpu;
+        struct sd_departed *d = &g->dep[g->ndep++];
+        *d = (struct sd_departed){.client = c->id, .bytes = m->resident,
+                                  .until = now + DEPART_WAIT_NS};
+        cs_debug("gpu %u: client %llu (pid %u) left with %llu bytes resident: in use until "
+                 "its process exits", g->index, (unsigned long long)c->id, c->info.pid,
+                 (unsigned long long)m->resident);
+        /* A ROOM that waits for it (its EVICT, or its exit) now waits for
+         * its process: the disconnect does not free its memory. */
+        if (m->evict_for) {
+            d->room_for = m->evict_for;
+            d->asked = m->evict_id ? m->evict_bytes : m->exit_asked;
+            m->evict_for = NULL;
+        }
+        sd_gpu_want_at(g, d->until);
+    }
+}
+
+/* Entry i of g is done: its process exited (gone), or it outlived its
+ * wait. The ROOM waiting for it counts its memory as moved, or asks the
+ * others for it. The caller decides on g again (this may run inside a
+ * decision: sd_room_check). */
+static void departed_done(struct sd_policy *p, struct sd_gpu *g, size_t i, bool gone,
+                          uint64_t now)
+{
+    struct sd_departed d = g->dep[i];
+    g->dep[i] = g->dep[--g->ndep];
+    if (gone)
+        g->freed_epoch++;
+    struct sd_member *m = d.room_for;
+    if (m) {
+        if (gone)
+            m->room_freed = sd_add_sat(m->room_freed, d.asked);
+        else
+            ask_rest(p, m, d.asked, now);
+        if (--m->room_wait == 0)
+            answer(p, m, outcome(m), now);
+    }
+}
+
+void sd_policy_process_gone(struct sd_policy *p, uint64_t client, uint64_t now)
+{
+    for (size_t k = 0; k < p->ngpu; k++) {
+        struct sd_gpu *g = p->gpu[k];
+        bool found = false;
+        for (size_t i = g->ndep; i-- > 0;) {
+            if (g->dep[i].client == client) {
+                cs_debug("gpu %u: client %llu's process exited: its %llu bytes are free",
+                         g->index, (unsigned long long)client,
+                         (unsigned long long)g->dep[i].bytes);
+                departed_done(p, g, i, true, now);
+                found = true;
+            }
+        }
+        if (found) /* its memory is free: prefetches may use it */
+            sd_gpu_reschedule(p, g, now);
+    }
+}
+
+static void departed_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    for (size_t i = g->ndep; i-- > 0;) {
+        if (now < g->dep[i].until) {
+            sd_gpu_want_at(g, g->dep[i].until);
+            continue;
+        }
+        cs_info("gpu %u: client %llu's process still there %llu ms after it left; its %llu "
+                "bytes no longer counted as in use", g->index,
+                (unsigned long long)g->dep[i].client,
+                (unsigned long long)(DEPART_WAIT_NS / 1000000),
+                (unsigned long long)g->dep[i].bytes);
+        departed_done(p, g, i, false, now);
+    }
+}
+
 /* A victim whose process was to exit and is still there after
  * EXIT_WAIT_NS: what it was asked goes to the next victims. */
 static void exits_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
@@ -340,6 +459,7 @@ static void exits_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 void sd_room_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
     exits_overdue(p, g, now);
+    departed_overdue(p, g, now);
     for (size_t i = 0; i < g->n; i++) {
         struct sd_member *m = g->m[i];
         if (!m->room_active)
@@ -350,9 +470,7 @@ void sd_room_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         }
         /* Victims still working on it keep their EVICT (a late EVICTED is
          * accepted) but no longer answer for this ROOM. */
-        for (size_t j = 0; j < g->n; j++)
-            if (g->m[j]->evict_for == m)
-                g->m[j]->evict_for = NULL;
+        forget_asker(g, m);
         cs_warn("gpu %u: room for pid %u not made within %u ms", g->index,
                 m->client->info.pid, p->cfg->revoke_timeout_ms);
         answer(p, m, outcome(m), now);
@@ -372,8 +490,6 @@ void sd_room_victim_lost(struct sd_policy *p, struct sd_member *v, uint64_t now)
 void sd_room_forget(struct sd_policy *p, struct sd_member *m)
 {
     struct sd_gpu *g = m->gpu;
-    for (size_t j = 0; j < g->n; j++)
-        if (g->m[j]->evict_for == m)
-            g->m[j]->evict_for = NULL;
+    forget_asker(g, m);
     sd_room_victim_lost(p, m, 0);
 }

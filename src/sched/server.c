@@ -227,7 +227,8 @@ static void conn_free(struct sd_server *s, struct sd_conn *c)
                 cl->info.name[0] ? cl->info.name : "unnamed");
         /* May grant other clients, whose sends may mark them dead: the
          * caller's reap loop picks those up. */
-        sd_lender_client_gone(s, c, cl->id);
+        if (sd_lender_client_gone(s, c, cl->id))
+            sd_policy_client_departing(&s->policy, cl, sd_server_now(s));
         sd_policy_client_remove(&s->policy, cl, sd_server_now(s));
     }
     while (c->qhead) {

@@ -31,6 +31,12 @@
  *       node's pinned pool 32 at a time, keeping every descriptor, until
  *       three LENDs in a row come empty, says `hoarded lent_bytes=N`, and
  *       holds them, connected, never RETURNing, until --seconds pass.
+ *   cs_attack linger [--resident SIZE] [--hold-ms H]
+ *       HELLO with CS_HELLO_POOL, ATTACH, USAGE: SIZE (default 1G)
+ *       resident, BORROWs one batch of pieces (so that the daemon watches
+ *       the process), then closes the connection, says `left`, and lives
+ *       on H ms (default 1) before it exits: a job whose process outlives
+ *       its connection, its GPU memory still its own.
  *   cs_attack flood [--conns N] [--reopen-ms P]
  *       Opens N (default 1040) connections that never send HELLO
  *       (RLIMIT_NOFILE raised as far as allowed) and keeps them open;
@@ -236,7 +242,7 @@ static bool hello(int fd, int conn)
     h.u.hello.priority = o.priority;
     h.u.hello.weight = o.weight;
     h.u.hello.proto_min = 1;
-    h.u.hello.flags = strcmp(o.mode, "borrow") ? 0 : CS_HELLO_POOL;
+    h.u.hello.flags = strcmp(o.mode, "borrow") && strcmp(o.mode, "linger") ? 0 : CS_HELLO_POOL;
     cs_strlcpy(h.u.hello.name, o.name, sizeof h.u.hello.name);
     send_or_die(fd, &h);
     struct cs_msg r;
@@ -369,26 +375,35 @@ static int cmd_hold(void)
 
 /* ---- borrow: hoard the node's pinned pool --------------------------------------------- */
 
+/* BORROWs `count` big pieces and waits for the LEND (*r, its descriptors in
+ * fds, *n of them; kept open); 1, or what ended the wait. */
+static int borrow_big(int fd, uint64_t id, uint32_t count, struct cs_msg *r, int *fds, int *n)
+{
+    struct cs_msg m = {.type = CS_MSG_BORROW};
+    m.u.borrow = (struct cs_msg_borrow){0, CS_PIECE_BIG, id, count, 0};
+    send_or_die(fd, &m);
+    int rc = -EAGAIN;
+    *n = 0;
+    while (rc == -EAGAIN && !expired()) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        const char *why = NULL;
+        rc = cs_recv_fds(fd, r, &why, fds, CS_LEND_MAX, n);
+        if (rc == 1 && r->type != CS_MSG_LEND)
+            rc = -EAGAIN; /* something else: keep waiting for the LEND */
+    }
+    return rc;
+}
+
 static int cmd_borrow(void)
 {
     int fd = join_gpu();
     uint64_t lent = 0, pieces = 0, id = 1;
     for (int empty = 0; empty < 3 && !expired();) {
-        struct cs_msg m = {.type = CS_MSG_BORROW};
-        m.u.borrow = (struct cs_msg_borrow){0, CS_PIECE_BIG, id++, CS_LEND_MAX, 0};
-        send_or_die(fd, &m);
         struct cs_msg r;
-        int fds[CS_LEND_MAX], n = 0, rc = -EAGAIN;
-        while (rc == -EAGAIN && !expired()) {
-            struct pollfd p = {.fd = fd, .events = POLLIN};
-            if (poll(&p, 1, 100) <= 0)
-                continue;
-            const char *why = NULL;
-            rc = cs_recv_fds(fd, &r, &why, fds, CS_LEND_MAX, &n);
-            if (rc == 1 && r.type != CS_MSG_LEND)
-                rc = -EAGAIN; /* something else: keep waiting for the LEND */
-        }
-        if (rc != 1)
+        int fds[CS_LEND_MAX], n;
+        if (borrow_big(fd, id++, CS_LEND_MAX, &r, fds, &n) != 1)
             break;
         lent += (uint64_t)n * r.u.lend.piece_size; /* the descriptors stay open: hoarded */
         pieces += (uint64_t)n;
@@ -399,6 +414,26 @@ static int cmd_borrow(void)
     while (!expired()) /* holding them, connected, until the end */
         sleep_ms(50);
     say("done mode=borrow lent_bytes=%" PRIu64 " pieces=%" PRIu64, lent, pieces);
+    return 0;
+}
+
+/* ---- linger: a process that outlives its connection ------------------------------------- */
+
+static int cmd_linger(void)
+{
+    int fd = join_gpu();
+    struct cs_msg u = {.type = CS_MSG_USAGE};
+    u.u.usage.resident = o.resident;
+    u.u.usage.footprint = o.resident;
+    send_or_die(fd, &u);
+    struct cs_msg r;
+    int fds[CS_LEND_MAX], n;
+    if (borrow_big(fd, 1, 1, &r, fds, &n) != 1)
+        die(1, "no LEND");
+    close(fd);
+    say("left resident=%" PRIu64 " pieces=%d", o.resident, n);
+    sleep_ms(o.hold_ms);
+    say("done mode=linger");
     return 0;
 }
 
@@ -698,11 +733,13 @@ static int cmd_flood(void)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: cs_attack uuid | hold | burst | silent | attach | flood [options]\n"
+            "usage: cs_attack uuid | hold | burst | silent | attach | flood | borrow | linger "
+            "[options]\n"
             "  --socket PATH  --seconds S  --uuid GPU-...  --total-mem SIZE  --name NAME\n"
             "  --priority high|normal|low  --weight W  --go-file F  (hold, burst)\n"
             "  --period-ms N  --hold-ms H  (burst; --period-ms: hold's ACQUIRE period)\n"
-            "  --resident SIZE  (silent)   --count N  --conns C  --seed S  (attach)\n"
+            "  --resident SIZE  (silent, linger)  --hold-ms H  (linger: after leaving)\n"
+            "  --count N  --conns C  --seed S  (attach)\n"
             "  --conns N  --reopen-ms P  (flood)\n");
     exit(2);
 }
@@ -809,6 +846,8 @@ int main(int argc, char **argv)
         return cmd_flood();
     if (!strcmp(o.mode, "borrow"))
         return cmd_borrow();
+    if (!strcmp(o.mode, "linger"))
+        return cmd_linger();
     usage();
     return 2;
 }

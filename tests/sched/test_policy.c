@@ -3649,6 +3649,103 @@ static void test_mixed_high_preempts_when_it_does_not_fit(void **state)
     assert_int_equal(hi->state, CS_STATE_HELD);
 }
 
+/* Mixed mode, one 16 GiB GPU: a holds 8 GiB, b (6 GiB, swapped out) waits,
+ * c (5 GiB resident) is idle. */
+static void mixed_holder_waiter_idle(struct sd_member **a, struct sd_member **b,
+                                     struct sd_member **c)
+{
+    cfg.mode = CS_MODE_MIXED;
+    *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage4(*a, 8 * GiB, 0, 0, 8 * GiB);
+    usage4(*c, 5 * GiB, 0, 0, 5 * GiB);
+    usage4(*b, 0, 6 * GiB, 0, 6 * GiB);
+    acquire(*a);
+    acquire(*b);
+}
+
+/* A client that leaves while its process is still exiting (the server
+ * watches the process: sd_policy_client_departing) keeps its memory counted
+ * as the driver's until the process is gone: nothing is prefetched into it
+ * (on an H200 such a prefetch found no room, 0.36 s before the process was
+ * gone), and a ROOM waits for it rather than evict the next holder's
+ * prefetched memory; its exit answers the ROOM. Counted for a second at
+ * most: then a ROOM goes to the others. */
+static void test_departed_memory_counted_until_its_process_exits(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b, *c;
+    mixed_holder_waiter_idle(&a, &b, &c);
+    const struct ev *pf = find(EV_PREFETCH, b);
+    assert_non_null(pf);
+    prefetched(b, pf->lease, 0, 2 * GiB, 40 * MS);
+    usage4(b, 2 * GiB, 4 * GiB, 0, 6 * GiB);
+    uint64_t cid = c->client->id;
+    sd_policy_client_departing(&pol, c->client, now);
+    sd_policy_client_remove(&pol, c->client, now);
+    assert_int_equal(count(EV_PREFETCH, b), 1); /* c's 5 GiB are not free yet */
+    assert_int_equal(sd_gpu_departed_bytes(gpu(0), now), 5 * GiB);
+    /* a grows by 3 GiB: its ROOM waits for c's process, b keeps its memory. */
+    assert_int_equal(room(a, 7, 3 * GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, b), 0);
+    assert_true(a->room_active);
+    advance(300 * MS);
+    sd_policy_process_gone(&pol, cid, now);
+    assert_int_equal(sd_gpu_departed_bytes(gpu(0), now), 0);
+    const struct ev *r = find(EV_ROOM, a);
+    assert_non_null(r);
+    assert_int_equal(r->reason, 0);
+    assert_int_equal(count(EV_EVICT, b), 0);
+    /* ...and the rest of b's memory comes in. */
+    assert_int_equal(count(EV_PREFETCH, b), 2);
+    usage4(a, 11 * GiB, 0, 0, 11 * GiB);
+    prefetched(b, last()->lease, 0, 4 * GiB, 80 * MS);
+    usage4(b, 6 * GiB, 0, 0, 6 * GiB);
+
+    /* A process that does not exit: after a second its memory is planned
+     * as free, and the ROOM waiting for it asks the others. */
+    struct sd_member *d = attach(client(CS_PRIO_NORMAL, 1, "d"), 0);
+    usage4(d, 2 * GiB, 0, 0, 2 * GiB);
+    uint64_t t0 = now;
+    sd_policy_client_departing(&pol, d->client, now);
+    sd_policy_client_remove(&pol, d->client, now);
+    assert_int_equal(room(a, 8, GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, b), 0);
+    run_until(t0 + 1000 * MS - 1);
+    assert_int_equal(count(EV_EVICT, b), 0);
+    run_until(t0 + 1000 * MS);
+    assert_int_equal(count(EV_EVICT, b), 1);
+    assert_int_equal(last()->kind, EV_EVICT);
+    assert_int_equal(last()->evict, GiB);
+    assert_int_equal(sd_gpu_departed_bytes(gpu(0), now), 0);
+}
+
+/* An exiting victim a ROOM waits for (its EVICT found its driver shut
+ * down) that then disconnects: the ROOM waits on for its process, not for
+ * the disconnect. */
+static void test_exiting_victim_waited_for_until_its_process_exits(void **state)
+{
+    (void)state;
+    struct sd_member *h, *a, *b;
+    full_gpu_of_three(&h, &a, &b);
+    assert_int_equal(room(h, 1, 3 * GiB), SD_OK);
+    struct sd_member *first = last()->m, *second = first == a ? b : a;
+    assert_int_equal(evicted(first, last()->lease, 4 /* DEINITIALIZED */, 0), SD_OK);
+    uint64_t fid = first->client->id;
+    sd_policy_client_departing(&pol, first->client, now);
+    sd_policy_client_remove(&pol, first->client, now);
+    assert_int_equal(count(EV_ROOM, h), 0); /* not answered at the disconnect */
+    assert_int_equal(count(EV_EVICT, second), 0);
+    advance(100 * MS);
+    sd_policy_process_gone(&pol, fid, now);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    assert_int_equal(count(EV_EVICT, second), 0);
+    assert_false(h->room_active);
+}
+
 /* Mixed mode, one class side (the default, with jobs of one class): while
  * the holder runs, the next holder's missing memory comes in ahead into
  * what is free, less 1/16 of the GPU kept for the holder's growth; no third
@@ -3660,19 +3757,11 @@ static void test_mixed_high_preempts_when_it_does_not_fit(void **state)
 static void test_mixed_same_side_prefetched_into_free(void **state)
 {
     (void)state;
-    cfg.mode = CS_MODE_MIXED;
-    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
-    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    struct sd_member *a, *b, *c;
+    mixed_holder_waiter_idle(&a, &b, &c);
     struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 1);
     struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 1);
-    gpu(0)->mem_total = 16 * GiB;
     gpu(1)->mem_total = 16 * GiB;
-    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
-    usage4(c, 5 * GiB, 0, 0, 5 * GiB); /* idle: resident, not waiting */
-    usage4(b, 0, 6 * GiB, 0, 6 * GiB); /* swapped out */
-    acquire(a);
-    acquire(b);
     assert_int_equal(a->state, CS_STATE_HELD);
     assert_int_equal(b->state, CS_STATE_WAITING);
     /* 16 - 8 - 5 = 3 GiB free, 1 GiB of it kept: 2 GiB come in now, and c
@@ -4202,6 +4291,8 @@ int main(void)
         T(test_mixed_high_runs_beside_low),
         T(test_mixed_high_preempts_when_it_does_not_fit),
         T(test_mixed_same_side_prefetched_into_free),
+        T(test_departed_memory_counted_until_its_process_exits),
+        T(test_exiting_victim_waited_for_until_its_process_exits),
         T(test_mixed_one_holder_per_side),
         T(test_mixed_to_exclusive_trims),
         T(test_unresponsive_revoke),
