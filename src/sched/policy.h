@@ -308,6 +308,7 @@ struct sd_gpu {
      * driver's until they are (room.c, sd_policy_client_departing) */
     struct sd_departed {
         uint64_t client;      /* its sd_client id */
+        uint32_t uid;         /* its uid (room.c's distrust) */
         uint64_t bytes;       /* what it had resident */
         uint64_t until;       /* counted so at most until then */
         struct sd_member *room_for; /* the ROOM waiting for it, NULL = none */
@@ -388,8 +389,17 @@ struct sd_restore {
     struct sd_restore_gpu gpu[SD_MAX_GPUS];
 };
 
+/* uids whose "my process is exiting" was not borne out, remembered at once. */
+#define SD_DISTRUST_MAX 16
+
 struct sd_policy {
     const struct sd_config *cfg; /* owned by the server; read at each decision */
+    /* uids whose process outlived the wait its exit was given (room.c):
+     * not waited for again until `until` */
+    struct sd_distrust {
+        uint32_t uid;
+        uint64_t until;
+    } distrust[SD_DISTRUST_MAX];
     struct sd_policy_ops ops;
     void *ctx;
     struct sd_gpu *gpu[SD_MAX_GPUS];

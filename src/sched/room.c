@@ -102,15 +102,45 @@ static void ask_rest(struct sd_policy *p, struct sd_member *m, uint64_t short_by
  * memory that must come back, 0.3 s for 16 GB each way. */
 #define EXIT_WAIT_NS (1000 * 1000000ull)
 
+/* How long a uid whose process outlived the wait its exit was given is not
+ * waited for again. An honest exit takes 0.1-0.4 s: a tenant that says its
+ * process is exiting, or leaves and lives on, would otherwise hold up
+ * others' ROOMs for a second with every new connection. */
+#define DISTRUST_NS (60 * 1000000000ull)
+
+static bool distrusted(const struct sd_policy *p, uint32_t uid, uint64_t now)
+{
+    for (size_t i = 0; i < SD_DISTRUST_MAX; i++)
+        if (p->distrust[i].uid == uid && now < p->distrust[i].until)
+            return true;
+    return false;
+}
+
+/* Remembers uid, in its own slot or the one that expires first. */
+static void distrust(struct sd_policy *p, uint32_t uid, uint64_t now)
+{
+    struct sd_distrust *d = &p->distrust[0];
+    for (size_t i = 0; i < SD_DISTRUST_MAX; i++) {
+        if (p->distrust[i].uid == uid) {
+            d = &p->distrust[i];
+            break;
+        }
+        if (p->distrust[i].until < d->until)
+            d = &p->distrust[i];
+    }
+    d->uid = uid;
+    d->until = now + DISTRUST_NS;
+}
+
 /* An EVICT found v's driver shut down (CUDA_ERROR_DEINITIALIZED, whether
  * for a ROOM or planned): its process is exiting. The first such answer
- * starts the one wait it is given. */
-static void mark_exiting(struct sd_member *v, int32_t status, uint64_t now)
+ * starts the one wait it is given, unless its uid was found out before. */
+static void mark_exiting(struct sd_policy *p, struct sd_member *v, int32_t status, uint64_t now)
 {
     if (status != CUDA_ERROR_DEINITIALIZED || v->exiting)
         return;
     v->exiting = true;
-    v->exit_until = now + EXIT_WAIT_NS;
+    v->exit_until = distrusted(p, v->client->info.uid, now) ? now : now + EXIT_WAIT_NS;
 }
 
 /* Whether m's ROOM may wait for v's process to be gone. */
@@ -310,7 +340,7 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
     v->evict_for = NULL;
     /* Waited for for EXIT_WAIT_NS from its first such answer, once per
      * connection: a client that says so again later is not believed. */
-    mark_exiting(v, e->status, now);
+    mark_exiting(p, v, e->status, now);
     if (asker) {
         asker->room_freed += moved;
         if (!moved && asker->room_active && exit_awaited(v, asker, now)) {
@@ -354,14 +384,15 @@ uint64_t sd_gpu_departed_bytes(const struct sd_gpu *g, uint64_t now)
 
 void sd_policy_client_departing(struct sd_policy *p, struct sd_client *c, uint64_t now)
 {
-    (void)p;
+    if (distrusted(p, c->info.uid, now))
+        return; /* planned as free at once, as without a watch */
     for (int s = 0; s < CS_MAX_DEVICES; s++) {
         struct sd_member *m = c->slot[s];
         if (!m || !m->resident || m->gpu->ndep == SD_DEPARTED_MAX)
             continue;
         struct sd_gpu *g = m->gpu;
         struct sd_departed *d = &g->dep[g->ndep++];
-        *d = (struct sd_departed){.client = c->id, .bytes = m->resident,
+        *d = (struct sd_departed){.client = c->id, .uid = c->info.uid, .bytes = m->resident,
                                   .until = now + DEPART_WAIT_NS};
         cs_debug("gpu %u: client %llu (pid %u) left with %llu bytes resident: in use until "
                  "its process exits", g->index, (unsigned long long)c->id, c->info.pid,
@@ -430,6 +461,7 @@ static void departed_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now
                 (unsigned long long)g->dep[i].client,
                 (unsigned long long)(DEPART_WAIT_NS / 1000000),
                 (unsigned long long)g->dep[i].bytes);
+        distrust(p, g->dep[i].uid, now);
         departed_done(p, g, i, false, now);
     }
 }
@@ -450,6 +482,7 @@ static void exits_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
                 "room for pid %u asked of others", g->index, v->client->info.pid,
                 (unsigned long long)(EXIT_WAIT_NS / 1000000), m->client->info.pid);
         v->evict_for = NULL;
+        distrust(p, v->client->info.uid, now);
         ask_rest(p, m, v->exit_asked, now);
         if (--m->room_wait == 0)
             answer(p, m, outcome(m), now);

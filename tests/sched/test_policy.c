@@ -3649,6 +3649,53 @@ static void test_mixed_high_preempts_when_it_does_not_fit(void **state)
     assert_int_equal(hi->state, CS_STATE_HELD);
 }
 
+/* A uid whose process outlived the wait its exit was given is not waited
+ * for again for a minute: neither its next departures nor its next "my
+ * driver is shut down" hold up others' ROOMs (a tenant reconnecting would
+ * otherwise get a second's delay out of every connection). Another uid is
+ * still waited for. */
+static void test_exit_claims_not_borne_out_are_distrusted(void **state)
+{
+    (void)state;
+    struct sd_member *h, *a, *b;
+    full_gpu_of_three(&h, &a, &b);
+    a->client->info.uid = 1001;
+    b->client->info.uid = 1002;
+    sd_policy_client_departing(&pol, a->client, now); /* and lives on */
+    sd_policy_client_remove(&pol, a->client, now);
+    run_until(now + 1000 * MS);
+    assert_int_equal(sd_gpu_departed_bytes(gpu(0), now), 0);
+    /* uid 1001 again, a new connection: not counted when it leaves. */
+    struct sd_member *a2 = attach(client(CS_PRIO_NORMAL, 1, "a2"), 0);
+    a2->client->info.uid = 1001;
+    usage_full(a2, 2 * GiB, 0);
+    sd_policy_client_departing(&pol, a2->client, now);
+    assert_int_equal(sd_gpu_departed_bytes(gpu(0), now), 0);
+    sd_policy_client_remove(&pol, a2->client, now);
+    /* ...nor is its "driver shut down" waited for. */
+    struct sd_member *a3 = attach(client(CS_PRIO_NORMAL, 1, "a3"), 0);
+    a3->client->info.uid = 1001;
+    usage_full(a3, 4 * GiB, 0);
+    usage_full(b, 4 * GiB, 4 * GiB); /* b: nothing to move */
+    assert_int_equal(room(h, 1, 3 * GiB), SD_OK);
+    assert_ptr_equal(last()->m, a3);
+    assert_int_equal(evicted(a3, last()->lease, 4 /* DEINITIALIZED */, 0), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM); /* answered at once */
+    assert_int_equal(last()->reason, CUDA_OOM);
+    /* Another uid leaving is counted. */
+    sd_policy_client_departing(&pol, b->client, now);
+    assert_int_equal(sd_gpu_departed_bytes(gpu(0), now), 4 * GiB);
+    sd_policy_client_remove(&pol, b->client, now);
+    /* A minute later uid 1001 is believed again. */
+    advance(60 * SEC);
+    struct sd_member *a4 = attach(client(CS_PRIO_NORMAL, 1, "a4"), 0);
+    a4->client->info.uid = 1001;
+    usage_full(a4, 2 * GiB, 0);
+    sd_policy_client_departing(&pol, a4->client, now);
+    assert_int_equal(sd_gpu_departed_bytes(gpu(0), now), 2 * GiB);
+    sd_policy_client_remove(&pol, a4->client, now);
+}
+
 /* Mixed mode, one 16 GiB GPU: a holds 8 GiB, b (6 GiB, swapped out) waits,
  * c (5 GiB resident) is idle. */
 static void mixed_holder_waiter_idle(struct sd_member **a, struct sd_member **b,
@@ -4293,6 +4340,7 @@ int main(void)
         T(test_mixed_same_side_prefetched_into_free),
         T(test_departed_memory_counted_until_its_process_exits),
         T(test_exiting_victim_waited_for_until_its_process_exits),
+        T(test_exit_claims_not_borne_out_are_distrusted),
         T(test_mixed_one_holder_per_side),
         T(test_mixed_to_exclusive_trims),
         T(test_unresponsive_revoke),
