@@ -21,7 +21,14 @@
  * cannot create its context: idle jobs' memory is moved for it.
  *
  * The memory figures come from USAGE and are stale by design; EVICTED
- * adjusts the victim's until its next USAGE. */
+ * adjusts the victim's until its next USAGE.
+ *
+ * Memory on its way out is waited for rather than replaced by others':
+ * a victim that answers with its driver shut down (its process exiting),
+ * and a client that disconnected while its process lives on ("departed":
+ * the server reports the exit, sd_policy_process_gone), each for a second
+ * at most; a uid whose process outlives that is not waited for again for
+ * a minute (distrust()). */
 #include <cuda.h>
 #include <stdlib.h>
 
