@@ -29,7 +29,9 @@
 # 40% of its native throughput (the LC job leaves the GPU idle ~95% of the
 # time; losing more would mean the BE job is not given the GPU back). The
 # daemon's status must show the mechanism in use for each job, the BE job
-# preempted for the LC job and LC bursts reported.
+# preempted for the LC job and LC bursts reported. The mechanism is checked
+# on every try; the two timing bounds must hold together in one of up to
+# three tries of each mode (protected(), below, says why).
 #
 # The BE job's kernels are fc_sleep (--be-kernel sleep), counted in kernels
 # per second: an fc_add32 computes on a host CPU, so it took a whole core
@@ -81,13 +83,42 @@ run_pair native
 nat_lc=$(val "$T/native.lc" mean_us)
 nat_be=$(val "$T/native.be" kernels_per_s)
 echo "native: LC mean ${nat_lc} us, BE ${nat_be} kernels/s"
+# Without that delay the comparison proves nothing.
+[ "$SAN" = tsan ] || awk -v n="$nat_lc" 'BEGIN { exit !(n >= 5000) }' ||
+    fail "native LC mean ${nat_lc} us: the simulated timeslice did not delay it (test void)"
+
+# timing_ok TAG LC BE: 0 if the LC mean is within the bounded drain and the
+# BE job kept its share; otherwise 1, with why on stdout.
+timing_ok() {
+    awk -v g="$2" -v n="$nat_lc" 'BEGIN { exit !(g < 0.4 * n) }' ||
+        { echo "$1 LC mean $2 us: not within the bounded drain (native ${nat_lc} us)"; return 1; }
+    awk -v g="$3" -v n="$nat_be" 'BEGIN { exit !(g >= 0.4 * n) }' ||
+        { echo "$1 BE $3 kernels/s is below 40% of native ${nat_be}: it starves"; return 1; }
+}
 
 # protected TAG MODE: the pair under cushared in MODE with gating (MODE
-# default: no setting at all, mixed expected); the LC job's mean latency
-# within the bounded drain, the BE job's throughput kept (timing bounds
-# outside TSan); sets lc_line, be_line (status mid-run).
+# default: no setting at all, mixed expected); the mechanism checked on
+# every try, the timing bounds (outside TSan) on at least one of three:
+# on CI's 2-core VM a stretch of steal time once slowed every wakeup of a
+# try (native BE 804-814 kernels/s instead of 920-950, gated LC mean
+# 4.4-5.0 ms, p50 3.3 ms, with drains still 0.6 ms at p50: 2 of 26 suite
+# runs). A broken gate misses the bound on every try (LC ~10 ms).
 protected() {
-    local tag=$1 lc be
+    local tag=$1 mode=$2 try why
+    [ "$mode" = default ] && mode=mixed
+    for try in 1 2 3; do
+        protected_try "$tag" "$2"
+        [ "$SAN" = tsan ] && { echo "(ThreadSanitizer: timing bounds not checked, only the mechanism)"; return 0; }
+        why=$(timing_ok "$tag" "$lc" "$be") && return 0
+        echo "$tag ($mode) try $try: $why"
+    done
+    fail "$why (3 tries)"
+}
+
+# protected_try TAG MODE: one run of the pair; the mechanism asserted; sets
+# lc, be (the LC mean latency, the BE throughput), lc_line, be_line.
+protected_try() {
+    local tag=$1
     if [ "$2" = default ]; then
         start_daemon
         set -- "$1" mixed
@@ -102,16 +133,6 @@ protected() {
     lc_line=$(grep "^client .* name=lc " "$T/st" || true)
     echo "status: $be_line"
     echo "status: $lc_line"
-    if [ "$SAN" = tsan ]; then
-        echo "(ThreadSanitizer: timing bounds not checked, only the mechanism)"
-    else
-        awk -v n="$nat_lc" 'BEGIN { exit !(n >= 5000) }' ||
-            fail "native LC mean ${nat_lc} us: the simulated timeslice did not delay it (test void)"
-        awk -v g="$lc" -v n="$nat_lc" 'BEGIN { exit !(g < 0.4 * n) }' ||
-            fail "$tag LC mean ${lc} us: not within the bounded drain (native ${nat_lc} us)"
-        awk -v g="$be" -v n="$nat_be" 'BEGIN { exit !(g >= 0.4 * n) }' ||
-            fail "$tag BE ${be} kernels/s is below 40% of native ${nat_be}: it starves"
-    fi
     [ "$(field "$be_line" lc)" = gate ] && [ "$(field "$be_line" lc_mode)" = bounded ] ||
         fail "$tag BE job: want lc=gate lc_mode=bounded: $be_line"
     [ "$(field "$lc_line" lc)" = lc ] && [ "$(field "$lc_line" lc_mode)" = release-idle ] ||
