@@ -29,7 +29,7 @@ SD_TDIR := $(BUILD)/tests/sched
 # test_access run the server in their own process on sockets (socketpairs, or
 # a scratch directory); test_pinner runs the pool's pinning thread.
 SD_UNIT := test_policy test_pool test_proto test_config test_lc test_mguard test_access test_endpoint \
-           test_node test_server test_pinner test_metrics
+           test_node test_server test_pinner test_metrics test_exitwatch
 $(SD_UNIT:%=$(SD_TDIR)/%): $(SD_TDIR)/%: $(OBJ)/tests/sched/%.o $(SCHED_LIB) $(COMMON_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lcmocka $(SCHED_LIBS) -lm

@@ -442,6 +442,9 @@ void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t 
  * counted so, for a second at most: not prefetched into, and a ROOM waits
  * for it rather than copying out others' memory. */
 void sd_policy_client_departing(struct sd_policy *p, struct sd_client *c, uint64_t now);
+/* How long a departed client's memory is counted as the driver's at most:
+ * its process normally exits within 0.4 s of its disconnect. */
+#define SD_DEPART_WAIT_NS (1000 * 1000000ull)
 /* The process of the departed client `client` (its id) has exited. */
 void sd_policy_process_gone(struct sd_policy *p, uint64_t client, uint64_t now);
 void sd_policy_client_update(struct sd_policy *p, struct sd_client *c, uint32_t priority,

@@ -376,10 +376,6 @@ static void forget_asker(struct sd_gpu *g, const struct sd_member *m)
 
 /* ---- departed clients' memory ----------------------------------------------------- */
 
-/* How long a departed client's memory is counted as the driver's at most:
- * its process normally exits within 0.4 s of its disconnect. */
-#define DEPART_WAIT_NS (1000 * 1000000ull)
-
 uint64_t sd_gpu_departed_bytes(const struct sd_gpu *g, uint64_t now)
 {
     uint64_t b = 0;
@@ -400,7 +396,7 @@ void sd_policy_client_departing(struct sd_policy *p, struct sd_client *c, uint64
         struct sd_gpu *g = m->gpu;
         struct sd_departed *d = &g->dep[g->ndep++];
         *d = (struct sd_departed){.client = c->id, .uid = c->info.uid, .bytes = m->resident,
-                                  .until = now + DEPART_WAIT_NS};
+                                  .until = now + SD_DEPART_WAIT_NS};
         cs_debug("gpu %u: client %llu (pid %u) left with %llu bytes resident: in use until "
                  "its process exits", g->index, (unsigned long long)c->id, c->info.pid,
                  (unsigned long long)m->resident);
@@ -466,7 +462,7 @@ static void departed_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now
         cs_info("gpu %u: client %llu's process still there %llu ms after it left; its %llu "
                 "bytes no longer counted as in use", g->index,
                 (unsigned long long)g->dep[i].client,
-                (unsigned long long)(DEPART_WAIT_NS / 1000000),
+                (unsigned long long)(SD_DEPART_WAIT_NS / 1000000),
                 (unsigned long long)g->dep[i].bytes);
         distrust(p, g->dep[i].uid, now);
         departed_done(p, g, i, false, now);

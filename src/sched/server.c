@@ -217,6 +217,31 @@ static void outrec_free(struct sd_outrec *r)
     free(r);
 }
 
+/* A departed client that borrowed nothing (the lender watches borrowers)
+ * but left GPU memory: its process is watched until it exits, so that the
+ * policy counts that memory until then (exitwatch.h). False when it cannot
+ * be: its memory is then planned as free at once. */
+static bool watch_exit(struct sd_server *s, const struct sd_conn *c, const struct sd_client *cl)
+{
+    bool resident = false;
+    for (int i = 0; i < CS_MAX_DEVICES; i++)
+        resident |= cl->slot[i] && cl->slot[i]->resident;
+    if (!resident)
+        return false;
+    uint64_t tag;
+    int fd = sd_exitwatch_add(&s->xw, cl->id, c->pid, sd_server_now(s) + SD_EXITWATCH_NS, &tag);
+    if (fd < 0) {
+        cs_debug("client %llu (pid %u): its exit cannot be watched: %s", (unsigned long long)cl->id,
+                 c->pid, strerror(errno));
+        return false;
+    }
+    if (sd_server_add_listener(s, fd, tag) < 0) {
+        sd_exitwatch_event(&s->xw, tag); /* closes it */
+        return false;
+    }
+    return true;
+}
+
 static void conn_free(struct sd_server *s, struct sd_conn *c)
 {
     sd_conn_greeted(s, c); /* off the HELLO deadline list */
@@ -227,7 +252,7 @@ static void conn_free(struct sd_server *s, struct sd_conn *c)
                 cl->info.name[0] ? cl->info.name : "unnamed");
         /* May grant other clients, whose sends may mark them dead: the
          * caller's reap loop picks those up. */
-        if (sd_lender_client_gone(s, c, cl->id))
+        if (sd_lender_client_gone(s, c, cl->id) || watch_exit(s, c, cl))
             sd_policy_client_departing(&s->policy, cl, sd_server_now(s));
         sd_policy_client_remove(&s->policy, cl, sd_server_now(s));
     }
@@ -650,6 +675,9 @@ static uint64_t next_deadline(const struct sd_server *s)
     e = sd_lender_deadline(s);
     if (e && (!d || e < d))
         d = e;
+    e = sd_exitwatch_deadline(&s->xw);
+    if (e && (!d || e < d))
+        d = e;
     if (s->new_head) {
         uint64_t h = s->new_head->accepted_ns + (uint64_t)s->cfg.hello_timeout_ms * 1000000ull;
         if (!d || h < d)
@@ -678,6 +706,7 @@ void sd_server_tick(struct sd_server *s)
     expire_hellos(s, now);
     sd_policy_tick(&s->policy, now);
     sd_ep_tick(s, now);
+    sd_exitwatch_expire(&s->xw, now);
 }
 
 void sd_server_settle(struct sd_server *s)
@@ -825,6 +854,7 @@ int sd_server_init(struct sd_server *s, const struct sd_config *cfg,
     sd_ep_init(s);
     seed_gpus(s, o->restore);
     sd_lender_init(s);
+    sd_exitwatch_init(&s->xw);
     sd_overhead_init(s);
     return 0;
 }
@@ -851,6 +881,10 @@ static void handle_event(struct sd_server *s, const struct epoll_event *ev)
         sd_lender_pinned_event(s, sd_server_now(s));
     } else if (tag == TAG_METER) {
         sd_overhead_event(s, sd_server_now(s));
+    } else if ((tag & SD_EXITWATCH_TAG) && !(tag & (SD_WATCH_TAG | SD_EP_TAG))) {
+        uint64_t client = sd_exitwatch_event(&s->xw, tag);
+        if (client) /* else dropped earlier in this batch */
+            sd_policy_process_gone(&s->policy, client, sd_server_now(s));
     } else if ((tag & SD_WATCH_TAG) && !(tag & SD_EP_TAG)) {
         sd_lender_watch_event(s, tag, sd_server_now(s));
     } else if (tag & SD_EP_TAG) {
@@ -935,6 +969,7 @@ void sd_server_fini(struct sd_server *s)
     sd_ep_fini(s);
     sd_overhead_fini(s);
     sd_lender_fini(s);
+    sd_exitwatch_fini(&s->xw);
     if (s->metrics)
         sd_metrics_stop(s->metrics);
     s->metrics = NULL;

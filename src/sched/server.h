@@ -32,6 +32,7 @@
 #include "sched/access.h"
 #include "sched/config.h"
 #include "sched/endpoint.h"
+#include "sched/exitwatch.h"
 #include "sched/lender.h"
 #include "sched/node.h"
 #include "sched/policy.h"
@@ -163,6 +164,7 @@ struct sd_server {
     struct sd_metrics *metrics;
     struct sd_eps eps;        /* endpoint.c */
     struct sd_lender lend;    /* lender.c: the node's pinned pool */
+    struct sd_exitwatch xw;   /* exitwatch.c: departed non-borrowers' processes */
     struct sd_meter *meter;   /* overhead.c: the driver's per-process figures, or NULL */
     struct sd_meter_sample *meter_sample; /* the loop's copy of the newest one */
 };

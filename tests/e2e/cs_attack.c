@@ -31,12 +31,13 @@
  *       node's pinned pool 32 at a time, keeping every descriptor, until
  *       three LENDs in a row come empty, says `hoarded lent_bytes=N`, and
  *       holds them, connected, never RETURNing, until --seconds pass.
- *   cs_attack linger [--resident SIZE] [--hold-ms H]
+ *   cs_attack linger [--resident SIZE] [--hold-ms H] [--no-borrow]
  *       HELLO with CS_HELLO_POOL, ATTACH, USAGE: SIZE (default 1G)
- *       resident, BORROWs one batch of pieces (so that the daemon watches
+ *       resident, BORROWs one batch of pieces (so that the pool watches
  *       the process), then closes the connection, says `left`, and lives
  *       on H ms (default 1) before it exits: a job whose process outlives
- *       its connection, its GPU memory still its own.
+ *       its connection, its GPU memory still its own. --no-borrow: no
+ *       CS_HELLO_POOL and no BORROW (a job that never swapped).
  *   cs_attack flood [--conns N] [--reopen-ms P]
  *       Opens N (default 1040) connections that never send HELLO
  *       (RLIMIT_NOFILE raised as far as allowed) and keeps them open;
@@ -87,7 +88,7 @@ static struct {
     uint64_t total_mem;
     uint32_t priority, weight;
     unsigned char uuid[CS_UUID_LEN];
-    bool have_uuid, priority_set;
+    bool have_uuid, priority_set, no_borrow;
 } o = {
     .seconds = 10, .period_ms = 100, .hold_ms = 1, .resident = 1ull << 30, .count = 64,
     .seed = 1, .priority = CS_PRIO_HIGH, .weight = 1,
@@ -242,7 +243,8 @@ static bool hello(int fd, int conn)
     h.u.hello.priority = o.priority;
     h.u.hello.weight = o.weight;
     h.u.hello.proto_min = 1;
-    h.u.hello.flags = strcmp(o.mode, "borrow") && strcmp(o.mode, "linger") ? 0 : CS_HELLO_POOL;
+    bool pool = !strcmp(o.mode, "borrow") || (!strcmp(o.mode, "linger") && !o.no_borrow);
+    h.u.hello.flags = pool ? CS_HELLO_POOL : 0;
     cs_strlcpy(h.u.hello.name, o.name, sizeof h.u.hello.name);
     send_or_die(fd, &h);
     struct cs_msg r;
@@ -427,8 +429,8 @@ static int cmd_linger(void)
     u.u.usage.footprint = o.resident;
     send_or_die(fd, &u);
     struct cs_msg r;
-    int fds[CS_LEND_MAX], n;
-    if (borrow_big(fd, 1, 1, &r, fds, &n) != 1)
+    int fds[CS_LEND_MAX], n = 0;
+    if (!o.no_borrow && borrow_big(fd, 1, 1, &r, fds, &n) != 1)
         die(1, "no LEND");
     close(fd);
     say("left resident=%" PRIu64 " pieces=%d", o.resident, n);
@@ -738,7 +740,7 @@ static void usage(void)
             "  --socket PATH  --seconds S  --uuid GPU-...  --total-mem SIZE  --name NAME\n"
             "  --priority high|normal|low  --weight W  --go-file F  (hold, burst)\n"
             "  --period-ms N  --hold-ms H  (burst; --period-ms: hold's ACQUIRE period)\n"
-            "  --resident SIZE  (silent, linger)  --hold-ms H  (linger: after leaving)\n"
+            "  --resident SIZE  (silent, linger)  --hold-ms H  --no-borrow  (linger: after leaving)\n"
             "  --count N  --conns C  --seed S  (attach)\n"
             "  --conns N  --reopen-ms P  (flood)\n");
     exit(2);
@@ -768,7 +770,7 @@ static void parse(int argc, char **argv)
         {"weight", 1, 0, 'w'},   {"go-file", 1, 0, 'g'}, {"period-ms", 1, 0, 'P'},
         {"hold-ms", 1, 0, 'H'},  {"resident", 1, 0, 'r'}, {"count", 1, 0, 'c'},
         {"conns", 1, 0, 'C'},    {"seed", 1, 0, 'e'},    {"reopen-ms", 1, 0, 'R'},
-        {0, 0, 0, 0}};
+        {"no-borrow", 0, 0, 'B'}, {0, 0, 0, 0}};
     int c, prio;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
@@ -796,6 +798,7 @@ static void parse(int argc, char **argv)
         case 'C': o.conns = num(optarg, 1, ATK_MAX_CONNS); break;
         case 'e': o.seed = num(optarg, 0, UINT64_MAX); break;
         case 'R': o.reopen_ms = num(optarg, 0, 3600000); break;
+        case 'B': o.no_borrow = true; break;
         default: usage();
         }
     }
