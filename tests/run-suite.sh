@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/run-suite.sh TEST...: runs each test program or script of one build
-# tree, one at a time, each with its own simulated-GPU namespace and a time
-# limit; prints a line per test, the log of every failure, and a summary.
+# tree, one at a time (SUITE_JOBS: that many at once), each with its own
+# simulated-GPU namespace and a time limit; prints a line per test, the log of every failure, and a summary.
 # Exits non-zero if any test failed. A test that exits 77 was skipped (it
 # lacks an optional tool, e.g. Prometheus): SKIP with its last line, the
 # reason, which does not fail the suite.
@@ -26,26 +26,38 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_odr_v
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
-for t in "$@"; do
+# run_test I TEST: runs TEST (the I-th) with its own simulated GPU and
+# scratch directory; leaves "rc ms tmp" in $RES/I.
+run_test() {
+    local i=$1 t=$2 name log tmp start rc
     name=$(echo "$t" | sed 's|^build/||; s|[/ ]|_|g')
     log=$LOGDIR/$name.log
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/cushare-test.XXXXXX")
     start=$(date +%s%N)
-    FAKECUDA_SHM="cs-test-$$-$pass-$fail" TEST_TMP=$tmp \
+    FAKECUDA_SHM="cs-test-$$-$i" TEST_TMP=$tmp \
         timeout --kill-after=10 "$LIMIT" $t >"$log" 2>&1
     rc=$?
-    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    echo "$rc $((($(date +%s%N) - start) / 1000000)) $tmp" >"$RES/$i"
+    rm -f "/dev/shm/fakecuda-cs-test-$$-$i" 2>/dev/null
+}
+
+# report I TEST: its line (and a failure's log) from $RES/I; counts it.
+report() {
+    local i=$1 t=$2 name log rc ms tmp secs why
+    name=$(echo "$t" | sed 's|^build/||; s|[/ ]|_|g')
+    log=$LOGDIR/$name.log
+    read -r rc ms tmp <"$RES/$i"
     secs=$(printf "%d.%02d" $((ms / 1000)) $((ms % 1000 / 10)))
-    if [ $rc -eq 0 ]; then
+    if [ "$rc" -eq 0 ]; then
         printf '  PASS  %-52s %6ss\n' "$t" "$secs"
         pass=$((pass + 1))
         rm -rf "$tmp"
-    elif [ $rc -eq 77 ]; then
+    elif [ "$rc" -eq 77 ]; then
         printf '  SKIP  %-52s %6ss  (%s)\n' "$t" "$secs" "$(tail -n 1 "$log")"
         skip=$((skip + 1))
         rm -rf "$tmp"
     else
-        [ $rc -eq 124 ] && why="timed out after ${LIMIT}s" || why="exit $rc"
+        [ "$rc" -eq 124 ] && why="timed out after ${LIMIT}s" || why="exit $rc"
         printf '  FAIL  %-52s %6ss  (%s)\n' "$t" "$secs" "$why"
         echo "------ last lines of $log ------"
         tail -n 60 "$log"
@@ -53,8 +65,30 @@ for t in "$@"; do
         fail=$((fail + 1))
         failed+=("$t")
     fi
-    rm -f /dev/shm/fakecuda-cs-test-$$-* 2>/dev/null
+}
+
+# SUITE_JOBS tests at a time (default 1: one at a time, for the timing
+# bounds); each line is printed as its test ends.
+JOBS=${SUITE_JOBS:-1}
+case $JOBS in '' | *[!0-9]* | 0) echo "SUITE_JOBS must be a positive number: $JOBS"; exit 2 ;; esac
+RES=$(mktemp -d "${TMPDIR:-/tmp}/cushare-suite.XXXXXX")
+trap 'rm -rf "$RES"' EXIT
+declare -A running=() # pid -> "I TEST"
+i=0
+finish_one() {
+    local pid
+    wait -n -p pid
+    # shellcheck disable=SC2086
+    report ${running[$pid]}
+    unset "running[$pid]"
+}
+for t in "$@"; do
+    while [ ${#running[@]} -ge "$JOBS" ]; do finish_one; done
+    run_test "$i" "$t" &
+    running[$!]="$i $t"
+    i=$((i + 1))
 done
+while [ ${#running[@]} -gt 0 ]; do finish_one; done
 skipped=; [ $skip -eq 0 ] || skipped=", $skip skipped"
 echo "suite ${CUSHARE_SAN:-optimized} ($BUILD): $pass passed, $fail failed$skipped"
 [ $fail -eq 0 ] || { printf '  failed: %s\n' "${failed[@]}"; exit 1; }
