@@ -10,32 +10,62 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+/* The digits of a size, read by hand rather than with strtod, which also
+ * takes hexadecimal ("0x10"), exponents ("1e3"), "inf" and "nan", and reads
+ * the decimal point of the process's locale (the hook parses inside
+ * applications that may have set one). Returns the text after the number,
+ * or NULL when there is no digit; *whole is the integer part (NULL too
+ * past 2^62), *frac the fraction, in [0, 1). */
+static const char *size_digits(const char *s, uint64_t *whole, double *frac)
+{
+    uint64_t w = 0;
+    double f = 0, scale = 1;
+    int nd = 0;
+    for (; *s >= '0' && *s <= '9'; s++, nd++) {
+        uint64_t d = (uint64_t)(*s - '0');
+        if (w > ((1ull << 62) - d) / 10) /* w * 10 + d past 2^62 */
+            return NULL;
+        w = w * 10 + d;
+    }
+    if (*s == '.') {
+        for (s++; *s >= '0' && *s <= '9'; s++, nd++) {
+            if (scale < 1e17) { /* digits past a double's precision add nothing */
+                scale *= 10;
+                f += (*s - '0') / scale;
+            }
+        }
+    }
+    if (!nd)
+        return NULL;
+    *whole = w;
+    *frac = f;
+    return s;
+}
+
 int cs_parse_size(const char *s, uint64_t *out)
 {
     if (!s)
         return -1;
     while (isspace((unsigned char)*s))
         s++;
-    if (!isdigit((unsigned char)*s) && *s != '.')
-        return -1;
-    errno = 0;
-    char *end;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0)
+    uint64_t whole;
+    double frac;
+    const char *end = size_digits(s, &whole, &frac);
+    if (!end)
         return -1;
     while (isspace((unsigned char)*end))
         end++;
-    double mult = 1;
-    switch (toupper((unsigned char)*end)) {
+    unsigned shift = 0;
+    switch (*end) {
     case '\0': break;
-    case 'B': mult = 1; end++; break;
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'B': case 'b': end++; break;
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
     default: return -1;
     }
-    if (mult > 1) {
+    if (shift) {
         /* Optional "i", then optional "B": K, KB, KiB all mean 1024. */
         if (*end == 'i' || *end == 'I')
             end++;
@@ -46,10 +76,14 @@ int cs_parse_size(const char *s, uint64_t *out)
         end++;
     if (*end != '\0')
         return -1;
-    double bytes = v * mult;
-    if (bytes > (double)(1ull << 62))
+    /* Whole units exactly; a fraction of the unit rounds down to a byte. */
+    if (whole > (1ull << 62) >> shift)
         return -1;
-    *out = (uint64_t)bytes;
+    uint64_t bytes = whole << shift;
+    bytes += (uint64_t)(frac * (double)(1ull << shift));
+    if (bytes > (1ull << 62))
+        return -1;
+    *out = bytes;
     return 0;
 }
 

@@ -68,7 +68,9 @@ static void check_split_size(const char *name, uint64_t dflt)
         {"inf", dflt},
         {"12X", dflt},
         {"2G2", dflt},
-        {"0x10M", 16 * MiB},                   /* strtod reads hexadecimal */
+        {"0x10M", dflt},                       /* decimal only: no hexadecimal, */
+        {"1e3M", dflt},                        /* no exponent */
+        {"1.5G", 1536 * MiB},
         {"\xff\xfe", dflt},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
