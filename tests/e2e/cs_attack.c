@@ -419,15 +419,22 @@ static int cmd_borrow(void)
     return 0;
 }
 
-/* ---- linger: a process that outlives its connection ------------------------------------- */
-
-static int cmd_linger(void)
+/* join_gpu(), then USAGE: --resident bytes resident, all of it swappable. */
+static int join_with_usage(void)
 {
     int fd = join_gpu();
     struct cs_msg u = {.type = CS_MSG_USAGE};
     u.u.usage.resident = o.resident;
     u.u.usage.footprint = o.resident;
     send_or_die(fd, &u);
+    return fd;
+}
+
+/* ---- linger: a process that outlives its connection ------------------------------------- */
+
+static int cmd_linger(void)
+{
+    int fd = join_with_usage();
     struct cs_msg r;
     int fds[CS_LEND_MAX], n = 0;
     if (!o.no_borrow && borrow_big(fd, 1, 1, &r, fds, &n) != 1)
@@ -441,11 +448,7 @@ static int cmd_linger(void)
 
 static int cmd_silent(void)
 {
-    int fd = join_gpu();
-    struct cs_msg u = {.type = CS_MSG_USAGE};
-    u.u.usage.resident = o.resident;
-    u.u.usage.footprint = o.resident;
-    send_or_die(fd, &u);
+    int fd = join_with_usage();
     say("usage conn=0 resident=%" PRIu64 " swappable=%" PRIu64, o.resident, o.resident);
     uint64_t evicts = 0;
     bool alive = true;
