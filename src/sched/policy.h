@@ -55,7 +55,7 @@
  * Ownership: the policy owns every sd_gpu, sd_client and sd_member; the
  * server owns connections and keeps a pointer to its client. The structs are
  * public for read access (status, metrics); only the policy mutates them:
- * policy.c and its parts sharing policy_int.h (room.c, mem.c, share.c,
+ * policy.c and its parts sharing policy_int.h (room.c, depart.c, mem.c, share.c,
  * lcgate.c, tslice.c). The one exception is sd_client.owner, which the
  * server sets (dispatch.c) and the policy never reads.
  * Callbacks run inside policy calls and must not call back into the policy
@@ -221,7 +221,7 @@ struct sd_member {
                                  grant waits for that request again */
     struct sd_member *evict_for; /* whose ROOM it serves, NULL once answered */
     bool exiting;             /* an EVICT found its driver shut down: its process
-                                 is exiting, its memory goes with it (room.c) */
+                                 is exiting, its memory goes with it (depart.c) */
     uint64_t exit_asked;      /* what that EVICT asked, for a ROOM waiting for the exit */
     uint64_t exit_until;      /* how long that ROOM waits for it */
     /* answer deadlines (policy.c, issue 17): when each request went out */
@@ -305,10 +305,10 @@ struct sd_gpu {
     /* memory planning (mem.c) */
     uint64_t freed_epoch;     /* moves whenever memory was freed on the GPU */
     /* memory of clients gone whose processes are still exiting: the
-     * driver's until they are (room.c, sd_policy_client_departing) */
+     * driver's until they are (depart.c, sd_policy_client_departing) */
     struct sd_departed {
         uint64_t client;      /* its sd_client id */
-        uint32_t uid;         /* its uid (room.c's distrust) */
+        uint32_t uid;         /* its uid (depart.c's distrust) */
         uint64_t bytes;       /* what it had resident */
         uint64_t until;       /* counted so at most until then */
         struct sd_member *room_for; /* the ROOM waiting for it, NULL = none */
@@ -394,7 +394,7 @@ struct sd_restore {
 
 struct sd_policy {
     const struct sd_config *cfg; /* owned by the server; read at each decision */
-    /* uids whose process outlived the wait its exit was given (room.c):
+    /* uids whose process outlived the wait its exit was given (depart.c):
      * not waited for again until `until` */
     struct sd_distrust {
         uint32_t uid;

@@ -1,5 +1,5 @@
 /* policy_int.h: what policy.c shares with the other parts of the policy
- * (room.c, mem.c, share.c, lcgate.c, tslice.c), and nobody else. */
+ * (room.c, depart.c, mem.c, share.c, lcgate.c, tslice.c), and nobody else. */
 #ifndef SD_POLICY_INT_H
 #define SD_POLICY_INT_H
 
@@ -45,8 +45,31 @@ struct sd_member *sd_best_waiter(const struct sd_gpu *g);
 void sd_room_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
 /* m is going away: answer for it and forget it on both sides. */
 void sd_room_forget(struct sd_policy *p, struct sd_member *m);
+
+/* depart.c, called by room.c and policy.c: memory on its way out */
+/* How long a ROOM waits for a victim whose process is exiting to be gone,
+ * rather than moving others' memory: its driver shuts down only in the
+ * process's last moments (on the H200 a PyTorch job's exit took 0.2-0.45 s
+ * from there, 45 GB included), and asking the others instead copies out
+ * memory that must come back, 0.3 s for 16 GB each way. */
+#define SD_EXIT_WAIT_NS (1000 * 1000000ull)
 /* Departed clients' memory on g still counted as the driver's at now. */
 uint64_t sd_gpu_departed_bytes(const struct sd_gpu *g, uint64_t now);
+/* Whether uid's processes outlived the wait their exit was given within
+ * the last minute (then they are not waited for). */
+bool sd_depart_distrusted(const struct sd_policy *p, uint32_t uid, uint64_t now);
+void sd_depart_distrust(struct sd_policy *p, uint32_t uid, uint64_t now);
+/* An EVICT found v's driver shut down (CUDA_ERROR_DEINITIALIZED, whether
+ * for a ROOM or planned): its process is exiting. The first such answer
+ * starts the one wait it is given (SD_EXIT_WAIT_NS, none for a distrusted
+ * uid); other statuses change nothing. */
+void sd_depart_mark_exiting(struct sd_policy *p, struct sd_member *v, int32_t status,
+                            uint64_t now);
+/* Whether m's ROOM may wait for v's process to be gone. */
+bool sd_depart_exit_awaited(const struct sd_member *v, const struct sd_member *m, uint64_t now);
+/* Removes g's departed entry i and returns it (gone: its process exited,
+ * its memory is free: g's freed_epoch moves). */
+struct sd_departed sd_depart_take(struct sd_gpu *g, size_t i, bool gone);
 
 /* mem.c */
 /* a + b, saturating. */

@@ -28,7 +28,7 @@
  * and a client that disconnected while its process lives on ("departed":
  * the server reports the exit, sd_policy_process_gone), each for a second
  * at most; a uid whose process outlives that is not waited for again for
- * a minute (distrust()). */
+ * a minute. depart.c keeps that state; what a ROOM does about it is here. */
 #include <cuda.h>
 #include <stdlib.h>
 
@@ -102,61 +102,6 @@ static void ask_rest(struct sd_policy *p, struct sd_member *m, uint64_t short_by
         ask(p, m, v, sd_mem_movable(v), &short_by, now);
 }
 
-/* How long a ROOM waits for a victim whose process is exiting to be gone,
- * rather than moving others' memory: its driver shuts down only in the
- * process's last moments (on the H200 a PyTorch job's exit took 0.2-0.45 s
- * from there, 45 GB included), and asking the others instead copies out
- * memory that must come back, 0.3 s for 16 GB each way. */
-#define EXIT_WAIT_NS (1000 * 1000000ull)
-
-/* How long a uid whose process outlived the wait its exit was given is not
- * waited for again. An honest exit takes 0.1-0.4 s: a tenant that says its
- * process is exiting, or leaves and lives on, would otherwise hold up
- * others' ROOMs for a second with every new connection. */
-#define DISTRUST_NS (60 * 1000000000ull)
-
-static bool distrusted(const struct sd_policy *p, uint32_t uid, uint64_t now)
-{
-    for (size_t i = 0; i < SD_DISTRUST_MAX; i++)
-        if (p->distrust[i].uid == uid && now < p->distrust[i].until)
-            return true;
-    return false;
-}
-
-/* Remembers uid, in its own slot or the one that expires first. */
-static void distrust(struct sd_policy *p, uint32_t uid, uint64_t now)
-{
-    struct sd_distrust *d = &p->distrust[0];
-    for (size_t i = 0; i < SD_DISTRUST_MAX; i++) {
-        if (p->distrust[i].uid == uid) {
-            d = &p->distrust[i];
-            break;
-        }
-        if (p->distrust[i].until < d->until)
-            d = &p->distrust[i];
-    }
-    d->uid = uid;
-    d->until = now + DISTRUST_NS;
-}
-
-/* An EVICT found v's driver shut down (CUDA_ERROR_DEINITIALIZED, whether
- * for a ROOM or planned): its process is exiting. The first such answer
- * starts the one wait it is given, unless its uid was found out before. */
-static void mark_exiting(struct sd_policy *p, struct sd_member *v, int32_t status, uint64_t now)
-{
-    if (status != CUDA_ERROR_DEINITIALIZED || v->exiting)
-        return;
-    v->exiting = true;
-    v->exit_until = distrusted(p, v->client->info.uid, now) ? now : now + EXIT_WAIT_NS;
-}
-
-/* Whether m's ROOM may wait for v's process to be gone. */
-static bool exit_awaited(const struct sd_member *v, const struct sd_member *m, uint64_t now)
-{
-    return v != m && v->exiting && now < v->exit_until && !v->evict_for && !v->evict_id &&
-           v->resident > 0;
-}
-
 /* m's ROOM waits for exiting v (sd_room_victim_lost() counts its memory as
  * moved), until v's exit_until; counted in m->room_wait like an EVICT. */
 static void wait_for_exit(struct sd_member *v, struct sd_member *m, uint64_t asked)
@@ -174,7 +119,7 @@ static void wait_for_exits(struct sd_member *m, uint64_t *need, uint64_t now)
     struct sd_gpu *g = m->gpu;
     for (size_t i = 0; i < g->n && *need > 0; i++) {
         struct sd_member *v = g->m[i];
-        if (!exit_awaited(v, m, now))
+        if (!sd_depart_exit_awaited(v, m, now))
             continue;
         uint64_t amount = v->resident < *need ? v->resident : *need;
         *need -= amount;
@@ -345,12 +290,12 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
     uint64_t moved = sd_mem_on_evicted(v, e);
     struct sd_member *asker = v->evict_for;
     v->evict_for = NULL;
-    /* Waited for for EXIT_WAIT_NS from its first such answer, once per
+    /* Waited for for SD_EXIT_WAIT_NS from its first such answer, once per
      * connection: a client that says so again later is not believed. */
-    mark_exiting(p, v, e->status, now);
+    sd_depart_mark_exiting(p, v, e->status, now);
     if (asker) {
         asker->room_freed += moved;
-        if (!moved && asker->room_active && exit_awaited(v, asker, now)) {
+        if (!moved && asker->room_active && sd_depart_exit_awaited(v, asker, now)) {
             asker->room_wait--; /* this EVICT's; the wait counts instead */
             wait_for_exit(v, asker, asked);
         } else if (moved < asked && asker->room_active) {
@@ -374,42 +319,7 @@ static void forget_asker(struct sd_gpu *g, const struct sd_member *m)
             g->dep[j].room_for = NULL;
 }
 
-/* ---- departed clients' memory ----------------------------------------------------- */
-
-uint64_t sd_gpu_departed_bytes(const struct sd_gpu *g, uint64_t now)
-{
-    uint64_t b = 0;
-    for (size_t i = 0; i < g->ndep; i++)
-        if (now < g->dep[i].until)
-            b = sd_add_sat(b, g->dep[i].bytes);
-    return b;
-}
-
-void sd_policy_client_departing(struct sd_policy *p, struct sd_client *c, uint64_t now)
-{
-    if (distrusted(p, c->info.uid, now))
-        return; /* planned as free at once, as without a watch */
-    for (int s = 0; s < CS_MAX_DEVICES; s++) {
-        struct sd_member *m = c->slot[s];
-        if (!m || !m->resident || m->gpu->ndep == SD_DEPARTED_MAX)
-            continue;
-        struct sd_gpu *g = m->gpu;
-        struct sd_departed *d = &g->dep[g->ndep++];
-        *d = (struct sd_departed){.client = c->id, .uid = c->info.uid, .bytes = m->resident,
-                                  .until = now + SD_DEPART_WAIT_NS};
-        cs_debug("gpu %u: client %llu (pid %u) left with %llu bytes resident: in use until "
-                 "its process exits", g->index, (unsigned long long)c->id, c->info.pid,
-                 (unsigned long long)m->resident);
-        /* A ROOM that waits for it (its EVICT, or its exit) now waits for
-         * its process: the disconnect does not free its memory. */
-        if (m->evict_for) {
-            d->room_for = m->evict_for;
-            d->asked = m->evict_id ? m->evict_bytes : m->exit_asked;
-            m->evict_for = NULL;
-        }
-        sd_gpu_want_at(g, d->until);
-    }
-}
+/* ---- memory on its way out, for the ROOMs waiting for it (depart.c) --------------- */
 
 /* Entry i of g is done: its process exited (gone), or it outlived its
  * wait. The ROOM waiting for it counts its memory as moved, or asks the
@@ -418,10 +328,7 @@ void sd_policy_client_departing(struct sd_policy *p, struct sd_client *c, uint64
 static void departed_done(struct sd_policy *p, struct sd_gpu *g, size_t i, bool gone,
                           uint64_t now)
 {
-    struct sd_departed d = g->dep[i];
-    g->dep[i] = g->dep[--g->ndep];
-    if (gone)
-        g->freed_epoch++;
+    struct sd_departed d = sd_depart_take(g, i, gone);
     struct sd_member *m = d.room_for;
     if (m) {
         if (gone)
@@ -464,13 +371,13 @@ static void departed_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now
                 (unsigned long long)g->dep[i].client,
                 (unsigned long long)(SD_DEPART_WAIT_NS / 1000000),
                 (unsigned long long)g->dep[i].bytes);
-        distrust(p, g->dep[i].uid, now);
+        sd_depart_distrust(p, g->dep[i].uid, now);
         departed_done(p, g, i, false, now);
     }
 }
 
 /* A victim whose process was to exit and is still there after
- * EXIT_WAIT_NS: what it was asked goes to the next victims. */
+ * SD_EXIT_WAIT_NS: what it was asked goes to the next victims. */
 static void exits_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
     for (size_t j = 0; j < g->n; j++) {
@@ -483,9 +390,9 @@ static void exits_overdue(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         }
         cs_info("gpu %u: pid %u still there %llu ms after its driver shut down; "
                 "room for pid %u asked of others", g->index, v->client->info.pid,
-                (unsigned long long)(EXIT_WAIT_NS / 1000000), m->client->info.pid);
+                (unsigned long long)(SD_EXIT_WAIT_NS / 1000000), m->client->info.pid);
         v->evict_for = NULL;
-        distrust(p, v->client->info.uid, now);
+        sd_depart_distrust(p, v->client->info.uid, now);
         ask_rest(p, m, v->exit_asked, now);
         if (--m->room_wait == 0)
             answer(p, m, outcome(m), now);
