@@ -567,6 +567,10 @@ static void t_vmm(void)
     for (size_t i = 0; i < g / 4; i++)
         pat[i] = (uint32_t)(i * 2654435761u);
     CK(cuMemcpyHtoD(va, pat, g));
+    /* From pageable memory the copy returns once the source is staged, its
+     * DMA possibly still in flight: unmapping then lost the data on an H200
+     * once (2026-11-30), and the DMA's fault poisoned the context. */
+    CK(cuCtxSynchronize());
     /* Unmapping without releasing and mapping again keeps the data. */
     CK(cuMemUnmap(va, g));
     CK(cuMemMap(va, g, 0, h1, 0));
