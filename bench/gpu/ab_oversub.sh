@@ -26,6 +26,6 @@ for v in ${ORDER:-old new}; do
         OVERSUB_CONF="pool_min_mb = ${POOLMIN:-8192}" OVERSUB_CASES=${OVERSUB_CASES:-add4x45} \
         timeout 280 bench/gpu/run.sh oversub >/dev/null 2>&1
     echo "== $i $v rc=$?"
-    grep -E 'makespan|GPU held|swap-out|switches|backing|warm-up|pool:' "$OUT/$i-$v/summary.md" | cut -c1-400
+    grep -E 'makespan|GPU held|solo runs|swap-out|switches|backing|warm-up|pool:' "$OUT/$i-$v/summary.md" | cut -c1-400
 done
 cd "$OUT" && tar czf ab.tgz ./*-*/ && rm -rf ./*-*/
