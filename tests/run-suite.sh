@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/run-suite.sh TEST...: runs each test program or script of one build
 # tree, one at a time (SUITE_JOBS: that many at once), each with its own
-# simulated-GPU namespace and a time limit; prints a line per test, the log of every failure, and a summary.
+# simulated-GPU namespace and a time limit; prints a line per test as it
+# ends, the log of every failure, and a summary.
 # Exits non-zero if any test failed. A test that exits 77 was skipped (it
 # lacks an optional tool, e.g. Prometheus): SKIP with its last line, the
 # reason, which does not fail the suite.
@@ -26,12 +27,14 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:detect_odr_v
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
+# log_of TEST: where TEST's output goes.
+log_of() { echo "$LOGDIR/$(echo "$1" | sed 's|^build/||; s|[/ ]|_|g').log"; }
+
 # run_test I TEST: runs TEST (the I-th) with its own simulated GPU and
 # scratch directory; leaves "rc ms tmp" in $RES/I.
 run_test() {
-    local i=$1 t=$2 name log tmp start rc
-    name=$(echo "$t" | sed 's|^build/||; s|[/ ]|_|g')
-    log=$LOGDIR/$name.log
+    local i=$1 t=$2 log tmp start rc
+    log=$(log_of "$t")
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/cushare-test.XXXXXX")
     start=$(date +%s%N)
     FAKECUDA_SHM="cs-test-$$-$i" TEST_TMP=$tmp \
@@ -43,9 +46,8 @@ run_test() {
 
 # report I TEST: its line (and a failure's log) from $RES/I; counts it.
 report() {
-    local i=$1 t=$2 name log rc ms tmp secs why
-    name=$(echo "$t" | sed 's|^build/||; s|[/ ]|_|g')
-    log=$LOGDIR/$name.log
+    local i=$1 t=$2 log rc ms tmp secs why
+    log=$(log_of "$t")
     read -r rc ms tmp <"$RES/$i"
     secs=$(printf "%d.%02d" $((ms / 1000)) $((ms % 1000 / 10)))
     if [ "$rc" -eq 0 ]; then
