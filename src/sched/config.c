@@ -36,6 +36,7 @@ static const struct knob knobs[] = {
     KNOB(quantum_floor_ms, K_U32, true, 1, 3600000),
     KNOB(quantum_cap_ms, K_U32, true, 1, 3600000),
     KNOB(idle_release_ms, K_U32, true, 1, 3600000),
+    KNOB(idle_report_ms, K_U32, true, 1, 3600000),
     KNOB(revoke_timeout_ms, K_U32, true, 1, 3600000),
     KNOB(reconnect_grace_ms, K_U32, true, 0, 3600000),
     KNOB(force_release, K_BOOL, true, 0, 0),
@@ -99,6 +100,11 @@ static const char *const *names_of(uint8_t kind, size_t *n)
     }
 }
 
+uint32_t sd_config_idle_report(const struct sd_config *c)
+{
+    return c->idle_report_ms < c->idle_release_ms ? c->idle_report_ms : c->idle_release_ms;
+}
+
 void sd_config_defaults(struct sd_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -109,6 +115,11 @@ void sd_config_defaults(struct sd_config *c)
     c->quantum_floor_ms = 100;
     c->quantum_cap_ms = 30000;
     c->idle_release_ms = 250;
+    /* An oversubscribed GPU's jobs wait seconds for each other; a job that
+     * ended its work held it for the whole 250 ms before saying so, three
+     * times in a run of 4 x 45 GB on the H200 (bench/results/
+     * oversubscription.md). 50 ms: the hook's tick is then 5 ms. */
+    c->idle_report_ms = 50;
     c->revoke_timeout_ms = 10000;
     c->reconnect_grace_ms = 1500;
     c->force_release = true;

@@ -33,6 +33,12 @@ struct sd_config {
     uint32_t quantum_floor_ms;
     uint32_t quantum_cap_ms;
     uint32_t idle_release_ms;
+    /* How long without work before a holder says it is idle (WELCOME
+     * carries the smaller of this and idle_release_ms): on an
+     * oversubscribed GPU the wait that follows is priced by the switch
+     * (policy.c idle_grace_ns), and idle_release_ms, which used to be the
+     * soonest a report could come, is no floor there. */
+    uint32_t idle_report_ms;
     uint32_t revoke_timeout_ms;
     uint32_t reconnect_grace_ms;
     bool force_release;
@@ -112,6 +118,10 @@ struct sd_overrides {
 };
 
 void sd_config_defaults(struct sd_config *c);
+
+/* The idle period a client is told in WELCOME: the smaller of
+ * idle_report_ms and idle_release_ms. */
+uint32_t sd_config_idle_report(const struct sd_config *c);
 
 /* Sets one global knob from text. runtime: refuse knobs that only take
  * effect at start-up. Returns 0, or -1 with a reason in err. Does not check

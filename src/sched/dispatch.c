@@ -163,12 +163,12 @@ void sd_dispatch_apply_override(const struct sd_server *s, const struct sd_grant
         sd_grant_clamp(g, &info->priority, &info->weight);
 }
 
-static void send_welcome(struct sd_server *s, struct sd_conn *c, uint64_t id)
+static void send_welcome(struct sd_server *s, struct sd_conn *c, uint64_t id, uint32_t idle_ms)
 {
     struct cs_msg w = {.type = CS_MSG_WELCOME};
     w.u.welcome.client_id = id;
     w.u.welcome.epoch = s->epoch;
-    w.u.welcome.idle_ms = s->cfg.idle_release_ms;
+    w.u.welcome.idle_ms = idle_ms;
     sd_conn_send(s, c, &w, false);
 }
 
@@ -252,7 +252,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
         /* A view reads what its own job may see, nothing more (control.c). */
         c->kind = SD_CONN_CONTROL;
         c->view = (h->flags & CS_HELLO_VIEW) != 0;
-        send_welcome(s, c, c->id);
+        send_welcome(s, c, c->id, sd_config_idle_report(&s->cfg));
         return;
     }
     if (s->policy.nclients >= s->cfg.max_clients) {
@@ -271,6 +271,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
         .pin = (h->flags & CS_HELLO_PIN) != 0,
         .restored = (h->flags & CS_HELLO_RESTORED) != 0,
         .prev_id = h->prev_client_id,
+        .idle_ms = sd_config_idle_report(&s->cfg), /* its WELCOME says so */
     };
     memcpy(info.name, h->name, sizeof info.name);
     set_identity(c, h, &info);
@@ -290,7 +291,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
             cs_priority_name((int)info.priority), info.weight,
             info.reconnect ? " (reconnected)" : "");
     log_cut(c, cl, h, cut);
-    send_welcome(s, c, cl->id);
+    send_welcome(s, c, cl->id, cl->info.idle_ms);
     if (c->caps & CS_HELLO_TERMS)
         send_terms(s, c, &cl->info, cut);
 }

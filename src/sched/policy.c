@@ -675,30 +675,37 @@ uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
     return quantum_for(p, planned_switch_ns(p, g, NULL));
 }
 
-/* How long an idle holder stays before an idle revoke in favour of w,
- * beyond the idle period the client already waited before it said so. On
- * a GPU whose jobs fit, a switch moves no memory and the answer is 0. On an
- * oversubscribed one, revoking a holder that resumes soon costs a switch
- * (the waiter's memory in, and what must go out for it): this is the
- * ski-rental rule, wait as long as buying would cost, which never loses
- * more than twice the best choice made with hindsight. On the H100 the
- * 4 x 30 GB jobs paused between phases and every idle revoke cost 1-3 s of
- * restore; a truly idle holder now keeps the GPU for one predicted switch
- * longer (at most a quantum).
- * The cost is w's own switch, not the GPU's: the planned cost scaled by
- * what w's switch moves against the overflow. A waiter already resident
- * (the next holder is prefetched while the holder runs, mem.c) moves nothing,
- * and the holder's memory stays where it is, so the idle holder goes at
- * once. A job that ended its work held the GPU through its process's exit
- * otherwise (0.2-0.5 s of Python and driver teardown after its idle
- * report, three times in a run of 4 x 45 GB on the H200). */
+/* How long an idle holder h stays before an idle revoke in favour of w,
+ * beyond the idle period h waited before it said so (its WELCOME's,
+ * idle_report_ms by default, 50 ms).
+ *
+ * On a GPU whose jobs fit, a switch moves no memory: h keeps the GPU until
+ * it has been idle for idle_release_ms in all (issue 4: a job's pauses up
+ * to that long never cost it its turn).
+ *
+ * On an oversubscribed one, revoking a holder that resumes soon costs a
+ * switch (the waiter's memory in, and what must go out for it): this is
+ * the ski-rental rule, wait as long as buying would cost, which never
+ * loses more than twice the best choice made with hindsight. On the H100
+ * the 4 x 30 GB jobs paused between phases and every idle revoke cost 1-3 s
+ * of restore; a truly idle holder keeps the GPU for one predicted switch
+ * (at most a quantum). The cost is w's own switch, not the GPU's: the
+ * planned cost scaled by what w's switch moves against the overflow. A
+ * waiter already resident (the next holder is prefetched while the holder
+ * runs, mem.c) moves nothing, and the holder's memory stays where it is, so
+ * the idle holder goes at its report. idle_release_ms is no floor here: it
+ * was one only because no report came sooner, and a job that had ended its
+ * work held the GPU for it three times a run (4 x 45 GB on the H200, where
+ * one job's exit then also held up the next holder's room: the sooner the
+ * revoke, the likelier the ended job is still there to move its memory). */
 static uint64_t idle_grace_ns(const struct sd_policy *p, const struct sd_gpu *g,
-                              const struct sd_member *w)
+                              const struct sd_member *h, const struct sd_member *w)
 {
+    uint32_t said = h->client->info.idle_ms ? h->client->info.idle_ms : p->cfg->idle_release_ms;
     bool over;
     uint64_t sw = planned_switch_ns(p, g, &over);
     if (!over)
-        return 0;
+        return sub0((uint64_t)p->cfg->idle_release_ms * MS, (uint64_t)said * MS);
     uint64_t q = quantum_for(p, sw);
     /* The planned cost is for moving the overflow; w's switch moves what
      * w lacks and what must go out for it, at the same rate (the measured
@@ -709,13 +716,13 @@ static uint64_t idle_grace_ns(const struct sd_policy *p, const struct sd_gpu *g,
     uint64_t ovf = overflow_bytes(p, g);
     if (moved < ovf)
         sw = (uint64_t)((double)sw * (double)moved / (double)ovf);
-    return sub0(sw < q ? sw : q, (uint64_t)p->cfg->idle_release_ms * MS);
+    return sub0(sw < q ? sw : q, (uint64_t)said * MS);
 }
 
 static bool idle_revocable(const struct sd_policy *p, const struct sd_gpu *g,
                            const struct sd_member *h, const struct sd_member *w, uint64_t now)
 {
-    return h->idle && now >= h->idle_ns + idle_grace_ns(p, g, w);
+    return h->idle && now >= h->idle_ns + idle_grace_ns(p, g, h, w);
 }
 
 /* A holder owed time renews its slice rather than pay a switch it would
@@ -847,7 +854,7 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
             continue;
         holding++;
         if (h->idle && !idle_revocable(p, g, h, w, now))
-            want_at(g, h->idle_ns + idle_grace_ns(p, g, w));
+            want_at(g, h->idle_ns + idle_grace_ns(p, g, h, w));
         if (revoke_reason_for(p, g, h, w, now)) {
             v[nv++] = h;
         } else if (h->client->info.priority == w->client->info.priority && !h->room_active) {

@@ -95,6 +95,7 @@ struct sd_client_info {
     bool pin;          /* HELLO carried CS_HELLO_PIN: it reports PINNED */
     bool restored;     /* HELLO carried CS_HELLO_RESTORED: it sends RESTORED for every grant */
     uint64_t prev_id;  /* its client id under the previous daemon */
+    uint32_t idle_ms;  /* the idle period its WELCOME gave (0: idle_release_ms) */
     char name[CS_NAME_LEN];
     char pod[CS_NAME_LEN];
     char ns[CS_NAME_LEN];

@@ -42,6 +42,8 @@ static void test_defaults(void **state)
     assert_int_equal(c.quantum_floor_ms, 100);
     assert_int_equal(c.quantum_cap_ms, 30000);
     assert_int_equal(c.idle_release_ms, 250);
+    assert_int_equal(c.idle_report_ms, 50);
+    assert_int_equal(sd_config_idle_report(&c), 50);
     assert_int_equal(c.revoke_timeout_ms, 10000);
     assert_true(c.force_release);
     assert_int_equal(c.reconnect_grace_ms, 1500);
@@ -65,6 +67,8 @@ static void test_every_knob(void **state)
         {"quantum_floor_ms", "-5", 0},   {"quantum_floor_ms", "12x", 0},
         {"quantum_cap_ms", "3600000", 1}, {"quantum_cap_ms", "3600001", 0},
         {"idle_release_ms", "100", 1},   {"idle_release_ms", "", 0},
+        {"idle_report_ms", "1", 1},      {"idle_report_ms", "0", 0},
+        {"idle_report_ms", "3600001", 0},
         {"revoke_timeout_ms", "500", 1}, {"revoke_timeout_ms", "0", 0},
         {"reconnect_grace_ms", "0", 1},  {"reconnect_grace_ms", "1e3", 0},
         {"force_release", "false", 1},   {"force_release", "on", 1},

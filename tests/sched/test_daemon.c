@@ -589,6 +589,38 @@ static void test_status_labels(void **state)
     close(b);
 }
 
+/* WELCOME's idle period: the smaller of idle_report_ms and idle_release_ms,
+ * from the configuration as it is when the client registers. */
+static uint32_t welcome_idle_ms(void)
+{
+    int a = tc_connect(d.sock);
+    struct cs_msg m = {.type = CS_MSG_HELLO};
+    m.u.hello.weight = 1;
+    m.u.hello.proto_min = CS_PROTO_VERSION;
+    strcpy(m.u.hello.name, "idle");
+    tc_send(a, &m);
+    tc_expect(a, CS_MSG_WELCOME, &m);
+    close(a);
+    return m.u.welcome.idle_ms;
+}
+
+static void test_welcome_idle_period(void **state)
+{
+    (void)state;
+    start("welcome", "idle_release_ms = 300\nidle_report_ms = 40\n");
+    assert_int_equal(welcome_idle_ms(), 40);
+    static struct tc_out o;
+    tc_ctl(&o, (uid_t)-1, d.sock, "set", "idle_report_ms=500", NULL);
+    assert_int_equal(o.status, 0);
+    assert_int_equal(welcome_idle_ms(), 300);
+    tc_ctl(&o, (uid_t)-1, d.sock, "set", "idle_release_ms=20", NULL);
+    assert_int_equal(o.status, 0);
+    assert_int_equal(welcome_idle_ms(), 20);
+    tc_ctl(&o, (uid_t)-1, d.sock, "set", "idle_report_ms=0", NULL);
+    assert_int_equal(o.status, 1);
+    assert_int_equal(welcome_idle_ms(), 20);
+}
+
 /* set applies knobs and client settings at run time, all or nothing, with
  * a reason when refused. */
 static void test_set_at_run_time(void **state)
@@ -1150,6 +1182,7 @@ int main(void)
         T(test_clean_shutdown),
         T(test_status_json),
         T(test_status_labels),
+        T(test_welcome_idle_period),
         T(test_set_at_run_time),
         T(test_drain_undrain),
         T(test_unauthorized_control_refused),

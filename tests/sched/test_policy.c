@@ -1612,6 +1612,62 @@ static void test_idle_revoke_at_once_for_a_resident_waiter(void **state)
     assert_int_equal(last()->evict, 0);
 }
 
+/* A client told a shorter idle period than idle_release_ms (WELCOME
+ * carries idle_report_ms, 50 ms) says it is idle sooner. On a GPU whose
+ * jobs fit, it still keeps the GPU until idle_release_ms in all; on an
+ * oversubscribed one the wait is the switch's cost alone, with no
+ * idle_release_ms floor: here a waiter missing 2 GiB costs ~215 ms at the
+ * planning rate, so the holder goes ~165 ms after its report, where the
+ * floor kept it for 250 ms in all. */
+static void test_idle_report_sooner_than_release(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_gpu *g = gpu(0);
+    a->client->info.idle_ms = 50;
+    b->client->info.idle_ms = 50;
+    assert_int_equal(cfg.idle_release_ms, 250);
+    acquire(a);
+    usage(a, 0, 1 * GiB, 0, 1 * GiB);
+    usage(b, 0, 1 * GiB, 0, 1 * GiB);
+    usage(a, CS_USAGE_IDLE, 1 * GiB, 0, 1 * GiB);
+    uint64_t t_idle = now;
+    acquire(b);
+    assert_int_equal(sd_policy_deadline(&pol), t_idle + 200 * MS);
+    run_until(t_idle + 200 * MS - 1);
+    assert_int_equal(count(EV_REVOKE, a), 0);
+    run_until(t_idle + 200 * MS);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HELD);
+
+    /* Oversubscribed: c is out, b holds, a lacks 2 GiB that fit in what is
+     * free. */
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    g->mem_total = 20 * GiB;
+    usage(b, 0, 10 * GiB, 0, 10 * GiB);
+    usage(a, 0, 8 * GiB, 2 * GiB, 10 * GiB);
+    usage(c, 0, 0, 8 * GiB, 8 * GiB);
+    assert_true(sd_gpu_footprint(g) > sd_gpu_capacity(&pol, g));
+    acquire(a);
+    advance(MS);
+    usage(b, CS_USAGE_IDLE, 10 * GiB, 0, 10 * GiB);
+    t_idle = now;
+    uint64_t cost = (uint64_t)((double)(2 * GiB) / 1e10 * 1e9);
+    assert_true(cost < cfg.idle_release_ms * MS); /* the premise: the floor would have held b */
+    assert_int_equal(count(EV_REVOKE, b), 0);
+    assert_in_range(sd_policy_deadline(&pol), t_idle + cost - 50 * MS - 1000,
+                    t_idle + cost - 50 * MS + 1000);
+    run_until(t_idle + cost - 50 * MS - 1000);
+    assert_int_equal(count(EV_REVOKE, b), 0);
+    run_until(t_idle + cost - 50 * MS + 1000);
+    assert_int_equal(count(EV_REVOKE, b), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
+    assert_true(now - t_idle + 50 * MS < cfg.idle_release_ms * MS);
+}
+
 /* A holds 6 of 10 GiB, B (6 GiB, swapped out) is next, C (2 GiB) is idle.
  * While A computes, C is evicted (all of it: 2 of the 4 GiB missing) and
  * B prefetches what then fits; A's slice ends with REVOKE evict_bytes =
@@ -4239,6 +4295,7 @@ int main(void)
         T(test_idle_holder_revoked_for_waiter),
         T(test_idle_revoke_waits_for_switch_cost),
         T(test_idle_revoke_at_once_for_a_resident_waiter),
+        T(test_idle_report_sooner_than_release),
         T(test_idle_hold_not_charged),
         T(test_usage_busy_clears_idle),
         T(test_weighted_shares_1_2_4),
