@@ -34,10 +34,10 @@ struct sd_config {
     uint32_t quantum_cap_ms;
     uint32_t idle_release_ms;
     /* How long without work before a holder says it is idle (WELCOME
-     * carries the smaller of this and idle_release_ms): on an
-     * oversubscribed GPU the wait that follows is priced by the switch
-     * (policy.c idle_grace_ns), and idle_release_ms, which used to be the
-     * soonest a report could come, is no floor there. */
+     * carries the smaller of this and idle_release_ms). On an
+     * oversubscribed GPU a holder whose waiter's memory is in goes at its
+     * report (policy.c idle_grace_ns); idle_release_ms, the soonest a
+     * report came before, held it 200 ms longer. */
     uint32_t idle_report_ms;
     uint32_t revoke_timeout_ms;
     uint32_t reconnect_grace_ms;

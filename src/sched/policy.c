@@ -690,22 +690,28 @@ uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
  * the 4 x 30 GB jobs paused between phases and every idle revoke cost 1-3 s
  * of restore; a truly idle holder keeps the GPU for one predicted switch
  * (at most a quantum). The cost is w's own switch, not the GPU's: the
- * planned cost scaled by what w's switch moves against the overflow. A
- * waiter already resident (the next holder is prefetched while the holder
- * runs, mem.c) moves nothing, and the holder's memory stays where it is, so
- * the idle holder goes at its report. idle_release_ms is no floor here: it
- * was one only because no report came sooner, and a job that had ended its
- * work held the GPU for it three times a run (4 x 45 GB on the H200, where
- * one job's exit then also held up the next holder's room: the sooner the
- * revoke, the likelier the ended job is still there to move its memory). */
+ * planned cost scaled by what w's switch moves against the overflow.
+ *
+ * A waiter already resident (the next holder is prefetched while the
+ * holder runs, mem.c) moves nothing, and the holder's memory stays where
+ * it is, so the idle holder goes at its report: a job that ended its work
+ * held the GPU 200 ms longer when the report came at idle_release_ms.
+ * A switch that moves memory still waits idle_release_ms at least: the
+ * idle holder is likely a job that ended, and what it is asked to move
+ * out is wasted (its exit frees it) and slow (its teardown races the copy:
+ * on the H200, a job revoked 50 ms after its last work spent 272 ms on a
+ * swap-out that its exit then failed, and the next holder waited longer
+ * than for the exit alone; bench/results/oversubscription.md). */
 static uint64_t idle_grace_ns(const struct sd_policy *p, const struct sd_gpu *g,
                               const struct sd_member *h, const struct sd_member *w)
 {
-    uint32_t said = h->client->info.idle_ms ? h->client->info.idle_ms : p->cfg->idle_release_ms;
+    uint64_t said = (uint64_t)(h->client->info.idle_ms ? h->client->info.idle_ms
+                                                         : p->cfg->idle_release_ms) * MS;
+    uint64_t floor = (uint64_t)p->cfg->idle_release_ms * MS;
     bool over;
     uint64_t sw = planned_switch_ns(p, g, &over);
     if (!over)
-        return sub0((uint64_t)p->cfg->idle_release_ms * MS, (uint64_t)said * MS);
+        return sub0(floor, said);
     uint64_t q = quantum_for(p, sw);
     /* The planned cost is for moving the overflow; w's switch moves what
      * w lacks and what must go out for it, at the same rate (the measured
@@ -716,7 +722,8 @@ static uint64_t idle_grace_ns(const struct sd_policy *p, const struct sd_gpu *g,
     uint64_t ovf = overflow_bytes(p, g);
     if (moved < ovf)
         sw = (uint64_t)((double)sw * (double)moved / (double)ovf);
-    return sub0(sw < q ? sw : q, (uint64_t)said * MS);
+    uint64_t wait = sw < q ? sw : q;
+    return sub0(wait > floor ? wait : floor, said);
 }
 
 static bool idle_revocable(const struct sd_policy *p, const struct sd_gpu *g,
