@@ -9,6 +9,9 @@
 
 #include <string.h>
 
+/* The tick with no held device still busy, and the longest fine one. */
+#define REPORT_TICK_MAX_MS 30u
+
 void cs_report_held_locked(struct cs_dev *d, uint64_t now)
 {
     d->rep.last_entries = (uint32_t)(atomic_load(&d->gate.subm) >> 32);
@@ -129,21 +132,36 @@ uint32_t cs_report_interval_ms(void)
      * tests/e2e/e2e_idle.sh) at any idle_ms; a plain tick of a fifth of the
      * idle period, capped at 100 ms, reached idle_ms + 50 at the default
      * 250 ms and idle_ms + 100 from 500 ms up. Never busier than every
-     * 5 ms, except once when an idle period is about to end. */
+     * 5 ms, except once when an idle period is about to end.
+     * Only a device that holds its lease or waits for it needs that: a
+     * grant makes it a holder on the worker thread, while this thread
+     * sleeps out the tick it chose before, and the holder's first work is
+     * seen that late (at a 30 ms tick for waiters, e2e_idle.sh's handovers
+     * came 25 ms later than at 5). A holder reported idle for ten idle
+     * periods, and a device nobody waits for, tick every 30 ms: at the
+     * default idle_ms of 50 the fine tick is 5 ms, and a process idle for
+     * minutes (a notebook between cells) would wake 200 times a second for
+     * nothing. Memory changes and "busy again" may then come 30 ms late. */
     uint32_t idle = cs_client_idle_ms();
     if (!idle)
         return 100;
-    uint32_t t = idle / 10;
-    t = t < 5 ? 5 : (t > 30 ? 30 : t);
+    uint32_t fine = idle / 10, t = REPORT_TICK_MAX_MS;
+    fine = fine < 5 ? 5 : (fine > REPORT_TICK_MAX_MS ? REPORT_TICK_MAX_MS : fine);
     uint64_t now = cs_now_ns(), idle_ns = (uint64_t)idle * 1000000ull;
     for (int i = 0; i < CS_MAX_DEVICES; i++) {
         struct cs_dev *d = &cs_devs[i];
         pthread_mutex_lock(&d->mu);
-        if (d->lease.state == CS_LEASE_HELD && d->lease.attach_sent && !d->rep.idle_reported) {
+        bool held = d->lease.state == CS_LEASE_HELD && d->lease.attach_sent;
+        if (held && !d->rep.idle_reported) {
             uint64_t due = d->rep.last_activity_ns + idle_ns;
             uint64_t ms = due > now ? (due - now + 999999) / 1000000 : 1;
+            if (fine < t)
+                t = fine;
             if (ms < t)
                 t = (uint32_t)(ms ? ms : 1);
+        } else if (fine < t && (d->lease.state == CS_LEASE_WAITING ||
+                                (held && now - d->rep.last_activity_ns < 10 * idle_ns))) {
+            t = fine;
         }
         pthread_mutex_unlock(&d->mu);
     }

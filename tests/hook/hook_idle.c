@@ -16,6 +16,7 @@
 #include "hooktest.h"
 #include "mock_sched.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +204,59 @@ static void peer_waiter_is_not_idle(void **state)
     ht_context();
 }
 
+/* The voluntary context switches of this process's cushare-io thread
+ * (client.c), which wakes once per tick (report.c); -1 if not found. */
+static long io_wakeups(void)
+{
+    DIR *dir = opendir("/proc/self/task");
+    long n = -1;
+    struct dirent *e;
+    while (dir && n < 0 && (e = readdir(dir)) != NULL) {
+        char path[300], line[128] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        bool io = fgets(line, sizeof line, f) && strcmp(line, "cushare-io\n") == 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        if (!io || !(f = fopen(path, "r")))
+            continue;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+                break;
+        fclose(f);
+    }
+    if (dir)
+        closedir(dir);
+    return n;
+}
+
+/* A process that neither holds nor waits for a lease ticks every 30 ms,
+ * not every tenth of its idle period (10 ms here; 5 ms at the default
+ * 50): a job waiting in a notebook between cells would otherwise wake 200
+ * times a second. Counted, not timed: a loaded machine only wakes it less.
+ * 1 s at 30 ms is ~33 wakeups, at 10 ms ~100. */
+static void process_without_lease_ticks_slowly(void **state)
+{
+    (void)state;
+    ht_context();
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, 4096));
+    CK(fck_fill32(0, p, 1024, 1)); /* takes the lease */
+    CK(cuCtxSynchronize());
+    struct cs_msg_release rel;
+    assert_true(mock_revoke_wait(mock, 0, 0, &rel));
+    ht_sleep_ms(100);
+    long before = io_wakeups();
+    assert_true(before >= 0);
+    ht_sleep_ms(1000);
+    long woke = io_wakeups() - before;
+    print_message("cushare-io woke %ld times in 1 s without a lease\n", woke);
+    assert_true(woke < 60);
+    CK(cuMemFree(p));
+}
+
 int main(int argc, char **argv)
 {
     static char env_sock[4200];
@@ -214,6 +268,7 @@ int main(int argc, char **argv)
     assert_non_null(mock);
     mock_set_auto_grant(mock, true);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(process_without_lease_ticks_slowly),
         cmocka_unit_test(busy_holder_is_not_idle),
         cmocka_unit_test(allocating_holder_is_not_idle),
         cmocka_unit_test(copying_holder_is_not_idle),
