@@ -24,14 +24,21 @@
 
 static struct mock_sched *mock;
 
-static void busy_holder_is_not_idle(void **state)
+/* A fresh context holding GPU 0's lease, and a 4 KiB buffer on it. */
+static CUdeviceptr holding(void)
 {
-    (void)state;
     ht_context();
     CUdeviceptr p;
     CK(cuMemAlloc(&p, 4096));
     CK(fck_fill32(0, p, 1024, 1)); /* takes the lease */
     CK(cuCtxSynchronize());
+    return p;
+}
+
+static void busy_holder_is_not_idle(void **state)
+{
+    (void)state;
+    CUdeviceptr p = holding();
     struct cs_msg m;
     while (mock_wait(mock, CS_MSG_USAGE, 0, NULL, NULL)) /* forget what came before */
         ;
@@ -240,11 +247,7 @@ static long io_wakeups(void)
 static void process_without_lease_ticks_slowly(void **state)
 {
     (void)state;
-    ht_context();
-    CUdeviceptr p;
-    CK(cuMemAlloc(&p, 4096));
-    CK(fck_fill32(0, p, 1024, 1)); /* takes the lease */
-    CK(cuCtxSynchronize());
+    CUdeviceptr p = holding();
     struct cs_msg_release rel;
     assert_true(mock_revoke_wait(mock, 0, 0, &rel));
     ht_sleep_ms(100);
