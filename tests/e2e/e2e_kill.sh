@@ -18,6 +18,10 @@
 # 20 ms.
 # Then the waiter must finish with correct results, and the status must no
 # longer list the dead job.
+# Under ThreadSanitizer the bound is not checked, only the mechanism (the
+# waiter runs after the kill, correctly, and the dead job is gone): that
+# tree runs four tests at once, each several times slower, and the handoff
+# there ran 53-107 ms (e2e_lcgate.sh does the same).
 source "$(dirname "$0")/lib.sh"
 
 BOUND_NS=100000000
@@ -54,7 +58,11 @@ start=$(field "$r" start)
 [ "$start" -gt "$tkill" ] || fail "the waiter's first kernel started before the kill"
 d=$((start - tkill))
 echo "holder killed; the waiter's first kernel started $(ms $d) ms later (bound $(ms $BOUND_NS) ms)"
-[ $d -le $BOUND_NS ] || fail "the waiter started $(ms $d) ms after the holder's SIGKILL, bound $(ms $BOUND_NS) ms"
+if [ "$SAN" = tsan ]; then
+    echo "(ThreadSanitizer: the bound is not checked)"
+else
+    [ $d -le $BOUND_NS ] || fail "the waiter started $(ms $d) ms after the holder's SIGKILL, bound $(ms $BOUND_NS) ms"
+fi
 
 status "$T/st2" || fail "cushared stopped answering"
 [ -z "$(client_line "$T/st2" "$hp")" ] || fail "status still lists the killed holder: $(cat "$T/st2")"
