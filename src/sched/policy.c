@@ -87,25 +87,37 @@ static void holders_changed(struct sd_policy *p)
 
 /* ---- vtime ----------------------------------------------------------------- */
 
-/* Charges the time held since the last settlement to vtime, at the
- * holder's current weight. */
-/* A holder's time is charged up to now, or up to when it said it was idle:
- * a job that keeps the lease while nobody else wants the GPU (sleeping
+/* The time to charge holder m since its last settlement (vt_ns): all of it
+ * while it works, and its idle time only while someone waits for the GPU.
+ * A job that keeps the lease while nobody else wants the GPU (sleeping
  * between phases) costs nobody anything, and charging it would make the
  * job pay later with a starved turn as long as its idle hold (on the H200,
  * a ResNet-50 job that held 10 s idle before a common start then got 1 step
- * in the next 10 s while its peer ran alone: issue 21). */
-static uint64_t charged_until(const struct sd_member *m, uint64_t now)
+ * in the next 10 s while its peer ran alone: issue 21). But an idle holder
+ * that a waiter waits for (its grace before an idle revoke: up to
+ * idle_release_ms less its report on a GPU whose jobs fit) keeps the GPU
+ * from someone, and a client that said idle while it went on working
+ * would otherwise run that long uncharged at every turn (with the report
+ * at 50 ms and the revoke at 250: 0.57 of a GPU beside an honest busy
+ * peer, test_idle_while_waited_for_is_charged). */
+static uint64_t charged_ns(const struct sd_member *m, uint64_t now)
 {
-    return m->idle && m->idle_ns < now ? m->idle_ns : now;
+    if (!m->idle || m->idle_ns >= now)
+        return sub0(now, m->vt_ns);
+    uint64_t w = m->gpu->waited_since;
+    uint64_t from = m->idle_ns > m->vt_ns ? m->idle_ns : m->vt_ns;
+    if (w > from)
+        from = w;
+    return sub0(m->idle_ns, m->vt_ns) + (w ? sub0(now, from) : 0);
 }
 
+/* Charges the time held since the last settlement to vtime, at the
+ * holder's current weight. */
 static void settle_vtime(struct sd_member *m, uint64_t now)
 {
-    uint64_t t = charged_until(m, now);
-    m->vtime += vt_delta(sub0(t, m->vt_ns), m->client->info.weight);
-    if (t > m->vt_ns)
-        m->vt_ns = t;
+    m->vtime += vt_delta(charged_ns(m, now), m->client->info.weight);
+    if (now > m->vt_ns)
+        m->vt_ns = now;
 }
 
 /* vtime as if settled now: what a holder is compared with. */
@@ -113,7 +125,23 @@ static uint64_t eff_vtime(const struct sd_member *m, uint64_t now)
 {
     if (!is_holder(m))
         return m->vtime;
-    return m->vtime + vt_delta(sub0(charged_until(m, now), m->vt_ns), m->client->info.weight);
+    return m->vtime + vt_delta(charged_ns(m, now), m->client->info.weight);
+}
+
+/* g->waited_since follows whether anyone waits for g. At each change its
+ * idle holders are settled first: the time before it is charged by the
+ * rule that held then. */
+static void track_waiting(struct sd_gpu *g, uint64_t now)
+{
+    bool waits = false;
+    for (size_t i = 0; i < g->n && !waits; i++)
+        waits = g->m[i]->state == CS_STATE_WAITING;
+    if (waits == (g->waited_since != 0))
+        return;
+    for (size_t i = 0; i < g->n; i++)
+        if (is_holder(g->m[i]) && g->m[i]->idle)
+            settle_vtime(g->m[i], now);
+    g->waited_since = waits ? (now ? now : 1) : 0;
 }
 
 /* The class minimum only moves forward (like CFS's min_vruntime): it is the
@@ -1121,6 +1149,7 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
     g->deadline = 0;
+    track_waiting(g, now);
     sd_share_account(p, g, now);
     gpu_decide(p, g, now);
     sd_mem_plan(p, g, now);
@@ -1535,13 +1564,11 @@ int sd_policy_usage(struct sd_policy *p, struct sd_client *c, const struct cs_ms
     bool was_idle = m->idle;
     bool idle = (u->flags & CS_USAGE_IDLE) && m->state == CS_STATE_HELD &&
                 (!m->reports_restore || m->lease_restored);
-    if (idle != was_idle && m->state == CS_STATE_HELD)
-        settle_vtime(m, now); /* the active part, up to the change */
+    if (idle != was_idle && is_holder(m))
+        settle_vtime(m, now); /* up to the change, by the rule that held */
     m->idle = idle;
     if (m->idle && !was_idle)
         m->idle_ns = now;
-    if (!m->idle && was_idle)
-        m->vt_ns = now; /* charged again from now: the idle hold is free */
     gpu_schedule(p, m->gpu, now);
     return SD_OK;
 }

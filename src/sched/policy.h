@@ -293,6 +293,8 @@ struct sd_gpu {
     uint64_t expect[SD_RESTORE_MAX_IDS];
     uint32_t expect_revoke[SD_RESTORE_MAX_IDS]; /* REVOKE reason it was given, 0 = none */
     size_t nexpect;
+    uint64_t waited_since;    /* someone has waited for it since, 0 = nobody: an idle
+                               * holder is charged from then (policy.c charged_ns) */
     uint64_t switch_ewma_ns;  /* smoothed switch overhead, 0 = none yet */
     uint64_t revoke_mark_ns;  /* first REVOKE since the last grant */
     uint64_t sw_drain_ns;     /* drain the RELEASEs of this handover reported */

@@ -445,6 +445,58 @@ static void test_idle_hold_not_charged(void **state)
     assert_true(a->vtime > b->vtime || b->state == CS_STATE_REVOKING);
 }
 
+/* Idle time is free only while nobody waits: a holder that says idle
+ * with its report at 50 ms keeps a GPU whose jobs fit until 250 ms in all,
+ * and those 200 ms with b waiting are charged to it. A client that says
+ * idle at every grant and works on (a liar: the daemon cannot tell) thus
+ * gets no more than its share: run by turns against an honest busy b, a
+ * gets half the GPU (0.50), not the 0.57 its uncharged 200 ms per turn
+ * gave it with idle time free whoever waited. */
+static void test_idle_while_waited_for_is_charged(void **state)
+{
+    (void)state;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    a->client->info.idle_ms = 50;
+    cfg.quantum_floor_ms = 100; /* the defaults: slices of 100 ms, renewed up to 30 s */
+    cfg.quantum_cap_ms = 30000;
+    acquire(a);
+    advance(100 * MS);
+    usage(a, CS_USAGE_IDLE, 0, 0, 0);
+    uint64_t v0 = a->vtime; /* its 100 ms of work, settled at the report */
+    advance(10 * SEC);      /* nobody waits: free */
+    acquire(b);
+    run_until(now + 200 * MS);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    release(a);
+    /* The 200 ms b waited, not the 10 s. */
+    assert_int_equal(a->vtime - v0, 200 * MS * SD_VT_SCALE);
+    /* The liar: idle at each grant, working on; b busy. */
+    uint64_t held[2] = {0, 0}, t0 = now, end = now + 60 * SEC;
+    struct sd_member *m[2] = {a, b};
+    acquire(a);
+    while (now < end) {
+        for (int i = 0; i < 2; i++) {
+            if (m[i]->state == CS_STATE_REVOKING) {
+                held[i] += now - m[i]->grant_ns;
+                release(m[i]);
+                acquire(m[i]);
+            }
+        }
+        if (a->state == CS_STATE_HELD && !a->idle)
+            usage(a, CS_USAGE_IDLE, 0, 0, 0);
+        uint64_t d = sd_policy_deadline(&pol);
+        assert_true(d > 0);
+        if (d > now)
+            run_until(d);
+        else
+            advance(0);
+    }
+    double share = (double)held[0] / (double)(held[0] + held[1]);
+    print_message("the liar held %.2f of %.0f s (%.1f s against %.1f s)\n", share, (double)(now - t0) / 1e9, held[0] / 1e9, held[1] / 1e9);
+    assert_true(share < 0.55);
+}
+
 static void test_usage_busy_clears_idle(void **state)
 {
     (void)state;
@@ -4305,6 +4357,7 @@ int main(void)
         T(test_idle_revoke_at_once_for_a_resident_waiter),
         T(test_idle_report_sooner_than_release),
         T(test_idle_hold_not_charged),
+        T(test_idle_while_waited_for_is_charged),
         T(test_usage_busy_clears_idle),
         T(test_weighted_shares_1_2_4),
         T(test_slice_renewed_while_owed),
