@@ -1620,6 +1620,15 @@ static void test_idle_revoke_waits_for_switch_cost(void **state)
     assert_int_equal(last()->reason, CS_REVOKE_PREEMPT);
 }
 
+/* m's n-th REVOKE is the last event: an idle revoke that keeps m's memory
+ * (its waiter's was in). */
+static void expect_idle_revoke_in_place(const struct sd_member *m, size_t n)
+{
+    assert_int_equal(count(EV_REVOKE, m), n);
+    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
+    assert_int_equal(last()->evict, 0);
+}
+
 /* The grace is the switch to the waiter, not the GPU's: on a GPU that
  * stays oversubscribed (c is swapped out), a waiter whose memory is already
  * in moves nothing, and an idle holder goes at once, keeping its memory (a
@@ -1650,18 +1659,14 @@ static void test_idle_revoke_at_once_for_a_resident_waiter(void **state)
     advance(grace / 2);
     assert_int_equal(count(EV_REVOKE, a), 0);
     usage(b, 0, 12 * GiB, 0, 12 * GiB); /* its prefetch is done */
-    assert_int_equal(count(EV_REVOKE, a), 1);
-    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
-    assert_int_equal(last()->evict, 0); /* a keeps its memory */
+    expect_idle_revoke_in_place(a, 1); /* a keeps its memory */
     release(a);
     assert_int_equal(b->state, CS_STATE_HELD);
     /* b idles beside a waiter already in (a): at once. */
     acquire(a);
     advance(MS);
     usage(b, CS_USAGE_IDLE, 12 * GiB, 0, 12 * GiB);
-    assert_int_equal(count(EV_REVOKE, b), 1);
-    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
-    assert_int_equal(last()->evict, 0);
+    expect_idle_revoke_in_place(b, 1);
 }
 
 /* A client told a shorter idle period than idle_release_ms (WELCOME
@@ -1714,18 +1719,14 @@ static void test_idle_report_sooner_than_release(void **state)
     assert_int_equal(count(EV_REVOKE, b), 0);
     /* a's prefetch is done: it lacks nothing now, and b goes at once. */
     usage(a, 0, 10 * GiB, 0, 10 * GiB);
-    assert_int_equal(count(EV_REVOKE, b), 1);
-    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
-    assert_int_equal(last()->evict, 0);
+    expect_idle_revoke_in_place(b, 1);
     release(b);
     assert_int_equal(a->state, CS_STATE_HELD);
     /* a idles beside a waiter already in (b): at its report. */
     acquire(b);
     advance(MS);
     usage(a, CS_USAGE_IDLE, 10 * GiB, 0, 10 * GiB);
-    assert_int_equal(count(EV_REVOKE, a), 2);
-    assert_int_equal(last()->reason, CS_REVOKE_IDLE);
-    assert_int_equal(last()->evict, 0);
+    expect_idle_revoke_in_place(a, 2);
 }
 
 /* A holds 6 of 10 GiB, B (6 GiB, swapped out) is next, C (2 GiB) is idle.
