@@ -44,7 +44,10 @@
  *      PREPARE out at a time, of at most PREP_CHUNK, none while an EVICT
  *      for ROOM is outstanding, furthest from running first; a member is asked
  *      again when its footprint changes (at most once per PREP_INTERVAL)
- *      or at once for the next chunk of its target.
+ *      or at once for the next chunk of its target. When the node's pool
+ *      lends, waiters' pin-ahead leaves the pool what the holders lack for
+ *      the swap-outs their revokes would ask now (holders_uncovered): those
+ *      are on a switch's critical path, a waiter's planned eviction is not.
  *
  * Everything here runs inside policy calls, on simulated time in the unit
  * tests; nothing a client reports can make it loop: every EVICT, PREFETCH
@@ -575,21 +578,34 @@ static bool node_pinning(const struct sd_policy *p)
     return false;
 }
 
+/* What m has pinned for its resident memory: what a PREPARE covered, or
+ * what it reports pinned beyond its swapped bytes, if more (kept backing,
+ * or pinned ahead before the footprint last changed). */
+static uint64_t backing_covered(const struct sd_member *m)
+{
+    uint64_t have = m->prep_covered;
+    if (m->pinned_known && sub0(m->pinned, m->swapped) > have)
+        have = sub0(m->pinned, m->swapped);
+    return have;
+}
+
+/* Whether m is asked to pin ahead at all. */
+static bool preparable(const struct sd_member *m)
+{
+    return !m->no_swap && !m->prep_off && m->state != CS_STATE_REVOKING &&
+           !m->client->unresponsive;
+}
+
 /* The next PREPARE for m, or 0: what it should have pinned beyond what it
  * has (*have_out), in PREP_CHUNK steps, if the node's pinned bytes stay
  * within the budget. */
 static uint64_t prepare_ask(const struct sd_member *m, uint64_t over, uint64_t budget,
                             uint64_t pinned, uint64_t *have_out)
 {
-    if (m->no_swap || m->prep_off || m->state == CS_STATE_REVOKING || m->client->unresponsive)
+    if (!preparable(m))
         return 0;
     uint64_t movable = prepare_target(m, over);
-    /* What a client reports pinned beyond its swapped bytes backs resident
-     * memory already (kept backing, or pinned ahead before the footprint
-     * last changed). */
-    uint64_t have = m->prep_covered;
-    if (m->pinned_known && sub0(m->pinned, m->swapped) > have)
-        have = sub0(m->pinned, m->swapped);
+    uint64_t have = backing_covered(m);
     if (movable <= sd_add_sat(have, SD_MEM_SLACK))
         return 0;
     uint64_t ask = min64(movable - have, PREP_CHUNK);
@@ -629,6 +645,45 @@ static uint64_t prepare_from(const struct sd_policy *p, uint64_t cap)
     return p->pool_lends ? cap - cap / 10 : cap;
 }
 
+/* The waiter g's next switch is for: one owed a share turn (share.c)
+ * first; none while g drains. */
+static struct sd_member *next_holder(const struct sd_gpu *g)
+{
+    return g->draining ? NULL : g->share_pending ? g->share_pending : sd_best_waiter(g);
+}
+
+/* What g's holders lack in backing for the swap-outs their revokes would
+ * ask now: the next holder's shortfall (policy.c asks it of the leaving
+ * holders first), each for what it can move, less what it has pinned. */
+static uint64_t holders_uncovered(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    const struct sd_member *w = next_holder(g);
+    uint64_t need = w ? sd_mem_shortfall(p, g, w) : 0, lack = 0;
+    for (size_t i = 0; need && i < g->n; i++) {
+        const struct sd_member *h = g->m[i];
+        if (sd_is_holder(h) && preparable(h))
+            lack = sd_add_sat(lack, sub0(min64(need, sd_mem_movable(h)), backing_covered(h)));
+    }
+    return lack;
+}
+
+/* What waiters' pin-ahead leaves in the node's pool: what every GPU's
+ * holders lack (holders_uncovered). A holder's revoke swap-out is on the
+ * critical path (the next holder waits for it), a waiter's planned
+ * eviction is not; on the H200 three waiters' targets took all the pool
+ * had, and a holder revoked at its end for 615 MiB pinned its own backing
+ * for 0.10-0.19 s between the two jobs (oversubscription.md, 2026-11-30). */
+static uint64_t pool_kept_for_holders(const struct sd_policy *p)
+{
+    uint64_t keep = 0;
+    for (size_t i = 0; i < p->ngpu; i++) {
+        uint64_t cap = sd_gpu_capacity(p, p->gpu[i]);
+        if (cap && sd_gpu_footprint(p->gpu[i]) > cap)
+            keep = sd_add_sat(keep, holders_uncovered(p, p->gpu[i]));
+    }
+    return keep;
+}
+
 static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, uint64_t now)
 {
     uint64_t footprint = sd_gpu_footprint(g), from = prepare_from(p, cap);
@@ -636,6 +691,7 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
         return;
     uint64_t over = footprint - from;
     uint64_t budget = pin_budget(p), pinned = pinned_estimate(p);
+    uint64_t keep = p->pool_lends ? pool_kept_for_holders(p) : 0;
     struct sd_member **order = by_eviction_order(g);
     if (!order)
         return; /* the next decision retries */
@@ -643,7 +699,7 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
         struct sd_member *m = order[i];
         uint64_t have = 0, ask = prepare_ask(m, over, budget, pinned, &have);
         if (p->pool_lends)
-            ask = min64(ask, p->pool_free);
+            ask = min64(ask, sd_is_holder(m) ? p->pool_free : sub0(p->pool_free, keep));
         if (!ask)
             continue;
         /* A footprint that keeps changing is not chased more than once a
@@ -754,9 +810,7 @@ void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     if (!cap || g->restoring)
         return;
     plan_prepare(p, g, cap, now);
-    /* The next holder: a waiter owed a share turn (share.c) goes first. */
-    struct sd_member *w = g->draining ? NULL
-                          : g->share_pending ? g->share_pending : sd_best_waiter(g);
+    struct sd_member *w = next_holder(g);
     if (!w)
         return;
     bool running = false, leaving = false;

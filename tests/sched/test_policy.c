@@ -2759,6 +2759,40 @@ static void test_prepare_borrows_from_pool(void **state)
     assert_int_equal(count(EV_PREPARE, NULL), 4);
 }
 
+/* A waiter's pin-ahead leaves the pool what the holder lacks for the
+ * swap-out its revoke would ask now (the waiter's shortfall): that one is
+ * on the switch's critical path. Here the pool's 2 GiB would all have gone
+ * to the waiter, first in line, and the holder would pin its own at its
+ * revoke; once the holder is covered, the waiter borrows what comes. */
+static void test_prepare_keeps_pool_for_holder(void **state)
+{
+    (void)state;
+    cfg.client_reserve_mb = 0;
+    pol.pool_lends = true;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    acquire(a);
+    usage4(b, 2 * GiB, 4 * GiB, 0, 6 * GiB); /* needs 2 GiB of a's at a's revoke */
+    acquire(b);
+    assert_int_equal(count(EV_PREPARE, NULL), 0); /* nothing to lend yet */
+    sd_policy_pool_changed(&pol, 2 * GiB, now);
+    assert_int_equal(count(EV_PREPARE, b), 0);
+    const struct ev *e = find(EV_PREPARE, a);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    sd_policy_pool_changed(&pol, 0, now);
+    assert_int_equal(evicted(a, e->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(count(EV_PREPARE, NULL), 1);
+    /* a is covered for its revoke: the next pieces go to b's target. */
+    sd_policy_pool_changed(&pol, GiB, now);
+    e = find(EV_PREPARE, b);
+    assert_non_null(e);
+    assert_int_equal(e->evict, GiB);
+}
+
 /* Room the new holder waits for after its grant is part of the switch that
  * put it there (issue 20: on the H100 the switch measured 0.3 ms while the
  * new holder waited 0.2-0.4 s for room, and the quantum stayed short); room
@@ -4428,6 +4462,7 @@ int main(void)
         T(test_prepare_within_budget),
         T(test_prepare_counts_reported_pinned),
         T(test_prepare_borrows_from_pool),
+        T(test_prepare_keeps_pool_for_holder),
         T(test_switch_overhead_counts_room_waited),
         T(test_memory_bookkeeping),
         T(test_switch_overhead_excludes_drain),
