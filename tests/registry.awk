@@ -3,10 +3,13 @@
 # printed), and prints, one per line:
 #
 #   -v tree=opt|asan|tsan -v build=DIR [-v have="NAME..."] [-v bins="PATH..."]
+#      [-v part=early|late]
 #       the tests that tree runs, in order: DIR/PATH for a bin row, PATH for
 #       a script row; rows with needs=NAME only where NAME is in `have`.
 #       With `bins` (the tree's TEST_BINS), a bin row the build does not
-#       make is an error rather than a stale or missing program run.
+#       make is an error rather than a stale or missing program run. With
+#       `part`, only the rows marked `early` (part=early) or only the others
+#       (part=late).
 #   -v mode=files
 #       "KIND FILE" for every row: the source a bin row is built from
 #       (PATH.c), the script of a script row, the file a helper row names.
@@ -19,6 +22,8 @@ BEGIN {
     known_needs["fuzz-cc"] = 1
     if (mode != "files" && tree !~ /^(opt|asan|tsan)$/)
         bad("", "tree must be opt, asan or tsan (got '" tree "')")
+    if (part !~ /^(early|late|)$/)
+        bad("", "part must be early or late (got '" part "')")
     nb = split(bins, b)
     for (i = 1; i <= nb; i++)
         built[b[i]] = 1
@@ -58,8 +63,11 @@ $1 == "bin" || $1 == "script" {
     runs = 0
     ok = 1
     ntrees = 0
+    early = 0
     for (i = 3; i <= NF; i++) {
-        if ($i ~ /^(opt|asan|tsan)$/) {
+        if ($i == "early") {
+            early = 1
+        } else if ($i ~ /^(opt|asan|tsan)$/) {
             ntrees++
             if ($i == tree)
                 runs = 1
@@ -67,12 +75,12 @@ $1 == "bin" || $1 == "script" {
             if (!(substr($i, 7) in holds))
                 ok = 0
         } else {
-            bad(at, "'" $i "' is neither a tree (opt, asan, tsan) nor a known needs=NAME")
+            bad(at, "'" $i "' is neither a tree (opt, asan, tsan), early, nor a known needs=NAME")
         }
     }
     if (ntrees == 0)
         bad(at, $2 " runs in no tree")
-    if (!runs || !ok)
+    if (!runs || !ok || (part == "early" && !early) || (part == "late" && early))
         next
     path = ($1 == "bin" ? build "/" $2 : $2)
     if ($1 == "bin" && nb > 0 && !(path in built))

@@ -14,6 +14,8 @@
 #                  shared objects in uninstrumented programs
 #   FAKECUDA_SHM   a name unique to the test, so tests never share a GPU
 #   TEST_TMP       a fresh scratch directory, removed after a pass
+# SUITE_PART (early or late: which rows of tests/registry these are) only
+# names the suite in its summary line.
 set -u
 BUILD=${CUSHARE_BUILD:-build}
 LOGDIR=$BUILD/test-logs
@@ -92,5 +94,5 @@ for t in "$@"; do
 done
 while [ ${#running[@]} -gt 0 ]; do finish_one; done
 skipped=; [ $skip -eq 0 ] || skipped=", $skip skipped"
-echo "suite ${CUSHARE_SAN:-optimized} ($BUILD): $pass passed, $fail failed$skipped"
+echo "suite ${CUSHARE_SAN:-optimized}${SUITE_PART:+, $SUITE_PART rows} ($BUILD): $pass passed, $fail failed$skipped"
 [ $fail -eq 0 ] || { printf '  failed: %s\n' "${failed[@]}"; exit 1; }
