@@ -3,6 +3,7 @@
 # tree, one at a time (SUITE_JOBS: that many at once), each with its own
 # simulated-GPU namespace and a time limit; prints a line per test as it
 # ends, the log of every failure, and a summary.
+# The summary line says how long the suite took (wall clock).
 # Exits non-zero if any test failed. A test that exits 77 was skipped (it
 # lacks an optional tool, e.g. Prometheus): SKIP with its last line, the
 # reason, which does not fail the suite.
@@ -94,5 +95,5 @@ for t in "$@"; do
 done
 while [ ${#running[@]} -gt 0 ]; do finish_one; done
 skipped=; [ $skip -eq 0 ] || skipped=", $skip skipped"
-echo "suite ${CUSHARE_SAN:-optimized}${SUITE_PART:+, $SUITE_PART rows} ($BUILD): $pass passed, $fail failed$skipped"
+echo "suite ${CUSHARE_SAN:-optimized}${SUITE_PART:+, $SUITE_PART rows} ($BUILD): $pass passed, $fail failed$skipped in ${SECONDS}s"
 [ $fail -eq 0 ] || { printf '  failed: %s\n' "${failed[@]}"; exit 1; }
