@@ -87,7 +87,7 @@ void sd_policy_client_departing(struct sd_policy *p, struct sd_client *c, uint64
         struct sd_gpu *g = m->gpu;
         struct sd_departed *d = &g->dep[g->ndep++];
         *d = (struct sd_departed){.client = c->id, .uid = c->info.uid, .bytes = m->resident,
-                                  .until = now + SD_DEPART_WAIT_NS};
+                                  .until = now + SD_DEPART_WAIT_NS, .left = now};
         cs_debug("gpu %u: client %llu (pid %u) left with %llu bytes resident: in use until "
                  "its process exits", g->index, (unsigned long long)c->id, c->info.pid,
                  (unsigned long long)m->resident);
@@ -102,11 +102,14 @@ void sd_policy_client_departing(struct sd_policy *p, struct sd_client *c, uint64
     }
 }
 
-struct sd_departed sd_depart_take(struct sd_gpu *g, size_t i, bool gone)
+struct sd_departed sd_depart_take(struct sd_policy *p, struct sd_gpu *g, size_t i, bool gone,
+                                  uint64_t now)
 {
     struct sd_departed d = g->dep[i];
     g->dep[i] = g->dep[--g->ndep];
-    if (gone)
+    if (gone) {
         g->freed_epoch++;
+        p->exit_ewma_ns = sd_ewma(p->exit_ewma_ns, now > d.left ? now - d.left : 1);
+    }
     return d;
 }

@@ -236,7 +236,7 @@ static void end_lease(struct sd_policy *p, struct sd_member *m, uint64_t now)
 
 /* EWMA with weight 1/4: follows a change within a few switches but one
  * slow switch does not triple the quantum. */
-static uint64_t ewma(uint64_t prev, uint64_t sample)
+uint64_t sd_ewma(uint64_t prev, uint64_t sample)
 {
     return prev ? prev / 4 * 3 + (prev % 4 * 3 + sample % 4) / 4 + sample / 4 : sample;
 }
@@ -270,7 +270,7 @@ static void measure_switch(struct sd_gpu *g, const struct sd_member *w, uint64_t
         g->sw_sample_ns = s;
         g->sw_lease = w->lease_id ? w->lease_id : UINT64_MAX;
         g->sw_sample_lease = g->sw_lease;
-        g->switch_ewma_ns = ewma(g->sw_prev_ewma, s);
+        g->switch_ewma_ns = sd_ewma(g->sw_prev_ewma, s);
     } else {
         g->sw_sample_lease = 0;
     }
@@ -285,7 +285,7 @@ void sd_switch_restored(struct sd_gpu *g, uint64_t lease_id, uint64_t ns)
     if (!g->sw_lease || g->sw_lease != lease_id)
         return;
     g->sw_sample_ns = sd_add_sat(g->sw_sample_ns, ns);
-    g->switch_ewma_ns = ewma(g->sw_prev_ewma, g->sw_sample_ns);
+    g->switch_ewma_ns = sd_ewma(g->sw_prev_ewma, g->sw_sample_ns);
     cs_debug("gpu %u: switch overhead %.3f ms (restore %.3f ms), smoothed %.3f ms", g->index,
              (double)g->sw_sample_ns / 1e6, (double)ns / 1e6, (double)g->switch_ewma_ns / 1e6);
     switch_flush(g);
@@ -304,7 +304,7 @@ void sd_switch_room_waited(struct sd_gpu *g, const struct sd_member *m, uint64_t
     if (!ns || !g->sw_sample_lease || g->sw_sample_lease != m->lease_id)
         return;
     g->sw_sample_ns = sd_add_sat(g->sw_sample_ns, ns);
-    g->switch_ewma_ns = ewma(g->sw_prev_ewma, g->sw_sample_ns);
+    g->switch_ewma_ns = sd_ewma(g->sw_prev_ewma, g->sw_sample_ns);
     cs_debug("gpu %u: switch overhead %.3f ms with %.3f ms of room waited for, smoothed %.3f ms",
              g->index, (double)g->sw_sample_ns / 1e6, (double)ns / 1e6,
              (double)g->switch_ewma_ns / 1e6);

@@ -314,11 +314,15 @@ struct sd_gpu {
         uint32_t uid;         /* its uid (depart.c's distrust) */
         uint64_t bytes;       /* what it had resident */
         uint64_t until;       /* counted so at most until then */
+        uint64_t left;        /* when its client left */
         struct sd_member *room_for; /* the ROOM waiting for it, NULL = none */
         uint64_t asked;       /* what that ROOM counts on it for */
     } dep[SD_DEPARTED_MAX];
     size_t ndep;
     uint64_t room_wait_since; /* the best waiter's grant held back for room since */
+    uint64_t evict_bps;       /* smoothed rate of its EVICTs of SD_RATE_MIN_BYTES or
+                                 more, timed here (sent to answered), at most
+                                 SD_RATE_MAX_BPS; 0 = none yet (room.c) */
     uint64_t overhead_seen;   /* largest overhead of the members measured (the
                                  last one while none is): the reserve of members
                                  not measured yet and of the next process */
@@ -403,6 +407,9 @@ struct sd_policy {
         uint32_t uid;
         uint64_t until;
     } distrust[SD_DISTRUST_MAX];
+    /* smoothed time from a client's leaving to its process's exit, over
+     * the departed clients whose exit was seen; 0 = none yet (depart.c) */
+    uint64_t exit_ewma_ns;
     struct sd_policy_ops ops;
     void *ctx;
     struct sd_gpu *gpu[SD_MAX_GPUS];

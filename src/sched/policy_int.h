@@ -67,13 +67,17 @@ void sd_depart_mark_exiting(struct sd_policy *p, struct sd_member *v, int32_t st
                             uint64_t now);
 /* Whether m's ROOM may wait for v's process to be gone. */
 bool sd_depart_exit_awaited(const struct sd_member *v, const struct sd_member *m, uint64_t now);
-/* Removes g's departed entry i and returns it (gone: its process exited,
- * its memory is free: g's freed_epoch moves). */
-struct sd_departed sd_depart_take(struct sd_gpu *g, size_t i, bool gone);
+/* Removes g's departed entry i and returns it (gone at now: its process
+ * exited, its memory is free: g's freed_epoch moves, and the time since
+ * its client left is a sample of p->exit_ewma_ns). */
+struct sd_departed sd_depart_take(struct sd_policy *p, struct sd_gpu *g, size_t i, bool gone,
+                                  uint64_t now);
 
 /* mem.c */
 /* a + b, saturating. */
 uint64_t sd_add_sat(uint64_t a, uint64_t b);
+/* prev smoothed with sample, weight 1/4 (policy.c); sample when prev is 0. */
+uint64_t sd_ewma(uint64_t prev, uint64_t sample);
 /* Resident bytes that could move: resident - unswappable; none of an
  * unresponsive client's (it would not move them). */
 uint64_t sd_mem_movable(const struct sd_member *m);

@@ -28,12 +28,28 @@
  * and a client that disconnected while its process lives on ("departed":
  * the server reports the exit, sd_policy_process_gone), each for a second
  * at most; a uid whose process outlives that is not waited for again for
- * a minute. depart.c keeps that state; what a ROOM does about it is here. */
+ * a minute. depart.c keeps that state; what a ROOM does about it is here.
+ * A departed client's memory is not waited for when moving what the ROOM
+ * needs out of others costs less, both ways, than the exit is still
+ * expected to take (copy_beats_exits), with both figures learnt here: how
+ * long exits take after the client left, and how fast EVICTs move. */
 #include <cuda.h>
 #include <stdlib.h>
 
 #include "common/log.h"
 #include "sched/policy_int.h"
+
+/* An EVICT's rate is learnt from moves of at least SD_RATE_MIN_BYTES (a
+ * smaller one is mostly the round trip), each taken as at most
+ * SD_RATE_MAX_BPS: the bytes are the client's word, and no copy over PCIe
+ * 5 x16 is faster, so a client claiming more only counts as that. */
+#define SD_RATE_MIN_BYTES (256ull << 20)
+#define SD_RATE_MAX_BPS 64000000000ull
+/* The most an exit is expected to take after its client left, whatever
+ * was learnt: honest ones took 0.1-0.4 s on the H200, and a tenant whose
+ * processes linger (up to SD_DEPART_WAIT_NS each) would otherwise have
+ * every ROOM beside a departure copy others' memory out instead. */
+#define SD_EXIT_EXPECT_MAX_NS (400 * 1000000ull)
 
 /* Not one whose last eviction moved less than asked (evict_stuck, until its
  * memory changes): it would answer the same again. */
@@ -112,9 +128,66 @@ static void wait_for_exit(struct sd_member *v, struct sd_member *m, uint64_t ask
     sd_gpu_want_at(m->gpu, v->exit_until);
 }
 
+/* When the departed clients' exits m's ROOM would wait for are expected to
+ * end: the latest of their leaving plus the learnt exit time. */
+static uint64_t exits_expected(const struct sd_policy *p, const struct sd_gpu *g, uint64_t now)
+{
+    uint64_t end = 0;
+    for (size_t i = 0; i < g->ndep; i++) {
+        const struct sd_departed *d = &g->dep[i];
+        uint64_t expect = p->exit_ewma_ns < SD_EXIT_EXPECT_MAX_NS ? p->exit_ewma_ns
+                                                                  : SD_EXIT_EXPECT_MAX_NS;
+        uint64_t at = sd_add_sat(d->left, expect);
+        if (!d->room_for && now < d->until && at > end)
+            end = at;
+    }
+    return end;
+}
+
+/* What m's ROOM could have moved out of others without touching the next
+ * holder (whose memory it would have to bring back at its grant). */
+static uint64_t movable_beside(const struct sd_gpu *g, const struct sd_member *m)
+{
+    const struct sd_member *w = sd_best_waiter(g);
+    uint64_t live = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i] != w && may_evict(g->m[i], m))
+            live = sd_add_sat(live, sd_mem_movable(g->m[i]));
+    return live;
+}
+
+/* Whether m's ROOM moves `need` out of others rather than wait for the
+ * departed clients' exits: when the copy out, and the copy back counted as
+ * if on some later critical path, take less than the exits are still
+ * expected to take. On the H200 the room of a job granted at another's end
+ * waited 91-150 ms for that exit (the client leaves 0.1-0.4 s before its
+ * process), for 2 GiB that EVICTs moved in 40 ms. Without both figures
+ * learnt, or with the exits due, it waits: SD_EXIT_WAIT_NS says why
+ * copying large amounts back and forth loses. */
+static bool copy_beats_exits(const struct sd_policy *p, const struct sd_member *m,
+                             uint64_t need, uint64_t now)
+{
+    const struct sd_gpu *g = m->gpu;
+    if (!need || !p->exit_ewma_ns || !g->evict_bps || !g->ndep)
+        return false;
+    uint64_t end = exits_expected(p, g, now);
+    if (end <= now || movable_beside(g, m) < need)
+        return false;
+    double copy_ns = 2.0 * (double)need / (double)g->evict_bps * 1e9;
+    if (copy_ns >= (double)(end - now))
+        return false;
+    cs_debug("gpu %u: room for pid %u: %llu bytes moved out of others (%.0f ms both ways) "
+             "rather than waited for from exits expected in %.0f ms", g->index,
+             m->client->info.pid, (unsigned long long)need, copy_ns / 1e6,
+             (double)(end - now) / 1e6);
+    return true;
+}
+
 /* A new ROOM counts first on the memory of members on their way out, and
- * of departed clients whose processes are still exiting. */
-static void wait_for_exits(struct sd_member *m, uint64_t *need, uint64_t now)
+ * of departed clients whose processes are still exiting (unless copying
+ * is cheaper: copy_beats_exits). */
+static void wait_for_exits(const struct sd_policy *p, struct sd_member *m, uint64_t *need,
+                           uint64_t now)
 {
     struct sd_gpu *g = m->gpu;
     for (size_t i = 0; i < g->n && *need > 0; i++) {
@@ -125,6 +198,8 @@ static void wait_for_exits(struct sd_member *m, uint64_t *need, uint64_t now)
         *need -= amount;
         wait_for_exit(v, m, amount);
     }
+    if (copy_beats_exits(p, m, *need, now))
+        return;
     for (size_t i = 0; i < g->ndep && *need > 0; i++) {
         struct sd_departed *d = &g->dep[i];
         if (d->room_for || now >= d->until)
@@ -250,7 +325,7 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
     uint64_t model = for_context ? 0 : sd_mem_shortfall(p, g, m);
     if (model > need)
         need = model;
-    wait_for_exits(m, &need, now);
+    wait_for_exits(p, m, &need, now);
     struct sd_member *v;
     while (need > 0 && (v = next_victim(g, m)))
         ask(p, m, v, sd_mem_movable(v), &need, now);
@@ -266,6 +341,17 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
     m->room_deadline = now + (uint64_t)p->cfg->revoke_timeout_ms * 1000000ull;
     sd_gpu_want_at(g, m->room_deadline);
     return SD_OK;
+}
+
+/* g's EVICT rate (copy_beats_exits), from an EVICT that moved `bytes` in
+ * ns, sent to answered. */
+static void learn_rate(struct sd_gpu *g, uint64_t bytes, uint64_t ns)
+{
+    if (bytes < SD_RATE_MIN_BYTES)
+        return;
+    double bps = (double)bytes / (double)(ns ? ns : 1) * 1e9;
+    uint64_t s = bps >= (double)SD_RATE_MAX_BPS ? SD_RATE_MAX_BPS : (uint64_t)bps;
+    g->evict_bps = sd_ewma(g->evict_bps, s ? s : 1);
 }
 
 int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_msg_evicted *e,
@@ -288,6 +374,7 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
         return SD_OK;
     uint64_t asked = v->evict_bytes;
     uint64_t moved = sd_mem_on_evicted(v, e);
+    learn_rate(v->gpu, moved, now - v->evict_ns);
     struct sd_member *asker = v->evict_for;
     v->evict_for = NULL;
     /* Waited for for SD_EXIT_WAIT_NS from its first such answer, once per
@@ -328,7 +415,7 @@ static void forget_asker(struct sd_gpu *g, const struct sd_member *m)
 static void departed_done(struct sd_policy *p, struct sd_gpu *g, size_t i, bool gone,
                           uint64_t now)
 {
-    struct sd_departed d = sd_depart_take(g, i, gone);
+    struct sd_departed d = sd_depart_take(p, g, i, gone, now);
     struct sd_member *m = d.room_for;
     if (m) {
         if (gone)

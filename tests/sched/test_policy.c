@@ -3944,6 +3944,69 @@ static void test_exiting_victim_waited_for_until_its_process_exits(void **state)
     assert_false(h->room_active);
 }
 
+/* A ROOM moves what it needs out of others rather than wait for a departed
+ * client's exit when that costs less, both ways, than the exit is still
+ * expected to take, both figures learnt: here exits take 200 ms after the
+ * client left and an EVICT moved 1 GiB in 25 ms, so 1 GiB (50 ms both
+ * ways) is copied out of the idle client, never out of the next holder;
+ * 40 ms before the exit is due, it is waited for. Before anything is
+ * learnt, a ROOM waits (test_departed_memory_counted_until_its_process_exits). */
+static void test_room_copies_rather_than_waits_for_an_exit(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_MIXED;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    struct sd_member *d = attach(client(CS_PRIO_NORMAL, 1, "d"), 0);
+    gpu(0)->mem_total = 16 * GiB;
+    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
+    usage4(b, 2 * GiB, 0, 0, 2 * GiB);
+    usage4(c, 4 * GiB, 0, 0, 4 * GiB);
+    usage4(d, GiB, 0, 0, GiB);
+    acquire(a);
+    acquire(b); /* the next holder; c is idle */
+    uint64_t did = d->client->id;
+    sd_policy_client_departing(&pol, d->client, now);
+    sd_policy_client_remove(&pol, d->client, now);
+    advance(200 * MS);
+    sd_policy_process_gone(&pol, did, now);
+    assert_int_equal(pol.exit_ewma_ns, 200 * MS);
+    /* No one departed: c, idle, is asked; its answer teaches the rate. */
+    assert_int_equal(room(a, 1, GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, c);
+    assert_non_null(e);
+    assert_int_equal(e->evict, GiB);
+    advance(25 * MS);
+    assert_int_equal(evicted(c, e->lease, 0, GiB), SD_OK);
+    assert_int_equal(gpu(0)->evict_bps, GiB * 40);
+    usage4(c, 3 * GiB, GiB, 0, 4 * GiB);
+    /* x departs with 1 GiB: 1 GiB comes out of c at once, not out of b. */
+    struct sd_member *x = attach(client(CS_PRIO_NORMAL, 1, "x"), 0);
+    usage4(x, GiB, 0, 0, GiB);
+    uint64_t xid = x->client->id;
+    sd_policy_client_departing(&pol, x->client, now);
+    sd_policy_client_remove(&pol, x->client, now);
+    assert_int_equal(room(a, 2, GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, c), 2);
+    assert_int_equal(count(EV_EVICT, b), 0);
+    assert_int_equal(last()->evict, GiB);
+    assert_int_equal(evicted(c, last()->lease, 0, GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    usage4(c, 2 * GiB, 2 * GiB, 0, 4 * GiB);
+    /* 160 ms on, the exit is due in 40 ms: less than 50 ms of copying. */
+    advance(160 * MS);
+    assert_int_equal(room(a, 3, GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, NULL), 2);
+    assert_true(a->room_active);
+    advance(40 * MS);
+    sd_policy_process_gone(&pol, xid, now);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    assert_false(a->room_active);
+}
+
 /* Mixed mode, one class side (the default, with jobs of one class): while
  * the holder runs, the next holder's missing memory comes in ahead into
  * what is free, less 1/16 of the GPU kept for the holder's growth; no third
@@ -4494,6 +4557,7 @@ int main(void)
         T(test_mixed_same_side_prefetched_into_free),
         T(test_departed_memory_counted_until_its_process_exits),
         T(test_exiting_victim_waited_for_until_its_process_exits),
+        T(test_room_copies_rather_than_waits_for_an_exit),
         T(test_exit_claims_not_borne_out_are_distrusted),
         T(test_mixed_one_holder_per_side),
         T(test_mixed_to_exclusive_trims),
