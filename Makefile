@@ -59,9 +59,10 @@ build-tests: all $(TEST_BINS)
 # several times slower whatever the load; e2e_kill and e2e_lcgate check
 # their bounds outside it only, and hook_idle's has 2.5 times the period):
 # four at a time there, which on CI's 2 cores took its suite from 231 s to
-# 83 s, the slowest test (hook_swap, 45-47 s) no slower. SUITE_JOBS=N
-# overrides either.
-SUITE_JOBS ?= $(if $(filter tsan,$(SAN)),4,1)
+# 83 s, the slowest test (hook_swap, 45-47 s) no slower. The rows marked
+# `early` (PART=early: no timing at all, tests/registry) run two at a time.
+# SUITE_JOBS=N overrides these.
+SUITE_JOBS ?= $(if $(filter tsan,$(SAN)),4,$(if $(filter early,$(PART)),2,1))
 
 check: build-tests
 	@tests=$$($(TEST_LIST)) && \
@@ -75,18 +76,22 @@ check: build-tests
 # yield them whenever a test wants one. Then, still beside it and at nice 19,
 # the AddressSanitizer tree's rows marked `early` in tests/registry (tests
 # that check no timing: its unit programs, the fault sweep, the static
-# checks; 3 of the 7 minutes of that suite): the rest of it and the
-# ThreadSanitizer tree run after the optimized suite, alone. The background's
-# output goes to build/sanitizer-build.log (shown if a build fails) and
-# build/asan-early.log (shown after the optimized suite).
+# checks; 3 of the 7 minutes of that suite), one at a time, so that the
+# background never takes more than one core from the timing tests: the rest
+# of it and the ThreadSanitizer tree run after the optimized suite, alone.
+# The optimized suite runs its own early rows first, two at a time, then
+# the others one at a time. The background's output goes to
+# build/sanitizer-build.log (shown if a build fails) and build/asan-early.log
+# (shown after the optimized suite).
 test: $(DEPS_STAMP)
 	@mkdir -p build; rm -f build/asan-early.log; \
 	( ( nice -n 19 $(MAKE) --no-print-directory BUILD=build/asan SAN=asan build-tests && \
 	    nice -n 19 $(MAKE) --no-print-directory BUILD=build/tsan SAN=tsan build-tests ) \
 	    >build/sanitizer-build.log 2>&1 || exit 2; \
-	  nice -n 19 $(MAKE) --no-print-directory BUILD=build/asan SAN=asan PART=early check \
-	    >build/asan-early.log 2>&1 || exit 3 ) & bg=$$!; \
-	$(MAKE) --no-print-directory check; rc=$$?; \
+	  nice -n 19 $(MAKE) --no-print-directory BUILD=build/asan SAN=asan PART=early SUITE_JOBS=1 \
+	    check >build/asan-early.log 2>&1 || exit 3 ) & bg=$$!; \
+	$(MAKE) --no-print-directory PART=early check && \
+	  $(MAKE) --no-print-directory PART=late check; rc=$$?; \
 	wait $$bg; bgrc=$$?; \
 	if [ $$bgrc -eq 2 ]; then \
 	  echo "make test: building the sanitizer trees failed (build/sanitizer-build.log):"; \
