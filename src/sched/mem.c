@@ -645,9 +645,7 @@ static uint64_t prepare_from(const struct sd_policy *p, uint64_t cap)
     return p->pool_lends ? cap - cap / 10 : cap;
 }
 
-/* The waiter g's next switch is for: one owed a share turn (share.c)
- * first; none while g drains. */
-static struct sd_member *next_holder(const struct sd_gpu *g)
+struct sd_member *sd_next_holder(const struct sd_gpu *g)
 {
     return g->draining ? NULL : g->share_pending ? g->share_pending : sd_best_waiter(g);
 }
@@ -657,7 +655,7 @@ static struct sd_member *next_holder(const struct sd_gpu *g)
  * holders first), each for what it can move, less what it has pinned. */
 static uint64_t holders_uncovered(const struct sd_policy *p, const struct sd_gpu *g)
 {
-    const struct sd_member *w = next_holder(g);
+    const struct sd_member *w = sd_next_holder(g);
     uint64_t need = w ? sd_mem_shortfall(p, g, w) : 0, lack = 0;
     for (size_t i = 0; need && i < g->n; i++) {
         const struct sd_member *h = g->m[i];
@@ -810,7 +808,7 @@ void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     if (!cap || g->restoring)
         return;
     plan_prepare(p, g, cap, now);
-    struct sd_member *w = next_holder(g);
+    struct sd_member *w = sd_next_holder(g);
     if (!w)
         return;
     bool running = false, leaving = false;

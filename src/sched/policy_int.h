@@ -39,6 +39,9 @@ bool sd_fits_beside_holders(const struct sd_policy *p, const struct sd_gpu *g,
                             const struct sd_member *w);
 /* The waiter policy grants next on g, NULL if none. */
 struct sd_member *sd_best_waiter(const struct sd_gpu *g);
+/* The waiter g's next switch is for (mem.c): one owed a share turn
+ * (share.c) first, else sd_best_waiter; NULL while g drains. */
+struct sd_member *sd_next_holder(const struct sd_gpu *g);
 
 /* room.c, called by policy.c */
 /* Answers the ROOMs whose time is up; sets g's deadline for the others. */

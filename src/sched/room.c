@@ -148,7 +148,7 @@ static uint64_t exits_expected(const struct sd_policy *p, const struct sd_gpu *g
  * holder (whose memory it would have to bring back at its grant). */
 static uint64_t movable_beside(const struct sd_gpu *g, const struct sd_member *m)
 {
-    const struct sd_member *w = sd_best_waiter(g);
+    const struct sd_member *w = sd_next_holder(g);
     uint64_t live = 0;
     for (size_t i = 0; i < g->n; i++)
         if (g->m[i] != w && may_evict(g->m[i], m))
