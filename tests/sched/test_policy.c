@@ -4007,6 +4007,51 @@ static void test_room_copies_rather_than_waits_for_an_exit(void **state)
     assert_false(a->room_active);
 }
 
+/* A tenant whose processes linger after leaving (up to the departed wait)
+ * cannot make every ROOM beside a departure copy others' memory: the exit
+ * time learnt (900 ms here) is taken as at most 400 ms, so 8 GiB (400 ms
+ * out and back at the 1 GiB / 25 ms learnt) is waited for, not copied. */
+static void test_room_exit_expectation_capped(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_MIXED;
+    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    struct sd_member *d = attach(client(CS_PRIO_NORMAL, 1, "d"), 0);
+    gpu(0)->mem_total = 32 * GiB;
+    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
+    usage4(b, 2 * GiB, 0, 0, 2 * GiB);
+    usage4(c, 12 * GiB, 0, 0, 12 * GiB);
+    usage4(d, GiB, 0, 0, GiB);
+    acquire(a);
+    acquire(b);
+    uint64_t did = d->client->id;
+    sd_policy_client_departing(&pol, d->client, now);
+    sd_policy_client_remove(&pol, d->client, now);
+    advance(900 * MS);
+    sd_policy_process_gone(&pol, did, now);
+    assert_int_equal(pol.exit_ewma_ns, 900 * MS);
+    assert_int_equal(room(a, 1, GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, c);
+    assert_non_null(e);
+    advance(25 * MS);
+    assert_int_equal(evicted(c, e->lease, 0, GiB), SD_OK);
+    usage4(c, 11 * GiB, GiB, 0, 12 * GiB);
+    struct sd_member *x = attach(client(CS_PRIO_NORMAL, 1, "x"), 0);
+    usage4(x, 8 * GiB, 0, 0, 8 * GiB);
+    uint64_t xid = x->client->id;
+    sd_policy_client_departing(&pol, x->client, now);
+    sd_policy_client_remove(&pol, x->client, now);
+    assert_int_equal(room(a, 2, 8 * GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, NULL), 1);
+    assert_true(a->room_active);
+    advance(100 * MS);
+    sd_policy_process_gone(&pol, xid, now);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_false(a->room_active);
+}
+
 /* Mixed mode, one class side (the default, with jobs of one class): while
  * the holder runs, the next holder's missing memory comes in ahead into
  * what is free, less 1/16 of the GPU kept for the holder's growth; no third
@@ -4558,6 +4603,7 @@ int main(void)
         T(test_departed_memory_counted_until_its_process_exits),
         T(test_exiting_victim_waited_for_until_its_process_exits),
         T(test_room_copies_rather_than_waits_for_an_exit),
+        T(test_room_exit_expectation_capped),
         T(test_exit_claims_not_borne_out_are_distrusted),
         T(test_mixed_one_holder_per_side),
         T(test_mixed_to_exclusive_trims),
