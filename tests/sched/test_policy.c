@@ -3944,6 +3944,50 @@ static void test_exiting_victim_waited_for_until_its_process_exits(void **state)
     assert_false(h->room_active);
 }
 
+/* A client holding `bytes` that leaves while its process lives on; its id,
+ * for sd_policy_process_gone. */
+static uint64_t departs_with(uint64_t bytes)
+{
+    struct sd_member *x = attach(client(CS_PRIO_NORMAL, 1, "x"), 0);
+    usage4(x, bytes, 0, 0, bytes);
+    uint64_t id = x->client->id;
+    sd_policy_client_departing(&pol, x->client, now);
+    sd_policy_client_remove(&pol, x->client, now);
+    return id;
+}
+
+/* Mixed mode, one GPU of gpu_bytes: a holds 8 GiB, b (2 GiB) waits, the
+ * next holder, c (c_bytes) is idle. Then what copy_beats_exits learns: an
+ * exit exit_ms after its client left, and an EVICT of c's, for a ROOM of
+ * a's, that moved 1 GiB in 25 ms (c keeps 1 GiB less resident). */
+static void room_rates_learnt(uint64_t gpu_bytes, uint64_t c_bytes, uint64_t exit_ms,
+                              struct sd_member **a, struct sd_member **b, struct sd_member **c)
+{
+    cfg.mode = CS_MODE_MIXED;
+    *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
+    gpu(0)->mem_total = gpu_bytes;
+    usage4(*a, 8 * GiB, 0, 0, 8 * GiB);
+    usage4(*b, 2 * GiB, 0, 0, 2 * GiB);
+    usage4(*c, c_bytes, 0, 0, c_bytes);
+    acquire(*a);
+    acquire(*b);
+    uint64_t did = departs_with(GiB);
+    advance(exit_ms * MS);
+    sd_policy_process_gone(&pol, did, now);
+    assert_int_equal(pol.exit_ewma_ns, exit_ms * MS);
+    /* No one departed: c, idle, is asked; its answer teaches the rate. */
+    assert_int_equal(room(*a, 1, GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, *c);
+    assert_non_null(e);
+    assert_int_equal(e->evict, GiB);
+    advance(25 * MS);
+    assert_int_equal(evicted(*c, e->lease, 0, GiB), SD_OK);
+    assert_int_equal(gpu(0)->evict_bps, GiB * 40);
+    usage4(*c, c_bytes - GiB, GiB, 0, c_bytes);
+}
+
 /* A ROOM moves what it needs out of others rather than wait for a departed
  * client's exit when that costs less, both ways, than the exit is still
  * expected to take, both figures learnt: here exits take 200 ms after the
@@ -3954,39 +3998,10 @@ static void test_exiting_victim_waited_for_until_its_process_exits(void **state)
 static void test_room_copies_rather_than_waits_for_an_exit(void **state)
 {
     (void)state;
-    cfg.mode = CS_MODE_MIXED;
-    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
-    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
-    struct sd_member *d = attach(client(CS_PRIO_NORMAL, 1, "d"), 0);
-    gpu(0)->mem_total = 16 * GiB;
-    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
-    usage4(b, 2 * GiB, 0, 0, 2 * GiB);
-    usage4(c, 4 * GiB, 0, 0, 4 * GiB);
-    usage4(d, GiB, 0, 0, GiB);
-    acquire(a);
-    acquire(b); /* the next holder; c is idle */
-    uint64_t did = d->client->id;
-    sd_policy_client_departing(&pol, d->client, now);
-    sd_policy_client_remove(&pol, d->client, now);
-    advance(200 * MS);
-    sd_policy_process_gone(&pol, did, now);
-    assert_int_equal(pol.exit_ewma_ns, 200 * MS);
-    /* No one departed: c, idle, is asked; its answer teaches the rate. */
-    assert_int_equal(room(a, 1, GiB), SD_OK);
-    const struct ev *e = find(EV_EVICT, c);
-    assert_non_null(e);
-    assert_int_equal(e->evict, GiB);
-    advance(25 * MS);
-    assert_int_equal(evicted(c, e->lease, 0, GiB), SD_OK);
-    assert_int_equal(gpu(0)->evict_bps, GiB * 40);
-    usage4(c, 3 * GiB, GiB, 0, 4 * GiB);
+    struct sd_member *a, *b, *c;
+    room_rates_learnt(16 * GiB, 4 * GiB, 200, &a, &b, &c);
     /* x departs with 1 GiB: 1 GiB comes out of c at once, not out of b. */
-    struct sd_member *x = attach(client(CS_PRIO_NORMAL, 1, "x"), 0);
-    usage4(x, GiB, 0, 0, GiB);
-    uint64_t xid = x->client->id;
-    sd_policy_client_departing(&pol, x->client, now);
-    sd_policy_client_remove(&pol, x->client, now);
+    uint64_t xid = departs_with(GiB);
     assert_int_equal(room(a, 2, GiB), SD_OK);
     assert_int_equal(count(EV_EVICT, c), 2);
     assert_int_equal(count(EV_EVICT, b), 0);
@@ -4014,35 +4029,9 @@ static void test_room_copies_rather_than_waits_for_an_exit(void **state)
 static void test_room_exit_expectation_capped(void **state)
 {
     (void)state;
-    cfg.mode = CS_MODE_MIXED;
-    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
-    struct sd_member *c = attach(client(CS_PRIO_NORMAL, 1, "c"), 0);
-    struct sd_member *d = attach(client(CS_PRIO_NORMAL, 1, "d"), 0);
-    gpu(0)->mem_total = 32 * GiB;
-    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
-    usage4(b, 2 * GiB, 0, 0, 2 * GiB);
-    usage4(c, 12 * GiB, 0, 0, 12 * GiB);
-    usage4(d, GiB, 0, 0, GiB);
-    acquire(a);
-    acquire(b);
-    uint64_t did = d->client->id;
-    sd_policy_client_departing(&pol, d->client, now);
-    sd_policy_client_remove(&pol, d->client, now);
-    advance(900 * MS);
-    sd_policy_process_gone(&pol, did, now);
-    assert_int_equal(pol.exit_ewma_ns, 900 * MS);
-    assert_int_equal(room(a, 1, GiB), SD_OK);
-    const struct ev *e = find(EV_EVICT, c);
-    assert_non_null(e);
-    advance(25 * MS);
-    assert_int_equal(evicted(c, e->lease, 0, GiB), SD_OK);
-    usage4(c, 11 * GiB, GiB, 0, 12 * GiB);
-    struct sd_member *x = attach(client(CS_PRIO_NORMAL, 1, "x"), 0);
-    usage4(x, 8 * GiB, 0, 0, 8 * GiB);
-    uint64_t xid = x->client->id;
-    sd_policy_client_departing(&pol, x->client, now);
-    sd_policy_client_remove(&pol, x->client, now);
+    struct sd_member *a, *b, *c;
+    room_rates_learnt(32 * GiB, 12 * GiB, 900, &a, &b, &c);
+    uint64_t xid = departs_with(8 * GiB);
     assert_int_equal(room(a, 2, 8 * GiB), SD_OK);
     assert_int_equal(count(EV_EVICT, NULL), 1);
     assert_true(a->room_active);
