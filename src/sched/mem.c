@@ -1084,6 +1084,7 @@ int sd_policy_restored(struct sd_policy *p, struct sd_client *c, const struct cs
         m->evict_stuck = false;
         m->restoring = false;
         m->lease_restored = true;
+        sd_slice_gate_opened(m, now);
     }
     m->reports_restore = true;
     sd_switch_restored(g, r->lease_id, r->ns);

@@ -313,6 +313,31 @@ void sd_switch_room_waited(struct sd_gpu *g, const struct sd_member *m, uint64_t
 static void gang_align(const struct sd_policy *p, const struct sd_member *m, uint64_t now);
 static void gang_slice_end(struct sd_policy *p, const struct sd_member *m, uint64_t now);
 
+/* The grant's restore (GRANT until the gate opens) is not the holder's
+ * slice. A slice that started at the grant ended, at the 100 ms quantum
+ * floor of a GPU whose jobs were still allocating, while a first restore
+ * of 0.1-0.3 s was under way: the job was revoked having run nothing, and
+ * the swap-in and swap-out were for nothing (6 of 18 H200 runs; one such
+ * job then waited 14 s for its next turn; bench/results/oversubscription.md).
+ * A client that reports its restores (RESTORED) starts its slice when its
+ * gate opens: until then the slice is taken to start a quantum after the
+ * grant, and its RESTORED brings the start back to when it came
+ * (sd_slice_gate_opened). A client that delays or never sends RESTORED
+ * thus gains at most one quantum. (A ROOM answered first starts it then,
+ * room.c: its gate is open.) One that does not report restores starts
+ * its slice at the grant, as before. */
+static void slice_after_restore(struct sd_member *m, uint64_t now, uint64_t q)
+{
+    if (m->reports_restore)
+        m->slice_ns = sd_add_sat(now, q);
+}
+
+void sd_slice_gate_opened(struct sd_member *m, uint64_t now)
+{
+    if (m->slice_ns > now)
+        m->slice_ns = now;
+}
+
 static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
 {
     struct sd_gpu *g = m->gpu;
@@ -345,6 +370,7 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
     measure_switch(g, m, now);
     gpu_account(g, now);
     uint64_t q = sd_gpu_quantum_ns(p, g);
+    slice_after_restore(m, now, q);
     cs_debug("gpu %u: grant lease %llu to %s (pid %u) after %.3f ms", g->index,
              (unsigned long long)m->lease_id, client_name(m), m->client->info.pid,
              (double)waited / 1e6);

@@ -147,7 +147,9 @@ struct sd_member {
     uint64_t wait_since;  /* WAITING since */
     uint64_t idle_since;  /* IDLE since, 0 = never active */
     uint64_t grant_ns;    /* HELD since (lease start) */
-    uint64_t slice_ns;    /* current slice since (a lease may span slices) */
+    uint64_t slice_ns;    /* current slice since (a lease may span slices); in the
+                             future while its grant restores (policy.c,
+                             slice_after_restore) */
     uint64_t vt_ns;       /* vtime charged up to here */
     uint64_t revoke_ns;   /* REVOKE sent at */
     /* memory, from USAGE (and adjusted by EVICTED, RELEASE, RESTORED and

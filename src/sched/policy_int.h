@@ -192,6 +192,8 @@ void sd_room_victim_lost(struct sd_policy *p, struct sd_member *v, uint64_t now)
 /* policy.c, called by mem.c: the new holder's RESTORED completes the
  * switch overhead sample of its grant (drain excluded, restore added). */
 void sd_switch_restored(struct sd_gpu *g, uint64_t lease_id, uint64_t ns);
+/* m's gate opened (its lease's RESTORED): its slice starts now at the latest. */
+void sd_slice_gate_opened(struct sd_member *m, uint64_t now);
 /* The holder m waited ns for room in the lease a switch put it in (room.c). */
 void sd_switch_room_waited(struct sd_gpu *g, const struct sd_member *m, uint64_t ns);
 

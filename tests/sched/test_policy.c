@@ -2126,6 +2126,58 @@ static void test_missing_restored_bounded(void **state)
     assert_non_null(find(EV_PREFETCH, b));
 }
 
+/* h (reports its restores, CS_HELLO_RESTORED) granted with b, of the same
+ * class, waiting; the quantum is the tests' 1000 ms. */
+static struct sd_member *restoring_holder(int gpu_index)
+{
+    struct sd_client *hc = client(CS_PRIO_NORMAL, 1, "h");
+    hc->info.restored = true;
+    struct sd_member *h = attach(hc, gpu_index);
+    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), gpu_index);
+    acquire(h);
+    acquire(b);
+    assert_int_equal(h->state, CS_STATE_HELD);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    return h;
+}
+
+/* The grant's restore is not the slice: h's gate opens 300 ms after its
+ * grant (its RESTORED), and its slice of 1000 ms runs from there. A slice
+ * from the grant ended, at the H200's 100 ms floor, while a first restore
+ * of 0.1-0.3 s was under way: revoked having run nothing. */
+static void test_slice_starts_when_gate_opens(void **state)
+{
+    (void)state;
+    struct sd_member *h = restoring_holder(0);
+    uint64_t t0 = h->grant_ns;
+    run_until(t0 + 300 * MS);
+    restored(h, h->lease_id, 2 * GiB, 300 * MS);
+    run_until(t0 + 1299 * MS);
+    assert_int_equal(count(EV_REVOKE, h), 0); /* at 1000 ms from the grant, before */
+    run_until(t0 + 1300 * MS);
+    assert_int_equal(count(EV_REVOKE, h), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_QUANTUM);
+}
+
+/* A RESTORED that comes late, or never, gains at most one quantum: the
+ * slice ends two quanta after the grant whatever the client says. */
+static void test_slice_wait_for_gate_bounded(void **state)
+{
+    (void)state;
+    struct sd_member *h = restoring_holder(0);
+    struct sd_member *k = restoring_holder(1);
+    uint64_t t0 = h->grant_ns;
+    assert_int_equal(k->grant_ns, t0);
+    run_until(t0 + 1500 * MS);
+    restored(k, k->lease_id, 0, 1500 * MS); /* k's comes late, h's never */
+    run_until(t0 + 1999 * MS);
+    assert_int_equal(count(EV_REVOKE, h), 0);
+    assert_int_equal(count(EV_REVOKE, k), 0);
+    run_until(t0 + 2000 * MS);
+    assert_int_equal(count(EV_REVOKE, h), 1);
+    assert_int_equal(count(EV_REVOKE, k), 1);
+}
+
 /* Nor while another member's memory is unknown (no USAGE since it
  * attached): its memory is somewhere on the GPU, and a prefetch budgeted
  * as if it were not took the room the next holder's restore needed (the
@@ -4543,6 +4595,8 @@ int main(void)
         T(test_stale_usage_keeps_restoring),
         T(test_usage_before_grant_keeps_restoring),
         T(test_missing_restored_bounded),
+        T(test_slice_starts_when_gate_opens),
+        T(test_slice_wait_for_gate_bounded),
         T(test_silent_member_holds_prefetch_a_second),
         T(test_unresponsive_holder_blocks_prefetch),
         T(test_moving_holds_pinning),
