@@ -176,15 +176,20 @@ static struct cs_swap_result swap_out_locked(struct cs_dev *d, uint64_t bytes)
      * twice, and this swap-out's own pinning, if any, has the host to
      * itself. */
     cs_seg_hold_pinner_locked(s);
-    cs_real.cuCtxPushCurrent_v2(s->pctx);
-    while (res.bytes < bytes && res.status == CUDA_SUCCESS) {
-        int n = choose_victims_locked(s, bytes - res.bytes, v, SWAP_BATCH);
-        if (n == 0)
-            break;
-        swap_out_batch_locked(s, v, n, &res);
+    /* Not pushed (the context is going: the process exits), nothing is
+     * copied and nothing popped: a pop would take the calling thread's own
+     * context off its stack. */
+    res.status = cs_real.cuCtxPushCurrent_v2(s->pctx);
+    if (res.status == CUDA_SUCCESS) {
+        while (res.bytes < bytes && res.status == CUDA_SUCCESS) {
+            int n = choose_victims_locked(s, bytes - res.bytes, v, SWAP_BATCH);
+            if (n == 0)
+                break;
+            swap_out_batch_locked(s, v, n, &res);
+        }
+        CUcontext popped;
+        cs_real.cuCtxPopCurrent_v2(&popped);
     }
-    CUcontext popped;
-    cs_real.cuCtxPopCurrent_v2(&popped);
     cs_seg_release_pinner_locked(s);
     res.ns = cs_now_ns() - t0;
     if (res.bytes) {
@@ -235,6 +240,29 @@ static void unconfirm_locked(struct cs_segs *s, struct cs_swap_result *res)
     }
 }
 
+/* Restores what fits in budget (bytes placed), with s's context current,
+ * and waits for the copies. */
+static void restore_all_locked(struct cs_dev *d, struct cs_segs *s, uint64_t budget,
+                               bool prefetch, struct cs_swap_result *res)
+{
+    uint64_t placed = 0;
+    for (struct cs_seg *g = s->head; g && res->status == CUDA_SUCCESS; g = g->next) {
+        if (g->state == CS_SEG_RESIDENT || placed + g->size > budget)
+            continue; /* over the budget: a smaller one may still fit */
+        res->status = restore_one_locked(d, s, g, prefetch, res);
+        if (res->status == CUDA_SUCCESS)
+            placed += g->size;
+    }
+    CUresult sync = cs_real.cuStreamSynchronize(s->stream);
+    if (sync != CUDA_SUCCESS) {
+        unconfirm_locked(s, res);
+        if (res->status == CUDA_SUCCESS)
+            res->status = sync;
+    }
+    for (struct cs_seg *g = s->head; g; g = g->next)
+        g->copied = false;
+}
+
 static struct cs_swap_result swap_in_locked(struct cs_dev *d, uint64_t budget, bool prefetch)
 {
     struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
@@ -246,25 +274,12 @@ static struct cs_swap_result swap_in_locked(struct cs_dev *d, uint64_t budget, b
         res.status = CUDA_ERROR_NOT_INITIALIZED;
         return res;
     }
-    cs_real.cuCtxPushCurrent_v2(s->pctx);
-    uint64_t placed = 0;
-    for (struct cs_seg *g = s->head; g && res.status == CUDA_SUCCESS; g = g->next) {
-        if (g->state == CS_SEG_RESIDENT || placed + g->size > budget)
-            continue; /* over the budget: a smaller one may still fit */
-        res.status = restore_one_locked(d, s, g, prefetch, &res);
-        if (res.status == CUDA_SUCCESS)
-            placed += g->size;
+    res.status = cs_real.cuCtxPushCurrent_v2(s->pctx); /* as in swap_out_locked */
+    if (res.status == CUDA_SUCCESS) {
+        restore_all_locked(d, s, budget, prefetch, &res);
+        CUcontext popped;
+        cs_real.cuCtxPopCurrent_v2(&popped);
     }
-    CUresult sync = cs_real.cuStreamSynchronize(s->stream);
-    if (sync != CUDA_SUCCESS) {
-        unconfirm_locked(s, &res);
-        if (res.status == CUDA_SUCCESS)
-            res.status = sync;
-    }
-    for (struct cs_seg *g = s->head; g; g = g->next)
-        g->copied = false;
-    CUcontext popped;
-    cs_real.cuCtxPopCurrent_v2(&popped);
     res.ns = cs_now_ns() - t0;
     if (res.bytes) {
         s->swap_in_bytes += res.bytes;
