@@ -32,7 +32,8 @@
  * A departed client's memory is not waited for when moving what the ROOM
  * needs out of others costs less, both ways, than the exit is still
  * expected to take (copy_beats_exits), with both figures learnt here: how
- * long exits take after the client left, and how fast EVICTs move. */
+ * long exits take after the client left (a prior until one was seen), and
+ * how fast EVICTs move. */
 #include <cuda.h>
 #include <stdlib.h>
 
@@ -50,6 +51,14 @@
  * processes linger (up to SD_DEPART_WAIT_NS each) would otherwise have
  * every ROOM beside a departure copy others' memory out instead. */
 #define SD_EXIT_EXPECT_MAX_NS (400 * 1000000ull)
+/* What an exit is expected to take before any was seen: the lower quartile
+ * of 16 on the H200 (101-481 ms from the client's leaving to its process's
+ * end, median 146; bench/results/oversubscription.md, 2026-11-30, session
+ * 4). Without it a daemon waited at its first job end, the one most runs
+ * of a benchmark and a fresh node have: 141-164 ms with the GPU idle, for
+ * 2 GiB that an EVICT moves in 45 ms. The lower quartile, so that an exit
+ * faster than expected rarely makes the copy the slower choice. */
+#define SD_EXIT_PRIOR_NS (130 * 1000000ull)
 
 /* Not one whose last eviction moved less than asked (evict_stuck, until its
  * memory changes): it would answer the same again. */
@@ -129,14 +138,16 @@ static void wait_for_exit(struct sd_member *v, struct sd_member *m, uint64_t ask
 }
 
 /* When the departed clients' exits m's ROOM would wait for are expected to
- * end: the latest of their leaving plus the learnt exit time. */
+ * end: the latest of their leaving plus the learnt exit time (the prior
+ * before any was seen). */
 static uint64_t exits_expected(const struct sd_policy *p, const struct sd_gpu *g, uint64_t now)
 {
     uint64_t end = 0;
     for (size_t i = 0; i < g->ndep; i++) {
         const struct sd_departed *d = &g->dep[i];
-        uint64_t expect = p->exit_ewma_ns < SD_EXIT_EXPECT_MAX_NS ? p->exit_ewma_ns
-                                                                  : SD_EXIT_EXPECT_MAX_NS;
+        uint64_t expect = !p->exit_ewma_ns ? SD_EXIT_PRIOR_NS
+                          : p->exit_ewma_ns < SD_EXIT_EXPECT_MAX_NS ? p->exit_ewma_ns
+                                                                    : SD_EXIT_EXPECT_MAX_NS;
         uint64_t at = sd_add_sat(d->left, expect);
         if (!d->room_for && now < d->until && at > end)
             end = at;
@@ -161,14 +172,14 @@ static uint64_t movable_beside(const struct sd_gpu *g, const struct sd_member *m
  * if on some later critical path, take less than the exits are still
  * expected to take. On the H200 the room of a job granted at another's end
  * waited 91-150 ms for that exit (the client leaves 0.1-0.4 s before its
- * process), for 2 GiB that EVICTs moved in 40 ms. Without both figures
- * learnt, or with the exits due, it waits: SD_EXIT_WAIT_NS says why
- * copying large amounts back and forth loses. */
+ * process), for 2 GiB that EVICTs moved in 40 ms. Without the rate learnt
+ * (the exit time has a prior), or with the exits due, it waits:
+ * SD_EXIT_WAIT_NS says why copying large amounts back and forth loses. */
 static bool copy_beats_exits(const struct sd_policy *p, const struct sd_member *m,
                              uint64_t need, uint64_t now)
 {
     const struct sd_gpu *g = m->gpu;
-    if (!need || !p->exit_ewma_ns || !g->evict_bps || !g->ndep)
+    if (!need || !g->evict_bps || !g->ndep)
         return false;
     uint64_t end = exits_expected(p, g, now);
     if (end <= now || movable_beside(g, m) < need)

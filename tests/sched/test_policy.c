@@ -4025,9 +4025,11 @@ static void room_rates_learnt(uint64_t gpu_bytes, uint64_t c_bytes, uint64_t exi
     usage4(*c, c_bytes, 0, 0, c_bytes);
     acquire(*a);
     acquire(*b);
-    uint64_t did = departs_with(GiB);
-    advance(exit_ms * MS);
-    sd_policy_process_gone(&pol, did, now);
+    if (exit_ms) { /* else no exit is seen: the prior stands */
+        uint64_t did = departs_with(GiB);
+        advance(exit_ms * MS);
+        sd_policy_process_gone(&pol, did, now);
+    }
     assert_int_equal(pol.exit_ewma_ns, exit_ms * MS);
     /* No one departed: c, idle, is asked; its answer teaches the rate. */
     assert_int_equal(room(*a, 1, GiB), SD_OK);
@@ -4040,13 +4042,41 @@ static void room_rates_learnt(uint64_t gpu_bytes, uint64_t c_bytes, uint64_t exi
     usage4(*c, c_bytes - GiB, GiB, 0, c_bytes);
 }
 
+/* Before any exit was seen, an exit is expected to take 130 ms (the H200's
+ * lower quartile): with the EVICT rate learnt (1 GiB in 25 ms), a daemon's
+ * first job end copies 1 GiB out of the idle client (50 ms both ways)
+ * rather than wait; 90 ms after the departure (40 ms left) it waits. */
+static void test_room_exit_prior(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b, *c;
+    room_rates_learnt(16 * GiB, 4 * GiB, 0, &a, &b, &c);
+    uint64_t xid = departs_with(GiB);
+    assert_int_equal(room(a, 2, GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, c), 2);
+    assert_int_equal(count(EV_EVICT, b), 0);
+    assert_int_equal(evicted(c, last()->lease, 0, GiB), SD_OK);
+    assert_int_equal(last()->kind, EV_ROOM);
+    usage4(c, 2 * GiB, 2 * GiB, 0, 4 * GiB);
+    advance(90 * MS);
+    assert_int_equal(room(a, 3, GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, NULL), 2);
+    assert_true(a->room_active);
+    advance(40 * MS);
+    sd_policy_process_gone(&pol, xid, now);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_false(a->room_active);
+    assert_int_equal(pol.exit_ewma_ns, 130 * MS); /* learnt from here on */
+}
+
 /* A ROOM moves what it needs out of others rather than wait for a departed
  * client's exit when that costs less, both ways, than the exit is still
  * expected to take, both figures learnt: here exits take 200 ms after the
  * client left and an EVICT moved 1 GiB in 25 ms, so 1 GiB (50 ms both
  * ways) is copied out of the idle client, never out of the next holder;
- * 40 ms before the exit is due, it is waited for. Before anything is
- * learnt, a ROOM waits (test_departed_memory_counted_until_its_process_exits). */
+ * 40 ms before the exit is due, it is waited for. Before the rate is
+ * learnt, a ROOM waits (test_departed_memory_counted_until_its_process_exits);
+ * before an exit is, the prior stands for it (test_room_exit_prior). */
 static void test_room_copies_rather_than_waits_for_an_exit(void **state)
 {
     (void)state;
@@ -4646,6 +4676,7 @@ int main(void)
         T(test_departed_memory_counted_until_its_process_exits),
         T(test_exiting_victim_waited_for_until_its_process_exits),
         T(test_room_copies_rather_than_waits_for_an_exit),
+        T(test_room_exit_prior),
         T(test_room_exit_expectation_capped),
         T(test_exit_claims_not_borne_out_are_distrusted),
         T(test_mixed_one_holder_per_side),
