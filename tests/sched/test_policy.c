@@ -4042,47 +4042,15 @@ static void room_rates_learnt(uint64_t gpu_bytes, uint64_t c_bytes, uint64_t exi
     usage4(*c, c_bytes - GiB, GiB, 0, c_bytes);
 }
 
-/* Before any exit was seen, an exit is expected to take 130 ms (the H200's
- * lower quartile): with the EVICT rate learnt (1 GiB in 25 ms), a daemon's
- * first job end copies 1 GiB out of the idle client (50 ms both ways)
- * rather than wait; 90 ms after the departure (40 ms left) it waits. */
-static void test_room_exit_prior(void **state)
+/* With exits learnt to take exit_ms after the client left (0: none seen,
+ * the prior stands) and an EVICT that moved 1 GiB in 25 ms, a ROOM for
+ * 1 GiB beside a departure (50 ms both ways) copies it out of the idle
+ * client c, never out of the next holder b; when the exit is due in 40 ms
+ * (less than the copy), it is waited for. expect_ms: when it is due. */
+static void room_copies_then_waits(uint64_t exit_ms, uint64_t expect_ms)
 {
-    (void)state;
     struct sd_member *a, *b, *c;
-    room_rates_learnt(16 * GiB, 4 * GiB, 0, &a, &b, &c);
-    uint64_t xid = departs_with(GiB);
-    assert_int_equal(room(a, 2, GiB), SD_OK);
-    assert_int_equal(count(EV_EVICT, c), 2);
-    assert_int_equal(count(EV_EVICT, b), 0);
-    assert_int_equal(evicted(c, last()->lease, 0, GiB), SD_OK);
-    assert_int_equal(last()->kind, EV_ROOM);
-    usage4(c, 2 * GiB, 2 * GiB, 0, 4 * GiB);
-    advance(90 * MS);
-    assert_int_equal(room(a, 3, GiB), SD_OK);
-    assert_int_equal(count(EV_EVICT, NULL), 2);
-    assert_true(a->room_active);
-    advance(40 * MS);
-    sd_policy_process_gone(&pol, xid, now);
-    assert_int_equal(last()->kind, EV_ROOM);
-    assert_false(a->room_active);
-    assert_int_equal(pol.exit_ewma_ns, 130 * MS); /* learnt from here on */
-}
-
-/* A ROOM moves what it needs out of others rather than wait for a departed
- * client's exit when that costs less, both ways, than the exit is still
- * expected to take, both figures learnt: here exits take 200 ms after the
- * client left and an EVICT moved 1 GiB in 25 ms, so 1 GiB (50 ms both
- * ways) is copied out of the idle client, never out of the next holder;
- * 40 ms before the exit is due, it is waited for. Before the rate is
- * learnt, a ROOM waits (test_departed_memory_counted_until_its_process_exits);
- * before an exit is, the prior stands for it (test_room_exit_prior). */
-static void test_room_copies_rather_than_waits_for_an_exit(void **state)
-{
-    (void)state;
-    struct sd_member *a, *b, *c;
-    room_rates_learnt(16 * GiB, 4 * GiB, 200, &a, &b, &c);
-    /* x departs with 1 GiB: 1 GiB comes out of c at once, not out of b. */
+    room_rates_learnt(16 * GiB, 4 * GiB, exit_ms, &a, &b, &c);
     uint64_t xid = departs_with(GiB);
     assert_int_equal(room(a, 2, GiB), SD_OK);
     assert_int_equal(count(EV_EVICT, c), 2);
@@ -4092,8 +4060,7 @@ static void test_room_copies_rather_than_waits_for_an_exit(void **state)
     assert_int_equal(last()->kind, EV_ROOM);
     assert_int_equal(last()->reason, 0);
     usage4(c, 2 * GiB, 2 * GiB, 0, 4 * GiB);
-    /* 160 ms on, the exit is due in 40 ms: less than 50 ms of copying. */
-    advance(160 * MS);
+    advance((expect_ms - 40) * MS);
     assert_int_equal(room(a, 3, GiB), SD_OK);
     assert_int_equal(count(EV_EVICT, NULL), 2);
     assert_true(a->room_active);
@@ -4102,6 +4069,26 @@ static void test_room_copies_rather_than_waits_for_an_exit(void **state)
     assert_int_equal(last()->kind, EV_ROOM);
     assert_int_equal(last()->reason, 0);
     assert_false(a->room_active);
+}
+
+/* A ROOM moves what it needs out of others rather than wait for a departed
+ * client's exit when that costs less, both ways, than the exit is still
+ * expected to take, both figures learnt (exits 200 ms after the client
+ * left). Before the rate is learnt, a ROOM waits
+ * (test_departed_memory_counted_until_its_process_exits). */
+static void test_room_copies_rather_than_waits_for_an_exit(void **state)
+{
+    (void)state;
+    room_copies_then_waits(200, 200);
+}
+
+/* Before any exit was seen, an exit is expected to take 130 ms (the H200's
+ * lower quartile): a daemon's first job end copies as well. */
+static void test_room_exit_prior(void **state)
+{
+    (void)state;
+    room_copies_then_waits(0, 130);
+    assert_int_equal(pol.exit_ewma_ns, 130 * MS); /* learnt from here on */
 }
 
 /* A tenant whose processes linger after leaving (up to the departed wait)
