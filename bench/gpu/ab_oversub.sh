@@ -11,21 +11,26 @@
 # (default add4x45), OVERSUB_FLOOR_MS=default and OVERSUB_CONF
 # "pool_min_mb = POOLMIN" (default 8192: a pool that grows while the jobs
 # swap); its summary lines are printed, its logs land in $OUT/I-NAME and
-# are tarred into $OUT/ab.tgz.
+# are tarred into $OUT/ab.tgz: this call's entries only (a call of
+# 2026-11-30 found in its tarball a 6-old it had not made, whose daemon had
+# started hours before the call).
 set -u
 OUT=${OUT:-/tmp/ab}
 ln -sfn ../build/gpu-libs build-old/gpu-libs
 i=0
+made=()
 for v in ${ORDER:-old new}; do
     i=$((i + 1))
     b=build
     [ "$v" = old ] && b=build-old
     pkill cushared
+    rm -rf "${OUT:?}/$i-$v"
     mkdir -p "$OUT/$i-$v"
+    made+=("./$i-$v")
     CUSHARE_BUILD=$b OUT=$OUT/$i-$v OVERSUB_FLOOR_MS=default \
         OVERSUB_CONF="pool_min_mb = ${POOLMIN:-8192}" OVERSUB_CASES=${OVERSUB_CASES:-add4x45} \
         timeout 280 bench/gpu/run.sh oversub >/dev/null 2>&1
     echo "== $i $v rc=$?"
     grep -E 'makespan|GPU held|solo runs|swap-out|switches|backing|warm-up|pool:' "$OUT/$i-$v/summary.md" | cut -c1-400
 done
-cd "$OUT" && tar czf ab.tgz ./*-*/ && rm -rf ./*-*/
+cd "$OUT" && tar czf ab.tgz "${made[@]}" && rm -rf "${made[@]}"
