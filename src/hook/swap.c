@@ -145,18 +145,20 @@ static void swap_out_batch_locked(struct cs_segs *s, struct cs_seg **v, int n,
  * resident (all-or-nothing per segment), so nothing is lost either way; a
  * driver that is shutting down (the process exits while a revoke drains)
  * is said at info level: its memory is about to go with it. */
-static void swap_out_failed(const struct cs_dev *d, const struct cs_swap_result *res)
+static void swap_out_failed(const struct cs_dev *d, const struct cs_swap_result *res,
+                            bool pushed)
 {
     const char *name = "?";
     cs_real.cuGetErrorName(res->status, &name);
     bool exiting = res->status == CUDA_ERROR_DEINITIALIZED ||
                    res->status == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    const char *what = !pushed ? "its context could not be made current"
+                       : res->status == CUDA_ERROR_OUT_OF_MEMORY ? "no host memory for the backing copy"
+                                                                 : "a copy or unmap failed";
     cs_log(exiting ? CS_LOG_INFO : CS_LOG_WARN,
            "GPU %d: swap-out stopped after %llu bytes: %s (%s); the rest stays resident%s",
-           d->ordinal, (unsigned long long)res->bytes,
-           res->status == CUDA_ERROR_OUT_OF_MEMORY ? "no host memory for the backing copy"
-                                                   : "a copy or unmap failed",
-           name, exiting ? ": the process is exiting" : "");
+           d->ordinal, (unsigned long long)res->bytes, what, name,
+           exiting ? ": the process is exiting" : "");
 }
 
 static struct cs_swap_result swap_out_locked(struct cs_dev *d, uint64_t bytes)
@@ -180,7 +182,8 @@ static struct cs_swap_result swap_out_locked(struct cs_dev *d, uint64_t bytes)
      * copied and nothing popped: a pop would take the calling thread's own
      * context off its stack. */
     res.status = cs_real.cuCtxPushCurrent_v2(s->pctx);
-    if (res.status == CUDA_SUCCESS) {
+    bool pushed = res.status == CUDA_SUCCESS;
+    if (pushed) {
         while (res.bytes < bytes && res.status == CUDA_SUCCESS) {
             int n = choose_victims_locked(s, bytes - res.bytes, v, SWAP_BATCH);
             if (n == 0)
@@ -198,7 +201,7 @@ static struct cs_swap_result swap_out_locked(struct cs_dev *d, uint64_t bytes)
         s->swap_outs++;
     }
     if (res.status != CUDA_SUCCESS)
-        swap_out_failed(d, &res);
+        swap_out_failed(d, &res, pushed);
     return res;
 }
 
