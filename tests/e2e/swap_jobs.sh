@@ -7,35 +7,32 @@
 # at the end.
 #
 #  - every checksum is right, in the solo runs and in the shared ones;
-#  - makespan <= 1.3 x the sum of the same jobs' solo runs, measured here
-#    with the same daemon and settings (each job alone under cushare): a
-#    guard against thrashing (a swap per kernel would be several times
-#    that), not the performance goal, which the H100 benchmark measures
-#    (bench/results/oversubscription.md);
+#  - no thrashing: at most makespan / quantum + 2 x jobs switches (a slice
+#    shorter than the quantum ends only at a job's end or its start), and
+#    no more memory swapped out than every switch and eviction moving a
+#    whole job. A swap per kernel would be ~16 switches per job, several
+#    times the bound. The makespan against the solo runs is printed, not
+#    asserted: it measured 1.06-1.17 on CI's 2 cores with an idle machine
+#    but 1.33-1.34 twice beside the sanitizer suites (a simulated switch
+#    is CPU work: 450 ms there, 190 ms alone), which is noise, not a
+#    regression that a GPU would show; the performance goal is the
+#    benchmark's (bench/results/oversubscription.md);
 #  - the jobs really were swapped: memory moved both ways, third parties
 #    were evicted while another job ran, the next job prefetched, and the
 #    daemon's memory model saw the GPU oversubscribed;
 #  - no device memory is left behind (the free capacity is back where it
 #    started).
 #
-# The bound was 1.15. On CI's 2 cores on 2026-11-28 the ratio of the
-# optimized tree came out 1.06-1.17 (4 jobs), the same with the pool off
-# and with the build before that day's changes (1.157, 1.167 for 3 jobs):
-# the scheduling noise of five processes on two cores, not a regression
-# that would show on a GPU, so 1.15 failed runs at random. Under a sanitizer the
-# CPU work of the simulated kernels and copies (the simulator really runs
-# them, on 2 cores in CI) grows several-fold and contends across the jobs,
-# which the solo runs do not suffer: there the jobs are shorter (the point
-# is the memory checking of the same paths) and the ratio is held to 1.3
-# (measured: 1.03 and 1.05 under AddressSanitizer).
+# Under a sanitizer the jobs are shorter (the point is the memory checking
+# of the same paths).
 source "$(dirname "$0")/swap_lib.sh"
 
 ITERS=16
-BOUND=1.3
+JOB_MIB=150
 if [ -n "$SAN" ]; then
     ITERS=10
 fi
-ARGS=(--mem-mb 150 --allocs 15 --iters "$ITERS" --kernel-ns 10000000)
+ARGS=(--mem-mb "$JOB_MIB" --allocs 15 --iters "$ITERS" --kernel-ns 10000000)
 
 # The quantum rule would give ~2 s slices here (a switch costs ~100 ms on
 # the simulator, most of it the simulator's own CPU work); capped at 1.5 s
@@ -96,12 +93,18 @@ check_run() { # N
     ev=$(delta evictions "$n")
     pf=$(delta prefetches "$n")
     sw=$(delta switches "$n")
-    echo "$n jobs: makespan $MAKESPAN ms, sum of solo runs $SOLO_SUM ms, ratio $ratio" \
-        "(bound $BOUND); $sw switches, swapped out $out MiB, in $in MiB," \
+    local q max_sw
+    q=$(json_num "$T/after$n.json" quantum_ms)
+    max_sw=$((MAKESPAN / q + 2 * n))
+    echo "$n jobs: makespan $MAKESPAN ms, sum of solo runs $SOLO_SUM ms, ratio $ratio;" \
+        "$sw switches (bound $max_sw), swapped out $out MiB, in $in MiB," \
         "$ev evictions, $pf prefetches, switch overhead $(json_num "$T/after$n.json" switch_ms) ms," \
-        "quantum $(json_num "$T/after$n.json" quantum_ms) ms"
-    awk -v r="$ratio" -v b="$BOUND" 'BEGIN { exit !(r <= b) }' ||
-        fail "$n jobs: makespan $MAKESPAN ms is $ratio x the sum of solo runs ($SOLO_SUM ms), above $BOUND"
+        "quantum $q ms"
+    [ "$q" -gt 0 ] || fail "$n jobs: quantum $q ms"
+    [ "$sw" -le "$max_sw" ] ||
+        fail "$n jobs: $sw switches in $MAKESPAN ms at a $q ms quantum (thrashing: bound $max_sw)"
+    [ "$out" -le $(((sw + ev) * JOB_MIB)) ] ||
+        fail "$n jobs: $out MiB swapped out by $sw switches and $ev evictions of at most $JOB_MIB MiB"
     # Jobs were switched out before they finished (more switches than the
     # n - 1 of running one after the other), and switches moved memory.
     [ "$sw" -ge $((n + 1)) ] || fail "$n jobs: only $sw switches"
