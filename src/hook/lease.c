@@ -82,6 +82,7 @@ static void send_acquire_locked(struct cs_dev *d)
 {
     if (d->lease.acquire_sent || !d->lease.attach_sent)
         return;
+    cs_report_usage_locked(d);
     struct cs_msg m = {.type = CS_MSG_ACQUIRE};
     m.u.acquire.slot = (uint32_t)d->ordinal;
     d->lease.acquire_sent = cs_client_send(&m) == 0;

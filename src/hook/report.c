@@ -89,6 +89,29 @@ static bool usage_changed_locked(const struct cs_dev *d, const struct cs_msg_usa
            d->rep.usage_sent[3] != u->unswappable; /* an IPC export */
 }
 
+/* Sends m (a USAGE whose figures are filled in), flagged idle when the
+ * device is held and idle (idle_flip: the tick found idleness changed to
+ * idle_now; otherwise as last reported); what went out is remembered. */
+static void send_usage_locked(struct cs_dev *d, struct cs_msg *m, bool idle_flip, bool idle_now)
+{
+    bool idle = d->lease.state == CS_LEASE_HELD && (idle_flip ? idle_now : d->rep.idle_reported);
+    m->u.usage.flags = idle ? CS_USAGE_IDLE : 0;
+    if (cs_client_send(m) != 0)
+        return;
+    if (idle_flip)
+        cs_debug("GPU %d: %s", d->ordinal, idle ? "idle" : "busy again");
+    d->rep.idle_reported = m->u.usage.flags & CS_USAGE_IDLE;
+    d->rep.usage_sent[0] = m->u.usage.resident;
+    d->rep.usage_sent[1] = m->u.usage.swapped;
+    d->rep.usage_sent[2] = m->u.usage.footprint;
+    d->rep.usage_sent[3] = m->u.usage.unswappable;
+}
+
+static bool reporting_locked(const struct cs_dev *d)
+{
+    return d->lease.state != CS_LEASE_DETACHED && d->lease.attach_sent;
+}
+
 /* USAGE goes out when idleness flips or the memory picture changed. The
  * usage is computed before taking d->mu (from atomics: this thread must
  * never wait for segs.mu, locks.h). */
@@ -98,26 +121,25 @@ void cs_report_tick(struct cs_dev *d, uint64_t now)
     m.u.usage.slot = (uint32_t)d->ordinal;
     cs_mem_fill_usage(d, &m.u.usage);
     pthread_mutex_lock(&d->mu);
-    if (d->lease.state != CS_LEASE_DETACHED && d->lease.attach_sent) {
+    if (reporting_locked(d)) {
         bool idle_now;
         bool idle_flip = idle_changed_locked(d, now, &idle_now);
-        if (idle_flip || usage_changed_locked(d, &m.u.usage)) {
-            bool idle = d->lease.state == CS_LEASE_HELD &&
-                        (idle_flip ? idle_now : d->rep.idle_reported);
-            m.u.usage.flags = idle ? CS_USAGE_IDLE : 0;
-            if (cs_client_send(&m) == 0) {
-                if (idle_flip)
-                    cs_debug("GPU %d: %s", d->ordinal, idle ? "idle" : "busy again");
-                d->rep.idle_reported = m.u.usage.flags & CS_USAGE_IDLE;
-                d->rep.usage_sent[0] = m.u.usage.resident;
-                d->rep.usage_sent[1] = m.u.usage.swapped;
-                d->rep.usage_sent[2] = m.u.usage.footprint;
-                d->rep.usage_sent[3] = m.u.usage.unswappable;
-            }
-        }
+        if (idle_flip || usage_changed_locked(d, &m.u.usage))
+            send_usage_locked(d, &m, idle_flip, idle_now);
         report_pinned_locked(d);
     }
     pthread_mutex_unlock(&d->mu);
+}
+
+void cs_report_usage_locked(struct cs_dev *d)
+{
+    if (!reporting_locked(d))
+        return;
+    struct cs_msg m = {.type = CS_MSG_USAGE};
+    m.u.usage.slot = (uint32_t)d->ordinal;
+    cs_mem_fill_usage(d, &m.u.usage); /* atomics only: no lock taken under d->mu */
+    if (usage_changed_locked(d, &m.u.usage))
+        send_usage_locked(d, &m, false, false);
 }
 
 uint32_t cs_report_interval_ms(void)

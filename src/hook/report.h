@@ -20,6 +20,13 @@
 
 /* I/O thread, while connected: idle detection, USAGE and PINNED. */
 void cs_report_tick(struct cs_dev *d, uint64_t now_ns);
+/* Before an ACQUIRE (d->mu held): USAGE at once if the memory picture
+ * changed since the last one, so that the daemon weighs the waiter by its
+ * footprint now, not a tick old. A job's first kernel follows its first
+ * allocations, and a waiter that has not run is expected to grow like the
+ * largest job that has (the daemon's quantum, policy.c) only once its
+ * footprint is known there. */
+void cs_report_usage_locked(struct cs_dev *d);
 /* Milliseconds until cs_report_tick has something to do for any device. */
 uint32_t cs_report_interval_ms(void);
 /* A lease was granted (d->mu held): the idle clock starts afresh. */

@@ -448,6 +448,11 @@ static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, ui
     want_at(g, now + (uint64_t)p->cfg->revoke_timeout_ms * MS);
     cs_debug("gpu %u: revoke lease %llu of %s (pid %u), reason %u", g->index,
              (unsigned long long)m->lease_id, client_name(m), m->client->info.pid, reason);
+    cs_debug("gpu %u: lease %llu held %.0f ms, its slice %.0f ms (quantum %.0f ms; footprints "
+             "%llu of %llu MiB, switch %.1f ms)", g->index, (unsigned long long)m->lease_id,
+             (double)sub0(now, m->grant_ns) / 1e6, (double)sub0(now, m->slice_ns) / 1e6,
+             (double)sd_gpu_quantum_ns(p, g) / 1e6, (unsigned long long)(sd_gpu_footprint(g) >> 20),
+             (unsigned long long)(sd_gpu_capacity(p, g) >> 20), (double)g->switch_ewma_ns / 1e6);
     p->ops.revoke(p->ctx, m, reason, evict);
     holders_changed(p); /* a restarted daemon revokes it again (state.c) */
     if (reason == CS_REVOKE_QUANTUM)
@@ -724,9 +729,49 @@ static uint64_t quantum_for(const struct sd_policy *p, uint64_t sw)
     return q;
 }
 
+/* Whether m has shown its working set: it holds or has held the GPU (or
+ * held it before a daemon restart). */
+static bool has_run(const struct sd_member *m)
+{
+    return is_holder(m) || m->had_lease || m->resumed;
+}
+
+/* The overflow g's footprints are expected to reach: each waiter that has
+ * not run yet, with at least 1/SD_GROW_LIKE of the largest footprint of a
+ * member that has, counted at that footprint. A job that has not held the
+ * GPU is setting up: what it allocated before its first kernel is not its
+ * working set. On the H200 two 82 GiB pytorch-add jobs started together;
+ * the second waited at its first kernel with 29 GB, the first (83 GB) was
+ * revoked at the 100 ms floor because 112 GB fitted the 141, and the
+ * second's growth then moved 30 GB of the first out on its critical path
+ * (0.72 s) and back at its end (1.03 s): held / work 1.086 against 1.033
+ * when the first ran its job (oversubscription.md, 2026-11-30). A notebook's
+ * 1 GB beside a trainer's 83 is not expected to become another trainer.
+ * Only the quantum uses this: memory is planned with what is there. */
+#define SD_GROW_LIKE 4
+static uint64_t expected_overflow(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    uint64_t cap = sd_gpu_capacity(p, g), largest = 0, growth = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (has_run(g->m[i]) && g->m[i]->footprint > largest)
+            largest = g->m[i]->footprint;
+    for (size_t i = 0; i < g->n; i++) {
+        const struct sd_member *m = g->m[i];
+        if (m->state == CS_STATE_WAITING && !has_run(m) && m->footprint < largest &&
+            m->footprint >= largest / SD_GROW_LIKE)
+            growth = sd_add_sat(growth, largest - m->footprint);
+    }
+    uint64_t fp = sd_add_sat(sd_gpu_footprint(g), growth);
+    if (!cap || !growth || fp <= cap)
+        return 0;
+    return fp - cap < largest ? fp - cap : largest;
+}
+
 uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
 {
-    return quantum_for(p, planned_switch_ns(p, g, NULL));
+    uint64_t sw = planned_switch_ns(p, g, NULL);
+    uint64_t expect = (uint64_t)((double)expected_overflow(p, g) / SD_PREDICT_BPS * 1e9);
+    return quantum_for(p, expect > sw ? expect : sw);
 }
 
 /* How long an idle holder h stays before an idle revoke in favour of w,

@@ -1,7 +1,8 @@
 /* hook_swap.c: the lease gate and the swap engine, driven by a scripted
  * scheduler (mock_sched) on the simulated GPU.
  *
- * Proves: memory allocated before the first grant is only reserved; a
+ * Proves: memory allocated before the first grant is only reserved, and
+ * the ACQUIRE follows a USAGE that shows it; a
  * revoke with evict_bytes moves the job's memory to the host (the device's
  * free memory grows by as much) and the next grant brings it back intact
  * at the same addresses; partial eviction moves only what was asked; EVICT
@@ -71,6 +72,16 @@ static void allocation_before_grant_is_reserved(void **state)
     CK(fck_fill32(0, a, A_BYTES / 4, 3));
     CK(fck_fill32(0, b, B_BYTES / 4, 5));
     CK(cuCtxSynchronize());
+    /* The ACQUIRE came after a USAGE that showed the footprint it asks
+     * with (report.c, cs_report_usage_locked), not a tick later: the
+     * daemon weighs a new waiter by it (policy.c, expected_overflow). */
+    assert_true(mock_wait(mock, CS_MSG_ACQUIRE, 2000, NULL, NULL));
+    int acq = mock_last_pos(mock, CS_MSG_ACQUIRE);
+    uint64_t shown = 0;
+    struct cs_msg u;
+    while (mock_wait(mock, CS_MSG_USAGE, 0, &u, NULL) && mock_last_pos(mock, CS_MSG_USAGE) < acq)
+        shown = u.u.usage.footprint;
+    assert_true(shown >= A_BYTES + B_BYTES);
     s = ht_stats(0);
     assert_int_equal(s.state, CUSHARE_LEASE_HELD);
     assert_int_equal(s.mem_reserved, 0);

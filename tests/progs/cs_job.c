@@ -3,7 +3,7 @@
  *
  *   cs_job [--mem-mb M] [--allocs K] [--iters N] [--kernel-ns NS] [--seed S]
  *          [--streams K] [--copy-mb M] [--gap-ms G] [--sync-every N]
- *          [--start-delay-ms D] [--submit-ns] [--until-file F]
+ *          [--start-delay-ms D] [--submit-ns] [--until-file F] [--alloc-each]
  *          [--device D | --devices LIST] [--peer-mb M] [--name NAME] [--json]
  *
  * Allocates M MiB of device memory in K allocations, fills each with a
@@ -52,6 +52,12 @@
  *                        cs_job: submit iter=I ns=T
  *                      T = CLOCK_MONOTONIC ns just before the iteration's
  *                      first GPU call (comparable with FAKECUDA_TRACE times)
+ *   --alloc-each       make each allocation just before its pattern is
+ *                      written, as a framework creates and fills its tensors
+ *                      one by one: the job's footprint grows while it holds
+ *                      the GPU (its first copy, a gated call, follows its
+ *                      first allocation); by default every allocation is
+ *                      made before the first copy
  *   --until-file F     after the N iterations, go on iterating until F
  *                      exists (checked after each iteration), so that a test
  *                      can keep jobs contending for as long as it needs them
@@ -83,7 +89,7 @@ struct opts {
     int devices[MAX_DEVICES], ndev;
     bool device_set, devices_set;
     const char *name, *until_file;
-    bool json, submit_ns;
+    bool json, submit_ns, alloc_each;
 };
 
 static struct opts o = {
@@ -142,7 +148,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: cs_job [--mem-mb M] [--allocs K] [--iters N] [--kernel-ns NS] "
                     "[--seed S] [--streams K] [--copy-mb M] [--gap-ms G] [--sync-every N] "
-                    "[--start-delay-ms D] [--submit-ns] [--until-file F] "
+                    "[--start-delay-ms D] [--submit-ns] [--until-file F] [--alloc-each] "
                     "[--device D | --devices LIST] [--peer-mb M] [--name NAME] [--json]\n");
     exit(2);
 }
@@ -187,7 +193,7 @@ static void parse(int argc, char **argv)
         { "name", 1, 0, 'n' }, { "json", 0, 0, 'j' }, { "sync-every", 1, 0, 'y' },
         { "start-delay-ms", 1, 0, 'D' }, { "submit-ns", 0, 0, 'S' },
         { "until-file", 1, 0, 'u' }, { "devices", 1, 0, 'L' }, { "peer-mb", 1, 0, 'P' },
-        { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
+        { "alloc-each", 0, 0, 'A' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 },
     };
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -215,6 +221,7 @@ static void parse(int argc, char **argv)
             o.devices_set = true;
             break;
         case 'P': o.peer_mb = parse_u64(optarg, "--peer-mb"); break;
+        case 'A': o.alloc_each = true; break;
         default: usage();
         }
     }
@@ -259,12 +266,14 @@ static uint64_t alloc_id(int k, uint64_t a)
 }
 
 /* Writes the pattern of every allocation of the k-th device through the
- * staging buffer. */
+ * staging buffer (--alloc-each: allocating each first). */
 static void fill_patterns(struct job *j, int k)
 {
     uint64_t per_chunk = STAGE_BYTES / 4;
     uint32_t *h = j->stage;
     for (uint64_t a = 0; a < o.allocs; a++) {
+        if (o.alloc_each)
+            check(cuMemAlloc(&j->gpu[k].ptr[a], j->n * 4), "cuMemAlloc");
         for (uint64_t i0 = 0; i0 < j->n; i0 += per_chunk) {
             uint64_t cnt = j->n - i0 < per_chunk ? j->n - i0 : per_chunk;
             for (uint64_t i = 0; i < cnt; i++)
@@ -286,7 +295,7 @@ static void setup_gpu(struct job *j, int k)
     check(fck_load(&g->k), "load-kernels");
     for (uint64_t s = 0; s < o.streams; s++)
         check(cuStreamCreate(&g->streams[s], CU_STREAM_DEFAULT), "cuStreamCreate");
-    for (uint64_t a = 0; a < o.allocs; a++)
+    for (uint64_t a = 0; !o.alloc_each && a < o.allocs; a++)
         check(cuMemAlloc(&g->ptr[a], j->n * 4), "cuMemAlloc");
     check(cuMemAlloc(&g->sums, 8 * o.allocs), "cuMemAlloc");
     if (k == 0)

@@ -2638,6 +2638,78 @@ static void test_predicted_quantum(void **state)
     assert_int_equal(sd_gpu_quantum_ns(&pol, g), (uint64_t)cfg.quantum_cap_ms * MS);
 }
 
+/* A waiter that has not run yet is expected to grow like the largest job
+ * that has (policy.c, expected_overflow): a holder of 12 GiB on a GPU of
+ * about 20, beside a new waiter of 4 GiB (16 GiB fit), keeps the GPU for
+ * the quantum of the 12 + 12 GiB it expects, not the floor. Not for a
+ * waiter below a quarter of the largest (a notebook beside a trainer), nor
+ * for one that has held the GPU (its footprint is its working set). */
+static void grow_scene(struct sd_member **a, struct sd_member **b, uint64_t b_fp, bool b_ran)
+{
+    *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 20 * GiB;
+    cfg.quantum_floor_ms = 100;
+    if (b_ran) { /* b held the GPU once, alone */
+        acquire(*b);
+        advance(10 * MS);
+        release(*b);
+    }
+    usage(*a, 0, 12 * GiB, 0, 12 * GiB);
+    acquire(*a);
+    usage(*b, 0, b_fp, 0, b_fp);
+    acquire(*b);
+    assert_int_equal((*b)->state, CS_STATE_WAITING);
+    assert_true(sd_gpu_footprint(gpu(0)) <= sd_gpu_capacity(&pol, gpu(0))); /* it all fits */
+}
+
+static void test_quantum_expects_new_waiter_to_grow(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b;
+    grow_scene(&a, &b, 4 * GiB, false);
+    struct sd_gpu *g = gpu(0);
+    uint64_t over = 24 * GiB - sd_gpu_capacity(&pol, g);
+    uint64_t want = (uint64_t)((double)over / 1e10 * 1e9 / cfg.switch_cost_target);
+    assert_true(want > 1000 * MS); /* the test means something */
+    uint64_t q = sd_gpu_quantum_ns(&pol, g);
+    assert_true(q + 1000 >= want && q <= want + 1000);
+    run_until(a->grant_ns + want - 10 * MS);
+    assert_int_equal(count(EV_REVOKE, a), 0);
+    run_until(a->grant_ns + want + 10 * MS);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(last()->reason, CS_REVOKE_QUANTUM);
+    /* Once b has held the GPU, its footprint is what it is. */
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    usage(b, 0, 4 * GiB, 0, 4 * GiB);
+    acquire(a);
+    uint64_t measured = (uint64_t)((double)g->switch_ewma_ns / cfg.switch_cost_target);
+    q = sd_gpu_quantum_ns(&pol, g);
+    assert_true(q == 100 * MS || (q + 1000 >= measured && q <= measured + 1000));
+    assert_true(q < want / 2);
+}
+
+static void test_quantum_small_waiter_not_expected_to_grow(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b;
+    grow_scene(&a, &b, 2 * GiB, false); /* below 12 / 4 */
+    assert_int_equal(sd_gpu_quantum_ns(&pol, gpu(0)), 100 * MS);
+    run_until(a->grant_ns + 110 * MS);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+}
+
+static void test_quantum_waiter_that_ran_not_expected_to_grow(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b;
+    grow_scene(&a, &b, 4 * GiB, true);
+    assert_int_equal(sd_gpu_quantum_ns(&pol, gpu(0)), 100 * MS);
+    run_until(a->grant_ns + 110 * MS);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+}
+
 /* Three 4 GiB jobs on a 10 GiB GPU, a 4 GiB pin budget, 1 GiB already
  * swapped: h holds, w asks, i (low class) is idle. */
 static void pin_budget_scene(struct sd_member *h, struct sd_member *w, struct sd_member *i)
@@ -4627,6 +4699,9 @@ int main(void)
         T(test_room_cannot_fit_alone),
         T(test_grant_when_nothing_can_move),
         T(test_predicted_quantum),
+        T(test_quantum_expects_new_waiter_to_grow),
+        T(test_quantum_small_waiter_not_expected_to_grow),
+        T(test_quantum_waiter_that_ran_not_expected_to_grow),
         T(test_prepare_within_budget),
         T(test_prepare_counts_reported_pinned),
         T(test_prepare_borrows_from_pool),
