@@ -6,17 +6,18 @@
 # 10 ms, synchronized every iteration), and checking every allocation's sum
 # at the end.
 #
-#  - every checksum is right, in the solo runs and in the shared ones;
+#  - every checksum is right (each job compares its sums with the values
+#    its seed gives, computed on the host);
 #  - no thrashing: at most makespan / quantum + 2 x jobs switches (a slice
 #    shorter than the quantum ends only at a job's end or its start), and
 #    no more memory swapped out than every switch and eviction moving a
 #    whole job. A swap per kernel would be ~16 switches per job, several
-#    times the bound. The makespan against the solo runs is printed, not
-#    asserted: it measured 1.06-1.17 on CI's 2 cores with an idle machine
-#    but 1.33-1.34 twice beside the sanitizer suites (a simulated switch
-#    is CPU work: 450 ms there, 190 ms alone), which is noise, not a
-#    regression that a GPU would show; the performance goal is the
-#    benchmark's (bench/results/oversubscription.md);
+#    times the bound. No makespan bound: against the same jobs' solo runs
+#    it measured 1.06-1.17 on CI's 2 cores with an idle machine but
+#    1.33-1.34 twice beside the sanitizer suites (a simulated switch is CPU
+#    work: 450 ms there, 190 ms alone), which is noise, not a regression
+#    that a GPU would show, so the solo runs (15 s of CI) went too; the
+#    performance goal is the benchmark's (bench/results/oversubscription.md);
 #  - the jobs really were swapped: memory moved both ways, third parties
 #    were evicted while another job ran, the next job prefetched, and the
 #    daemon's memory model saw the GPU oversubscribed;
@@ -44,20 +45,9 @@ sed -i 's/^quantum_cap_ms = .*/quantum_cap_ms = 1500/' "$T/cushared.conf"
 start_daemon
 free0=$(free_mem)
 
-# ---- solo runs: each job alone, same daemon, same settings ---------------------
-declare -A SOLO
-for s in 1 2 3 4; do
-    t0=$(now_ms)
-    job "solo$s" "$s" "${ARGS[@]}"
-    job_ok "solo$s" "$JOB_PID"
-    SOLO[$s]=$(($(now_ms) - t0))
-    echo "solo $s: ${SOLO[$s]} ms"
-done
-sums_of() { sed -n 's/.* sum=\([0-9]*\).*/\1/p' "$T/$1.out"; }
-
 # ---- shared runs ------------------------------------------------------------------
 run_shared() { # N
-    local n=$1 s t0 pids=() sum=0
+    local n=$1 s t0 pids=()
     status_json >"$T/before$n.json"
     t0=$(now_ms)
     for s in $(seq "$n"); do
@@ -70,13 +60,6 @@ run_shared() { # N
         job_ok "n${n}j$s" "${pids[$((s - 1))]}"
     done
     MAKESPAN=$(($(now_ms) - t0))
-    for s in $(seq "$n"); do
-        sum=$((sum + SOLO[$s]))
-        # Same seed, same work: the same sum as alone.
-        [ "$(sums_of "n${n}j$s")" = "$(sums_of "solo$s")" ] ||
-            fail "job $s of $n: sum $(sums_of "n${n}j$s"), alone $(sums_of "solo$s")"
-    done
-    SOLO_SUM=$sum
     status_json >"$T/after$n.json"
 }
 
@@ -86,8 +69,6 @@ delta() { # KEY N: the GPU counter's growth during the N-job run
 
 check_run() { # N
     local n=$1
-    local ratio
-    ratio=$(awk -v m="$MAKESPAN" -v s="$SOLO_SUM" 'BEGIN { printf "%.3f", m / s }')
     local out=$(($(delta swap_out_bytes "$n") >> 20)) in=$(($(delta swap_in_bytes "$n") >> 20))
     local ev pf sw
     ev=$(delta evictions "$n")
@@ -96,7 +77,7 @@ check_run() { # N
     local q max_sw
     q=$(json_num "$T/after$n.json" quantum_ms)
     max_sw=$((MAKESPAN / q + 2 * n))
-    echo "$n jobs: makespan $MAKESPAN ms, sum of solo runs $SOLO_SUM ms, ratio $ratio;" \
+    echo "$n jobs: makespan $MAKESPAN ms;" \
         "$sw switches (bound $max_sw), swapped out $out MiB, in $in MiB," \
         "$ev evictions, $pf prefetches, switch overhead $(json_num "$T/after$n.json" switch_ms) ms," \
         "quantum $q ms"
