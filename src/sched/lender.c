@@ -136,6 +136,9 @@ void sd_lender_fini(struct sd_server *s)
     l->pinner = NULL;
 }
 
+/* How soon the pool asks again after a pin was refused. */
+#define SD_LENDER_RETRY_NS 1000000000ull
+
 /* ---- growing and shrinking ----------------------------------------------------- */
 
 /* The policy caps pin-ahead at what the pool can lend: told after every
@@ -185,14 +188,14 @@ static bool paced(struct sd_server *s, struct sd_lender *l, uint64_t now)
 
 /* Asks the pinner for a piece of the size the pool wants next, unless the
  * host's available memory is at the reserve (said once per stretch). */
-static void pin_next(struct sd_lender *l, const struct sd_pool_stats *st)
+static void pin_next(struct sd_lender *l, const struct sd_pool_stats *st, uint64_t now)
 {
     uint64_t avail = cs_host_mem_available();
     uint64_t size = sd_pool_next_pin(&l->pool, avail ? avail : UINT64_MAX);
     if (!size) {
-        struct sd_pool_stats now;
-        sd_pool_get_stats(&l->pool, &now);
-        bool held = now.reserve_refusals_total > st->reserve_refusals_total;
+        struct sd_pool_stats after;
+        sd_pool_get_stats(&l->pool, &after);
+        bool held = after.reserve_refusals_total > st->reserve_refusals_total;
         if (held && !l->reserve_warned) {
             char a[32], r[32];
             cs_warn("pinned pool: not pinning more: the host has %s available and keeps %s",
@@ -200,12 +203,16 @@ static void pin_next(struct sd_lender *l, const struct sd_pool_stats *st)
                     cs_format_size(l->reserve, r, sizeof r));
         }
         l->reserve_warned = held;
+        if (held) /* else nothing may be pinned: no need to look again */
+            l->retry_at = now + SD_LENDER_RETRY_NS;
         return;
     }
     l->reserve_warned = false;
     l->inflight = sd_pinner_request(l->pinner, size) == 0;
-    if (!l->inflight)
+    if (!l->inflight) {
         sd_pool_pinned(&l->pool, false, size, -1, 0, 0);
+        l->retry_at = now + SD_LENDER_RETRY_NS;
+    }
 }
 
 /* Asks the pinner for the next piece while the pool is below its target
@@ -216,10 +223,10 @@ static void ask_next_piece(struct sd_server *s, struct sd_lender *l, uint64_t no
 {
     struct sd_pool_stats st;
     sd_pool_get_stats(&l->pool, &st);
-    if (l->inflight || st.pinned_bytes >= st.target_bytes || held_for_moves(s, l, now) ||
-        paced(s, l, now))
+    if (l->inflight || st.pinned_bytes >= st.target_bytes || now < l->retry_at ||
+        held_for_moves(s, l, now) || paced(s, l, now))
         return;
-    pin_next(l, &st);
+    pin_next(l, &st, now);
 }
 
 void sd_lender_drive(struct sd_server *s, uint64_t now)
@@ -261,6 +268,11 @@ uint64_t sd_lender_deadline(const struct sd_server *s)
      * answer, the usual end, is an event of its own). */
     if (l->held && sd_policy_moving(&s->policy, now, &until))
         return until;
+    /* Refused (the host's memory at the reserve, the pinner, the driver):
+     * nothing says when that changes, and a quiet node has no event to
+     * look again on (without NVML no meter wakes the daemon every second). */
+    if (now < l->retry_at)
+        return l->retry_at;
     /* Paced: again when the pause ends (a missed borrow, the usual reason
      * to hurry, is an event of its own). */
     if (l->pacing)
@@ -285,10 +297,13 @@ void sd_lender_pinned_event(struct sd_server *s, uint64_t now)
                     cs_format_size(st.pinned_bytes, a, sizeof a), (double)l->pins_ns / 1e9);
         }
         if (!r.ok) {
+            /* Not at once: a driver that refuses one piece refuses the
+             * next, and the event loop would pin and fail back to back. */
+            l->retry_at = now + SD_LENDER_RETRY_NS;
             static bool warned;
             if (!warned)
                 cs_warn("pinned pool: the driver refused a piece (CUresult %d); trying again "
-                        "as the need stays", r.cu_err);
+                        "each second while the need stays", r.cu_err);
             warned = true;
         }
     }

@@ -64,6 +64,8 @@ struct sd_lender {
     bool pacing;             /* pinning paused for its pace (pool.h, Pacing) */
     uint64_t paces;          /* pauses so far (metrics) */
     bool reserve_warned;     /* the last pin was held back by the reserve (said once) */
+    uint64_t retry_at;       /* a pin was refused (the host's reserve, the pinner's
+                                request, the driver): none asked before this */
     uint64_t pins_ns;        /* time the pinner spent, all pieces */
 };
 

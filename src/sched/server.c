@@ -930,6 +930,7 @@ int sd_server_run(struct sd_server *s)
      * pool_min_mb pool warms from the start, not from the first event (on
      * the H100 an idle daemon pinned nothing until the first client came). */
     sd_lender_drive(s, sd_server_now(s));
+    arm_timer(s);
     while (!s->stop)
         if (sd_server_step(s, s->metrics ? sd_metrics_timeout_ms(s->metrics) : -1) < 0)
             return -1;
@@ -952,6 +953,13 @@ int sd_server_step(struct sd_server *s, int timeout_ms)
      * the same iteration that saw the EOF. */
     sd_server_settle(s);
     sd_lender_drive(s, sd_server_now(s));
+    /* Armed again after the pool's drive: its next piece may now wait for
+     * a pace or a retry, a deadline settle could not see. Without this a
+     * pause set here waited for the next event: on a quiet node (one job
+     * computing, no USAGE changes) the pool's paced growth stalled for
+     * 20 s once in tests/e2e/swap_pool.sh, and a refused pin was never
+     * retried. */
+    arm_timer(s);
     return 0;
 }
 

@@ -13,7 +13,8 @@
 #  2. a job killed (-9) while its memory sits in lent pieces: the daemon
 #     sees its process exit and the pieces are back in the pool;
 #  3. a pool whose host reserve no host can honour pins nothing (it says
-#     so), and the jobs still finish, right, pinning their own backing;
+#     so, and looks again once a second with nothing else happening), and
+#     the jobs still finish, right, pinning their own backing;
 #  4. pacing (pool_pace_pct): the pool warming at start with nobody
 #     connected never pauses (check 1 reads it), while the pool growing
 #     beside a connected job pauses after each piece three times as long
@@ -133,6 +134,16 @@ pool_conf "pool_min_mb = 256" "pool_piece_mb = 16" "host_reserve_mb = $((kib / 1
 : >"$T/cushared.log"
 FAKECUDA_PIN_GBPS=2 start_daemon
 wait_log "pinned pool: not pinning more: the host has .* available and keeps" >/dev/null
+# Nothing connected, nothing happening: the pool still looks again once a
+# second (the host's memory may come back), not only at the next event, and
+# not back to back (each look is one refusal; the metrics requests that
+# read them are events too, hence the slack).
+r0=$(pool_metric cushare_pool_reserve_refusals_total)
+sleep 4.5
+r1=$(pool_metric cushare_pool_reserve_refusals_total)
+echo "a quiet pool at its host reserve: $((r1 - r0)) refusals in 4.5 s"
+[ $((r1 - r0)) -ge 3 ] && [ $((r1 - r0)) -le 7 ] ||
+    fail "$((r1 - r0)) reserve refusals in 4.5 s of a quiet pool short of its target (3-7 expected: one a second)"
 export FAKECUDA_PIN_GBPS=0
 pair res 5
 if grep -q "pinned pool: [0-9.]* [KMG]iB pinned" "$T/cushared.log"; then
