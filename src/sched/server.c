@@ -955,10 +955,11 @@ int sd_server_step(struct sd_server *s, int timeout_ms)
     sd_lender_drive(s, sd_server_now(s));
     /* Armed again after the pool's drive: its next piece may now wait for
      * a pace or a retry, a deadline settle could not see. Without this a
-     * pause set here waited for the next event: on a quiet node (one job
-     * computing, no USAGE changes) the pool's paced growth stalled for
-     * 20 s once in tests/e2e/swap_pool.sh, and a refused pin was never
-     * retried. */
+     * pause set here waited for the next event, and on a quiet node (one
+     * job computing, no USAGE changing) there may be none for seconds: a
+     * refused pin was only retried at the next event, and this is the
+     * likely cause of the pool's paced growth stalling for 20 s once in
+     * tests/e2e/swap_pool.sh (right after a hold for moves ended here). */
     arm_timer(s);
     return 0;
 }
