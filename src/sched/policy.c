@@ -684,22 +684,35 @@ bool sd_fits_beside_holders(const struct sd_policy *p, const struct sd_gpu *g,
  * pinned yet (~0.3 s/GiB). 10 GB/s lies between a copy to pinned backing
  * (~50 GB/s) and a first one that pins (~3 GB/s). */
 #define SD_PREDICT_BPS 10000000000.0
-/* What a switch moves while g is oversubscribed: the overflow, at most
- * one job's footprint; 0 when everything fits. */
-static uint64_t overflow_bytes(const struct sd_policy *p, const struct sd_gpu *g)
+/* What a switch moves when footprints fp exceed the capacity cap: the
+ * overflow, at most the largest job's footprint; 0 when they fit (or the
+ * capacity is unknown). */
+static uint64_t overflow_of(uint64_t cap, uint64_t fp, uint64_t largest)
 {
-    uint64_t cap = sd_gpu_capacity(p, g), fp = sd_gpu_footprint(g), largest = 0;
     if (!cap || fp <= cap)
         return 0;
+    return fp - cap < largest ? fp - cap : largest;
+}
+
+/* What a switch moves while g is oversubscribed. */
+static uint64_t overflow_bytes(const struct sd_policy *p, const struct sd_gpu *g)
+{
+    uint64_t largest = 0;
     for (size_t i = 0; i < g->n; i++)
         if (g->m[i]->footprint > largest)
             largest = g->m[i]->footprint;
-    return fp - cap < largest ? fp - cap : largest;
+    return overflow_of(sd_gpu_capacity(p, g), sd_gpu_footprint(g), largest);
+}
+
+/* How long moving `bytes` is predicted to take. */
+static uint64_t predict_ns(uint64_t bytes)
+{
+    return (uint64_t)((double)bytes / SD_PREDICT_BPS * 1e9);
 }
 
 static uint64_t predicted_switch_ns(const struct sd_policy *p, const struct sd_gpu *g)
 {
-    return (uint64_t)((double)overflow_bytes(p, g) / SD_PREDICT_BPS * 1e9);
+    return predict_ns(overflow_bytes(p, g));
 }
 
 /* The switch cost the daemon plans with: the measured EWMA, and at least
@@ -751,7 +764,7 @@ static bool has_run(const struct sd_member *m)
 #define SD_GROW_LIKE 4
 static uint64_t expected_overflow(const struct sd_policy *p, const struct sd_gpu *g)
 {
-    uint64_t cap = sd_gpu_capacity(p, g), largest = 0, growth = 0;
+    uint64_t largest = 0, growth = 0;
     for (size_t i = 0; i < g->n; i++)
         if (has_run(g->m[i]) && g->m[i]->footprint > largest)
             largest = g->m[i]->footprint;
@@ -761,16 +774,15 @@ static uint64_t expected_overflow(const struct sd_policy *p, const struct sd_gpu
             m->footprint >= largest / SD_GROW_LIKE)
             growth = sd_add_sat(growth, largest - m->footprint);
     }
-    uint64_t fp = sd_add_sat(sd_gpu_footprint(g), growth);
-    if (!cap || !growth || fp <= cap)
+    if (!growth)
         return 0;
-    return fp - cap < largest ? fp - cap : largest;
+    return overflow_of(sd_gpu_capacity(p, g), sd_add_sat(sd_gpu_footprint(g), growth), largest);
 }
 
 uint64_t sd_gpu_quantum_ns(const struct sd_policy *p, const struct sd_gpu *g)
 {
     uint64_t sw = planned_switch_ns(p, g, NULL);
-    uint64_t expect = (uint64_t)((double)expected_overflow(p, g) / SD_PREDICT_BPS * 1e9);
+    uint64_t expect = predict_ns(expected_overflow(p, g));
     return quantum_for(p, expect > sw ? expect : sw);
 }
 

@@ -2690,6 +2690,20 @@ static void test_quantum_expects_new_waiter_to_grow(void **state)
     assert_true(q < want / 2);
 }
 
+/* What a client claims cannot take the expectation past the cap: a holder
+ * claiming 2^62 bytes beside a new waiter claiming a quarter of that. */
+static void test_quantum_expected_growth_capped(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b;
+    grow_scene(&a, &b, 4 * GiB, false);
+    usage(a, 0, 1ull << 62, 0, 1ull << 62);
+    usage(b, 0, 1ull << 60, 0, 1ull << 60);
+    assert_int_equal(sd_gpu_quantum_ns(&pol, gpu(0)), (uint64_t)cfg.quantum_cap_ms * MS);
+    run_until(a->grant_ns + (uint64_t)cfg.quantum_cap_ms * MS + 10 * MS);
+    assert_int_equal(count(EV_REVOKE, a), 1);
+}
+
 static void test_quantum_small_waiter_not_expected_to_grow(void **state)
 {
     (void)state;
@@ -4702,6 +4716,7 @@ int main(void)
         T(test_quantum_expects_new_waiter_to_grow),
         T(test_quantum_small_waiter_not_expected_to_grow),
         T(test_quantum_waiter_that_ran_not_expected_to_grow),
+        T(test_quantum_expected_growth_capped),
         T(test_prepare_within_budget),
         T(test_prepare_counts_reported_pinned),
         T(test_prepare_borrows_from_pool),
