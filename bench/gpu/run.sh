@@ -31,6 +31,8 @@
 #             with mem_reserve_mb), add2x45 (issue 20's pair) and fit2x20
 #             (two jobs that fit: the pool must pin nothing), addNxG (N
 #             pytorch-add jobs of G GB, e.g. add4x45 on an H200);
+#             OVERSUB_ITERS sets the pytorch-add iterations (800; 2900
+#             gives issue 20's 33 s jobs at 45 GB on an H200);
 #             OVERSUB_FLOOR_MS (1000; `default`: the daemon's); OVERSUB_REPS
 #             repeats each case (solo run included); OVERSUB_SOLOS runs
 #             each repetition's solo that many times (medians, default 1); OVERSUB_CONF adds lines
@@ -641,6 +643,7 @@ ${OVERSUB_CONF:-}"
         say "pool warm-up (pool_min_mb): $(pool_summary "$from"), $(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.1f", b - a}') s from the daemon's start"
     fi
     local it=$([ $QUICK = 1 ] && echo 300 || echo 800) c
+    it=${OVERSUB_ITERS:-$it}
     local cases="add2x48 add4x30 gpt3x30"
     [ $QUICK = 1 ] && cases=add4x30
     for c in ${OVERSUB_CASES:-$cases}; do

@@ -61,7 +61,7 @@ static const struct field f_hello[] = {
     U32(cs_msg_hello, flags, 0,
         CS_HELLO_RECONNECT | CS_HELLO_CONTROL | CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN |
             CS_HELLO_TERMS | CS_HELLO_LIMITS | CS_HELLO_POOL | CS_HELLO_LABELS |
-            CS_HELLO_VIEW | CS_HELLO_RESTORED),
+            CS_HELLO_VIEW | CS_HELLO_RESTORED | CS_HELLO_GIVEBACK),
     U32(cs_msg_hello, priority, 0, CS_PRIO_COUNT - 1),
     U32(cs_msg_hello, weight, 1, CS_WEIGHT_MAX),
     U32(cs_msg_hello, proto_min, 1, CS_PROTO_VERSION),
@@ -165,7 +165,7 @@ static const struct field f_revoke[] = {
 };
 static const struct field f_evict[] = {
     SLOT(cs_msg_evict),
-    U32(cs_msg_evict, flags, 0, CS_EVICT_PREPARE),
+    U32(cs_msg_evict, flags, 0, CS_EVICT_PREPARE | CS_EVICT_GIVEBACK),
     U64(cs_msg_evict, request_id, ANY64),
     U64(cs_msg_evict, bytes, 1, UINT64_MAX),
 };

@@ -171,6 +171,13 @@ enum cs_piece_kind {
  * with LABELS when it has a label (a daemon that knows it knows LABELS),
  * then as before. */
 #define CS_HELLO_RESTORED 0x400u
+/* Capability of a GPU client that borrows from the pool (CS_HELLO_POOL):
+ * it understands EVICT with CS_EVICT_GIVEBACK, and gives back the pool's
+ * pieces that back its resident memory when asked. The daemon asks only
+ * clients that set it. Same rules: the hook says it first (with RESTORED,
+ * and LABELS when it has a label: a daemon that knows it knows those),
+ * then as before. */
+#define CS_HELLO_GIVEBACK 0x800u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect.
  * HELD is the hook's CS_LEASE_HELD (CUSHARE_LEASE_HELD); docs/protocol.md
@@ -180,6 +187,9 @@ enum cs_piece_kind {
 
 /* EVICT.flags */
 #define CS_EVICT_PREPARE 0x1u /* only pin host backing for `bytes`; move nothing */
+/* give back up to about `bytes` of the pool's pieces that back resident
+ * memory (pinned ahead, or kept); move nothing (CS_HELLO_GIVEBACK only) */
+#define CS_EVICT_GIVEBACK 0x2u
 
 /* ROOM.flags */
 #define CS_ROOM_CONTEXT 0x1u /* for a new context: asked by any client, holder or not */

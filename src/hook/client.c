@@ -327,12 +327,17 @@ static bool try_connect(void)
                                     CS_HELLO_TSG | CS_HELLO_LC, CS_HELLO_TSG, 0};
     size_t k = cs_cfg.pool ? 0 : 1;
     uint32_t took = 0; /* the capabilities of the HELLO that was taken */
-    /* The newest bits first: CS_HELLO_RESTORED (with CS_HELLO_LABELS when
-     * there is a label to send: a daemon that knows the one knows the
-     * other), then CS_HELLO_LABELS alone; a daemon that refuses those
-     * knows the rest of caps[k]. */
+    /* The newest bits first: CS_HELLO_GIVEBACK with the pool, then
+     * CS_HELLO_RESTORED (each with CS_HELLO_LABELS when there is a label
+     * to send: a daemon that knows the one knows the other), then
+     * CS_HELLO_LABELS alone; a daemon that refuses those knows the rest of
+     * caps[k]. */
     uint32_t labels = cs_cfg.container[0] ? CS_HELLO_LABELS : 0;
-    int fd = connect_hello(took = caps[k] | labels | CS_HELLO_RESTORED);
+    int fd = HELLO_REFUSED;
+    if (k == 0)
+        fd = connect_hello(took = caps[k] | labels | CS_HELLO_RESTORED | CS_HELLO_GIVEBACK);
+    if (fd == HELLO_REFUSED)
+        fd = connect_hello(took = caps[k] | labels | CS_HELLO_RESTORED);
     if (fd == HELLO_REFUSED && labels)
         fd = connect_hello(took = caps[k] | labels);
     for (; k < sizeof caps / sizeof caps[0] && fd == HELLO_REFUSED; k++)

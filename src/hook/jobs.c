@@ -186,6 +186,8 @@ static void job_evict(struct cs_dev *d, const struct cs_job *job)
     pthread_mutex_unlock(&d->mu);
     if (!cs_cfg.swap) {
         sw.status = CUDA_ERROR_NOT_SUPPORTED;
+    } else if (job->flags & CS_EVICT_GIVEBACK) {
+        sw = cs_swap_giveback(d, job->bytes);
     } else if (job->flags & CS_EVICT_PREPARE) {
         sw = cs_swap_prepare(d, job->bytes);
     } else if (open) {
@@ -194,7 +196,9 @@ static void job_evict(struct cs_dev *d, const struct cs_job *job)
         sw = cs_swap_out(d, job->bytes);
     }
     cs_debug("GPU %d: %s %llu bytes in %.1f ms (status %d)", d->ordinal,
-             job->flags & CS_EVICT_PREPARE ? "pinned ahead" : "evicted",
+             job->flags & CS_EVICT_GIVEBACK  ? "gave back pool pieces of"
+             : job->flags & CS_EVICT_PREPARE ? "pinned ahead"
+                                             : "evicted",
              (unsigned long long)sw.bytes, (double)sw.ns / 1e6, (int)sw.status);
     struct cs_msg r = {.type = CS_MSG_EVICTED};
     r.u.evicted.slot = (uint32_t)d->ordinal;

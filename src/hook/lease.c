@@ -294,7 +294,8 @@ static void on_evict(struct cs_dev *d, const struct cs_msg_evict *ev)
                          .flags = ev->flags};
     pthread_mutex_lock(&d->mu);
     bool queued = d->lease.state != CS_LEASE_DETACHED &&
-                  (ev->flags & CS_EVICT_PREPARE ? cs_worker_push_pin_locked(d, job)
+                  (ev->flags & (CS_EVICT_PREPARE | CS_EVICT_GIVEBACK)
+                       ? cs_worker_push_pin_locked(d, job)
                                                 : cs_worker_push_locked(d, job));
     pthread_mutex_unlock(&d->mu);
     if (!queued) {

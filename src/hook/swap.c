@@ -354,16 +354,23 @@ static void yield_to_app(struct cs_dev *d)
         nanosleep(&ms, NULL);
 }
 
+/* Makes the device's context current on this (pinner) thread, which
+ * pinning pieces and unmapping them need; false when the device has none
+ * yet. The caller pops it. */
+static bool push_pinner_ctx(struct cs_dev *d, struct cs_segs *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool ready = cs_segs_ready_locked(s, d->ordinal);
+    pthread_mutex_unlock(&s->mu);
+    return ready && cs_real.cuCtxPushCurrent_v2(s->pctx) == CUDA_SUCCESS;
+}
+
 struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes)
 {
     struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
     struct cs_segs *s = &cs_segs[d->ordinal];
     uint64_t t0 = cs_now_ns();
-    /* Pinning calls need a current context on this (pinner) thread. */
-    pthread_mutex_lock(&s->mu);
-    bool ready = cs_segs_ready_locked(s, d->ordinal);
-    pthread_mutex_unlock(&s->mu);
-    if (!ready || cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS) {
+    if (!push_pinner_ctx(d, s)) {
         res.status = CUDA_ERROR_NOT_INITIALIZED;
         return res;
     }
@@ -448,6 +455,51 @@ static int trim_pick_locked(struct cs_segs *s, uint64_t keep, struct cs_backing 
         memset(&big->backing, 0, sizeof big->backing);
     }
     return n;
+}
+
+/* Takes up to max backings holding pieces of the node's pool off resident
+ * segments into drop[], until `bytes` (counted in *took) are off. */
+static int giveback_pick_locked(struct cs_segs *s, uint64_t bytes, uint64_t *took,
+                                struct cs_backing *drop, int max)
+{
+    int n = 0;
+    for (struct cs_seg *g = s->head; g && n < max && *took < bytes; g = g->next) {
+        if (g->state == CS_SEG_RESIDENT && cs_backing_lent(&g->backing)) {
+            *took += g->backing.pinned;
+            drop[n++] = g->backing;
+            s->backing -= g->backing.pinned;
+            memset(&g->backing, 0, sizeof g->backing);
+        }
+    }
+    return n;
+}
+
+struct cs_swap_result cs_swap_giveback(struct cs_dev *d, uint64_t bytes)
+{
+    struct cs_swap_result res = {CUDA_SUCCESS, 0, 0};
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    uint64_t t0 = cs_now_ns();
+    if (!push_pinner_ctx(d, s)) {
+        res.status = CUDA_ERROR_NOT_INITIALIZED;
+        return res;
+    }
+    enum { BATCH = 64 };
+    for (;;) {
+        struct cs_backing drop[BATCH];
+        pthread_mutex_lock(&s->mu);
+        cs_seg_hold_pinner_locked(s);
+        int n = giveback_pick_locked(s, bytes, &res.bytes, drop, BATCH);
+        cs_seg_release_pinner_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < n; i++)
+            cs_backing_free(&drop[i]);
+        if (n < BATCH)
+            break;
+    }
+    CUcontext popped;
+    cs_real.cuCtxPopCurrent_v2(&popped);
+    res.ns = cs_now_ns() - t0;
+    return res;
 }
 
 void cs_swap_trim(struct cs_dev *d)

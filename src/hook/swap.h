@@ -51,6 +51,12 @@ struct cs_swap_result cs_swap_prefetch(struct cs_dev *d, uint64_t budget);
  * only briefly: the pinning itself runs unlocked. */
 struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes);
 
+/* Gives the node's pool back its pieces that back resident segments
+ * (pinned ahead or kept), whole backings until about `bytes` are off
+ * (EVICT GIVEBACK: another job's swap-out needs them). res.bytes: the
+ * backing freed. Takes segs.mu briefly; the freeing runs unlocked. */
+struct cs_swap_result cs_swap_giveback(struct cs_dev *d, uint64_t bytes);
+
 /* Shows the backing of evicted segments at their addresses (seg.h,
  * cs_seg_evict_locked), one segment per hold of segs.mu, giving way to the
  * job's threads inside an allocation between segments. Run by the pinner

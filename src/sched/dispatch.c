@@ -66,6 +66,11 @@ static void on_prepare(void *ctx, struct sd_member *m, uint64_t request_id, uint
     send_evict(ctx, m, request_id, bytes, CS_EVICT_PREPARE);
 }
 
+static void on_giveback(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes)
+{
+    send_evict(ctx, m, request_id, bytes, CS_EVICT_GIVEBACK);
+}
+
 static void on_prefetch(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes)
 {
     struct sd_server *s = ctx;
@@ -141,6 +146,7 @@ const struct sd_policy_ops sd_dispatch_ops = {
     .lc_mode = on_lc_mode,
     .stopped = sd_proc_member_stopped,
     .delivered = on_delivered,
+    .giveback = on_giveback,
 };
 
 /* ---- HELLO ------------------------------------------------------------------------- */
@@ -242,7 +248,7 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
 {
     c->caps = h->flags &
               (CS_HELLO_TSG | CS_HELLO_LC | CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LIMITS |
-               CS_HELLO_POOL | CS_HELLO_LABELS | CS_HELLO_RESTORED);
+               CS_HELLO_POOL | CS_HELLO_LABELS | CS_HELLO_RESTORED | CS_HELLO_GIVEBACK);
     if ((h->flags & CS_HELLO_CONTROL) && !(h->flags & CS_HELLO_VIEW) && c->on_endpoint) {
         /* A container holds its endpoint; node control is not its business. */
         refuse(s, c, "control is not available on an endpoint");
@@ -270,6 +276,10 @@ static void on_hello(struct sd_server *s, struct sd_conn *c, const struct cs_msg
         .lc = (h->flags & CS_HELLO_LC) != 0,
         .pin = (h->flags & CS_HELLO_PIN) != 0,
         .restored = (h->flags & CS_HELLO_RESTORED) != 0,
+        /* Only a borrower has pieces to give back. */
+        .giveback = (h->flags & (CS_HELLO_POOL | CS_HELLO_GIVEBACK)) ==
+                    (CS_HELLO_POOL | CS_HELLO_GIVEBACK),
+        .tenant = sd_lender_tenant(c),
         .prev_id = h->prev_client_id,
         .idle_ms = sd_config_idle_report(&s->cfg), /* its WELCOME says so */
     };

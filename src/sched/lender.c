@@ -362,9 +362,7 @@ static void unwatch(struct sd_lender *l, struct sd_watch *w)
     free(w);
 }
 
-/* Who may be lent what another borrower gave back: an endpoint's
- * allocation (Kubernetes), else the uid. */
-static uint64_t tenant_of(const struct sd_conn *c)
+uint64_t sd_lender_tenant(const struct sd_conn *c)
 {
     if (!c->on_endpoint)
         return (uint64_t)c->uid + 1;
@@ -397,7 +395,7 @@ bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_ms
         uint64_t room = w->lent_bytes < cap ? (cap - w->lent_bytes) / size : 0;
         uint32_t ask = room < b->count ? (uint32_t)room : b->count;
         const struct sd_piece *out[CS_LEND_MAX];
-        n = ask ? sd_pool_borrow(&l->pool, c->client->id, tenant_of(c), size, ask, out,
+        n = ask ? sd_pool_borrow(&l->pool, c->client->id, sd_lender_tenant(c), size, ask, out,
                                  sd_server_now(s))
                 : 0;
         w->lent_bytes += n * size;

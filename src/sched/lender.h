@@ -86,6 +86,9 @@ bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_ms
                       const char **why);
 bool sd_lender_return(struct sd_server *s, struct sd_conn *c, const struct cs_msg_return *r,
                       const char **why);
+/* Who may be lent what another borrower gave back: an endpoint's
+ * allocation (Kubernetes), else the uid; never 0. */
+uint64_t sd_lender_tenant(const struct sd_conn *c);
 /* A client's connection is closing. True when its process lives on and is
  * watched until it exits (then sd_lender_watch_event tells the policy,
  * sd_policy_process_gone). */

@@ -308,6 +308,7 @@ void sd_mem_send_evict(struct sd_policy *p, struct sd_member *v, uint64_t bytes,
     cs_debug("gpu %u: evict %llu bytes of pid %u%s", v->gpu->index, (unsigned long long)bytes,
              v->client->info.pid, asker ? " (room)" : "");
     p->ops.evict(p->ctx, v, v->evict_id, bytes);
+    sd_takeback_for(p, v, bytes, now);
 }
 
 /* A third party that may be asked to move memory out for w now. */
@@ -564,15 +565,18 @@ static struct sd_member **by_eviction_order(const struct sd_gpu *g)
  * eviction someone waits for that must pin (its memory had no backing yet)
  * shares the host with them: on the H100 a 10 GiB room eviction took 4.8 s
  * beside two PREPAREs. So: one PREPARE at a time on the node, none while an
- * EVICT making room for someone's allocation is outstanding (a planned
- * eviction, made while the holder computes, waits for nobody: it does not
- * hold pin-ahead back). */
+ * EVICT or a revoke's swap-out is outstanding: a move is for a switch that
+ * is coming (a planned eviction is for the next holder, whose grant waits
+ * for it once the holder's slice ends), and it needs the pool's pieces that
+ * takeback.c asked back for it. On the H200 those came back while the
+ * revoked holder drained, pin-ahead lent them to a waiter at once, and the
+ * swap-out pinned 12 GiB of its own in 3.95 s. */
 static bool node_pinning(const struct sd_policy *p)
 {
     for (size_t i = 0; i < p->ngpu; i++)
         for (size_t j = 0; j < p->gpu[i]->n; j++) {
             const struct sd_member *m = p->gpu[i]->m[j];
-            if (m->prep_id || (m->evict_id && m->evict_for))
+            if (m->prep_id || m->evict_id || (m->state == CS_STATE_REVOKING && m->evict_bytes))
                 return true;
         }
     return false;
@@ -581,7 +585,7 @@ static bool node_pinning(const struct sd_policy *p)
 /* What m has pinned for its resident memory: what a PREPARE covered, or
  * what it reports pinned beyond its swapped bytes, if more (kept backing,
  * or pinned ahead before the footprint last changed). */
-static uint64_t backing_covered(const struct sd_member *m)
+uint64_t sd_mem_backing_covered(const struct sd_member *m)
 {
     uint64_t have = m->prep_covered;
     if (m->pinned_known && sub0(m->pinned, m->swapped) > have)
@@ -605,7 +609,7 @@ static uint64_t prepare_ask(const struct sd_member *m, uint64_t over, uint64_t b
     if (!preparable(m))
         return 0;
     uint64_t movable = prepare_target(m, over);
-    uint64_t have = backing_covered(m);
+    uint64_t have = sd_mem_backing_covered(m);
     if (movable <= sd_add_sat(have, SD_MEM_SLACK))
         return 0;
     uint64_t ask = min64(movable - have, PREP_CHUNK);
@@ -660,7 +664,8 @@ static uint64_t holders_uncovered(const struct sd_policy *p, const struct sd_gpu
     for (size_t i = 0; need && i < g->n; i++) {
         const struct sd_member *h = g->m[i];
         if (sd_is_holder(h) && preparable(h))
-            lack = sd_add_sat(lack, sub0(min64(need, sd_mem_movable(h)), backing_covered(h)));
+            lack = sd_add_sat(lack, sub0(min64(need, sd_mem_movable(h)),
+                                         sd_mem_backing_covered(h)));
     }
     return lack;
 }
@@ -932,6 +937,7 @@ void sd_mem_forget_requests(struct sd_policy *p, struct sd_member *m, uint64_t n
                                                     m->footprint - m->resident));
     m->prefetch_id = 0;
     m->prep_id = 0;
+    m->gb_id = 0;
     m->evict_bytes = 0;
     m->evict_seen = 0;
     m->room_bytes = 0;

@@ -335,6 +335,12 @@ static void render_gpus(const struct sd_server *s, struct sd_buf *b, uint64_t no
     gpu_u64(b, p, "cushare_gpu_prepares_total", "counter",
             "EVICT PREPAREs sent (host backing pinned ahead of need).",
             offsetof(struct sd_gpu, st.prepares));
+    gpu_u64(b, p, "cushare_gpu_givebacks_total", "counter",
+            "EVICT GIVEBACKs sent (pool pieces asked back from pin-ahead for a move).",
+            offsetof(struct sd_gpu, st.givebacks));
+    gpu_u64(b, p, "cushare_gpu_given_back_bytes_total", "counter",
+            "Bytes of pool-lent backing the GIVEBACKs freed.",
+            offsetof(struct sd_gpu, st.given_back));
     gpu_u64(b, p, "cushare_gpu_room_made_total", "counter", "ROOM requests answered 0.",
             offsetof(struct sd_gpu, st.room_made));
     gpu_u64(b, p, "cushare_gpu_room_refused_total", "counter",

@@ -454,6 +454,7 @@ static void revoke(struct sd_policy *p, struct sd_member *m, uint32_t reason, ui
              (double)sd_gpu_quantum_ns(p, g) / 1e6, (unsigned long long)(sd_gpu_footprint(g) >> 20),
              (unsigned long long)(sd_gpu_capacity(p, g) >> 20), (double)g->switch_ewma_ns / 1e6);
     p->ops.revoke(p->ctx, m, reason, evict);
+    sd_takeback_for(p, m, evict, now);
     holders_changed(p); /* a restarted daemon revokes it again (state.c) */
     if (reason == CS_REVOKE_QUANTUM)
         gang_slice_end(p, m, now);
@@ -1197,6 +1198,7 @@ static void gpu_decide(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     update_min_vtime(g, now);
     sd_room_check(p, g, now);
     sd_mem_check_answers(p, g, now);
+    sd_takeback_check(p, g, now);
     check_stopped(p, g, now);
     check_revoke_timeouts(p, g, now);
     check_takebacks(p, g, now);
@@ -1240,6 +1242,7 @@ static void gpu_schedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
     sd_lc_plan(p, g);
     /* Deadlines of the requests this decision sent. */
     sd_mem_check_answers(p, g, now);
+    sd_takeback_check(p, g, now);
     check_stopped(p, g, now);
     sd_share_update(g);
 }

@@ -94,6 +94,9 @@ struct sd_client_info {
     bool lc;           /* HELLO carried CS_HELLO_LC: it may be sent LC_MODE */
     bool pin;          /* HELLO carried CS_HELLO_PIN: it reports PINNED */
     bool restored;     /* HELLO carried CS_HELLO_RESTORED: it sends RESTORED for every grant */
+    bool giveback;     /* HELLO carried CS_HELLO_GIVEBACK: it may be sent EVICT GIVEBACK */
+    uint64_t tenant;   /* whose pieces of the pinned pool it may be lent (lender.c);
+                          0 = its own alone */
     uint64_t prev_id;  /* its client id under the previous daemon */
     uint32_t idle_ms;  /* the idle period its WELCOME gave (0: idle_release_ms) */
     char name[CS_NAME_LEN];
@@ -191,6 +194,10 @@ struct sd_member {
                                  chunk goes without the rate limit */
     bool prep_off;            /* missed a PREPARE's deadline: asked no more
                                  (it pins when it swaps; mem.c) */
+    uint64_t gb_id;           /* outstanding EVICT GIVEBACK (takeback.c), 0 = none */
+    uint64_t gb_ns;           /* sent at */
+    uint64_t gb_asked;        /* bytes it asked back */
+    bool gb_off;              /* missed a GIVEBACK's deadline: asked no more */
     bool pinned_known;        /* a PINNED came: pinned is the client's word */
     uint64_t pinned;          /* host bytes pinned as swap backing (PINNED) */
     /* what the driver charges its process beyond its allocations (contexts,
@@ -259,6 +266,8 @@ struct sd_gpu_stats {
     uint64_t prefetches;     /* PREFETCHes sent */
     uint64_t prefetch_bytes; /* bytes PREFETCHED reported copied back */
     uint64_t prepares;       /* EVICT PREPAREs sent */
+    uint64_t givebacks;      /* EVICT GIVEBACKs sent (takeback.c) */
+    uint64_t given_back;     /* bytes of pool pieces they gave back */
     uint64_t room_made;      /* ROOMs answered 0 */
     uint64_t room_refused;   /* ROOMs answered CUDA_ERROR_OUT_OF_MEMORY */
     uint64_t room_waits;     /* grants held back until evictions made room */
@@ -378,6 +387,10 @@ struct sd_policy_ops {
      * without waiting for the answer may end only once this holds. May be
      * NULL (taken as read). */
     bool (*delivered)(void *ctx, const struct sd_member *m);
+    /* m (a client with CS_HELLO_GIVEBACK) should give the node's pool back
+     * about `bytes` of the pieces that back its resident memory: send EVICT
+     * with CS_EVICT_GIVEBACK. May be NULL (nothing is taken back). */
+    void (*giveback)(void *ctx, struct sd_member *m, uint64_t request_id, uint64_t bytes);
 };
 
 /* What the previous daemon recorded: its state file (state.c, read by

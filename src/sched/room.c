@@ -379,6 +379,8 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
         sd_node_reschedule(p, now);
         return SD_OK;
     }
+    if (sd_takeback_answered(p, v, e, now))
+        return SD_OK;
     /* An answer to an EVICT of an earlier connection (the hook's worker can
      * finish one after reconnecting) matches nothing here: ignored. */
     if (!v->evict_id || e->request_id != v->evict_id)

@@ -155,3 +155,18 @@ status_json() { "$CTL" --socket "$SOCK" status --json; }
 json_num() {
     grep -o "\"$2\": [0-9.]*" "$1" | head -n 1 | sed 's/.*: //'
 }
+
+# pool_metric NAME: the value of the series NAME (its first, with labels or
+# without) on the daemon's metrics page ("missing" when absent), read with
+# bash's /dev/tcp: no HTTP client needed. The daemon needs `metrics =`.
+pool_metric() {
+    local port page
+    port=$(json_num <(status_json) metrics_port)
+    [ "${port:-0}" -gt 0 ] || fail "no metrics port in the status"
+    exec 3<>"/dev/tcp/127.0.0.1/$port" || fail "cannot reach the metrics endpoint on $port"
+    printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+    page=$(cat <&3)
+    exec 3>&-
+    echo "$page" | awk -v n="$1" '($1 == n || index($1, n "{") == 1) { print $2; f = 1; exit }
+        END { if (!f) print "missing" }'
+}

@@ -34,19 +34,6 @@ pool_conf() { # EXTRA-LINES...
     printf '%s\n' "metrics = 127.0.0.1:0" "$@" >>"$T/cushared.conf"
 }
 
-# pool_metric NAME: the value of the pool's series NAME on the daemon's
-# metrics page (bash's /dev/tcp: no HTTP client needed).
-pool_metric() {
-    local port page
-    port=$(json_num <(status_json) metrics_port)
-    [ "${port:-0}" -gt 0 ] || fail "no metrics port in the status"
-    exec 3<>"/dev/tcp/127.0.0.1/$port" || fail "cannot reach the metrics endpoint on $port"
-    printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
-    page=$(cat <&3)
-    exec 3>&-
-    echo "$page" | awk -v n="$1" '$1 == n { print $2; f = 1 } END { if (!f) print "missing" }'
-}
-
 # pair TAG SEED: jobs TAGa and TAGb side by side, both finished and right.
 pair() {
     local a b

@@ -6,10 +6,11 @@
  * capabilities, work as before (grant, revoke with a swap-out, restore),
  * never send that daemon PINNED, which it could not decode, and expect no
  * TERMS from it (no quota of the daemon's). An older daemon still does the
- * rest of the protocol. The hook first says HELLO with CS_HELLO_RESTORED,
- * the newest bit, and with a container name to send (CUSHARE_CONTAINER)
- * CS_HELLO_LABELS with it, then LABELS alone; refused, it goes down its
- * usual order and never sends LABELS.
+ * rest of the protocol. The hook first says HELLO with CS_HELLO_GIVEBACK
+ * and CS_HELLO_RESTORED, the newest bits, then RESTORED alone, and with a
+ * container name to send (CUSHARE_CONTAINER) CS_HELLO_LABELS with each,
+ * then LABELS alone; refused, it goes down its usual order and never sends
+ * LABELS.
  */
 #include "hooktest.h"
 #include "mock_sched.h"
@@ -31,10 +32,17 @@ static void falls_back_and_never_sends_pinned(void **state)
     assert_true(r.swapped_bytes >= 32 * MiB);
     assert_true(ht_stats(0).mem_pinned >= 32 * MiB); /* there is something to report */
     assert_int_equal(ht_device_sum(a, 8 * MiB), 5ull * 8 * MiB); /* granted again */
-    /* Six HELLOs: RESTORED|LABELS|POOL|PIN|TERMS, LABELS|POOL|PIN|TERMS,
+    /* Seven HELLOs: GIVEBACK|RESTORED|LABELS|POOL|PIN|TERMS,
+     * RESTORED|LABELS|POOL|PIN|TERMS, LABELS|POOL|PIN|TERMS,
      * POOL|PIN|TERMS, PIN|TERMS and PIN refused, then one without either. */
     struct cs_msg m;
     assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
+    assert_true(m.u.hello.flags & CS_HELLO_GIVEBACK);
+    assert_true(m.u.hello.flags & CS_HELLO_RESTORED);
+    assert_true(m.u.hello.flags & CS_HELLO_LABELS);
+    assert_true(m.u.hello.flags & CS_HELLO_POOL);
+    assert_true(mock_wait(mock, CS_MSG_HELLO, 0, &m, NULL));
+    assert_false(m.u.hello.flags & CS_HELLO_GIVEBACK);
     assert_true(m.u.hello.flags & CS_HELLO_RESTORED);
     assert_true(m.u.hello.flags & CS_HELLO_LABELS);
     assert_true(m.u.hello.flags & CS_HELLO_POOL);
@@ -73,7 +81,8 @@ int main(int argc, char **argv)
     hooktest_preload(argc, argv, env);
     mock = mock_start(ht_path("oldcaps.sock"), 200);
     assert_non_null(mock);
-    mock_refuse_caps(mock, CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LABELS | CS_HELLO_RESTORED);
+    mock_refuse_caps(mock, CS_HELLO_PIN | CS_HELLO_TERMS | CS_HELLO_LABELS | CS_HELLO_RESTORED |
+                               CS_HELLO_GIVEBACK);
     mock_set_auto_grant(mock, true);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(falls_back_and_never_sends_pinned),

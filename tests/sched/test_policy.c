@@ -29,7 +29,15 @@
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)
 
-enum { EV_GRANT = 1, EV_REVOKE = 2, EV_EVICT = 3, EV_ROOM = 4, EV_PREPARE = 5, EV_PREFETCH = 6 };
+enum {
+    EV_GRANT = 1,
+    EV_REVOKE = 2,
+    EV_EVICT = 3,
+    EV_ROOM = 4,
+    EV_PREPARE = 5,
+    EV_PREFETCH = 6,
+    EV_GIVEBACK = 7
+};
 
 struct ev {
     int kind;
@@ -90,6 +98,12 @@ static void on_prefetch(void *ctx, struct sd_member *m, uint64_t id, uint64_t by
     evs[nev++ % 65536] = (struct ev){EV_PREFETCH, m, 0, id, bytes, 0};
 }
 
+static void on_giveback(void *ctx, struct sd_member *m, uint64_t id, uint64_t bytes)
+{
+    (void)ctx;
+    evs[nev++ % 65536] = (struct ev){EV_GIVEBACK, m, 0, id, bytes, 0};
+}
+
 /* The pid whose process the fake /proc shows stopped (SIGSTOP), 0 = none. */
 static uint32_t stopped_pid;
 static size_t stop_probes;
@@ -103,12 +117,12 @@ static bool on_stopped(void *ctx, const struct sd_member *m)
 
 static const struct sd_policy_ops ops = {on_grant,  on_revoke,  on_changed, on_evict,
                                          on_room,   on_prepare, on_prefetch, NULL,
-                                         NULL,      NULL,       NULL};
+                                         NULL,      NULL,       NULL,        on_giveback};
 /* The same with a server that can tell a stopped process (ops.stopped). */
 static const struct sd_policy_ops ops_stop = {on_grant,   on_revoke,   on_changed,
                                               on_evict,   on_room,     on_prepare,
                                               on_prefetch, NULL,       NULL,
-                                              on_stopped,  NULL};
+                                              on_stopped,  NULL,       on_giveback};
 
 /* Whether the fake server's clients have read what was sent to them
  * (ops.delivered): the REVOKE sits unread while this is false. */
@@ -124,7 +138,8 @@ static bool on_delivered(void *ctx, const struct sd_member *m)
 /* A server that can tell a stopped process and an unread REVOKE. */
 static const struct sd_policy_ops ops_deliv = {on_grant,    on_revoke, on_changed, on_evict,
                                                on_room,     on_prepare, on_prefetch, NULL,
-                                               NULL,        on_stopped, on_delivered};
+                                               NULL,        on_stopped, on_delivered,
+                                               on_giveback};
 
 /* Quantum at the floor until a switch is measured: an oversubscribed GPU
  * would otherwise start from a predicted switch cost (test_predicted_quantum),
@@ -2766,11 +2781,14 @@ static void test_prepare_within_budget(void **state)
     assert_int_equal(evicted(i, e->lease, 0, 2 * GiB + GiB / 2), SD_OK);
     run_until(now + 2 * SEC);
     assert_int_equal(count(EV_PREPARE, NULL), 1); /* 1 + 2.5 pinned: no room for 2.5 more */
-    /* Without the budget the others are asked too, in turn (the planned
-     * eviction of the idle client for the waiter, made while the holder
-     * computes, does not hold them back). */
+    /* Without the budget the others are asked too, in turn, once the
+     * planned eviction of the idle client for the waiter is answered: a
+     * move holds pin-ahead back (the pool's pieces go to it first). */
     cfg.pin_budget_mb = 1024u * 1024;
     assert_true(i->evict_id && !i->evict_for);
+    usage4(h, 4 * GiB, 0, 0, 4 * GiB);
+    assert_int_equal(count(EV_PREPARE, NULL), 1);
+    answer_evict(i, CS_ALL_BYTES);
     usage4(h, 4 * GiB, 0, 0, 4 * GiB);
     assert_int_equal(count(EV_PREPARE, NULL), 2);
     e = find(EV_PREPARE, w); /* the waiter next: it is not running */
@@ -2929,6 +2947,209 @@ static void test_prepare_keeps_pool_for_holder(void **state)
     e = find(EV_PREPARE, b);
     assert_non_null(e);
     assert_int_equal(e->evict, GiB);
+}
+
+/* ---- pool pieces taken back for a move someone waits for (takeback.c) ----------- */
+
+/* A client on GPU gpu_i that borrows from the pool and gives back when
+ * asked, of `tenant`. */
+static struct sd_member *pool_member_on(int gpu_i, const char *name, uint64_t tenant,
+                                        bool giveback)
+{
+    struct sd_client_info info = {.pid = 3000 + (uint32_t)pol.nclients,
+                                  .priority = CS_PRIO_NORMAL, .weight = 1, .pin = true,
+                                  .giveback = giveback, .tenant = tenant};
+    strncpy(info.name, name, sizeof info.name - 1);
+    struct sd_client *c = sd_policy_client_add(&pol, &info, now);
+    assert_non_null(c);
+    return attach(c, gpu_i);
+}
+
+static struct sd_member *pool_member(const char *name, uint64_t tenant, bool giveback)
+{
+    return pool_member_on(0, name, tenant, giveback);
+}
+
+static void pinned(struct sd_member *m, uint64_t bytes)
+{
+    struct cs_msg_pinned pm = {.slot = m->slot, .bytes = bytes};
+    const char *why;
+    assert_int_equal(sd_policy_pinned(&pol, m->client, &pm, now, &why), SD_OK);
+}
+
+/* On a 10 GiB GPU: holder a (4 GiB, backed) and waiter b (3 GiB, all of it backed
+ * by pool pieces it pinned ahead), both of tenant 7, and idle c (3 GiB,
+ * nothing pinned) of c_tenant; the pool has nothing free. a's ROOM for 2
+ * GiB evicts c, the idle one, first. */
+static void takeback_scene(struct sd_member **a, struct sd_member **b, struct sd_member **c,
+                           uint64_t c_tenant, bool b_gives)
+{
+    cfg.client_reserve_mb = 0;
+    pol.pool_lends = true;
+    *a = pool_member("a", 7, true);
+    *b = pool_member("b", 7, b_gives);
+    *c = pool_member("c", c_tenant, true);
+    gpu(0)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(*a, 4 * GiB, 0, 0, 4 * GiB);
+    pinned(*a, 4 * GiB); /* the holder's, for its revoke: never asked back */
+    acquire(*a);
+    usage4(*b, 3 * GiB, 0, 0, 3 * GiB);
+    pinned(*b, 3 * GiB);
+    acquire(*b);
+    usage4(*c, 3 * GiB, 0, 0, 3 * GiB);
+    assert_int_equal((*a)->state, CS_STATE_HELD);
+    assert_int_equal(room(*a, 91, 2 * GiB), SD_OK);
+    const struct ev *e = find(EV_EVICT, *c);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+}
+
+/* The victim's swap-out finds the pool empty while the waiter's pin-ahead
+ * holds pieces: the waiter is asked for what the victim lacks, and its
+ * answer lowers only its own backing (issue 20: on the H200 a 26 GiB room
+ * eviction pinned its own at 2 GB/s for 13.9 s beside 50 GiB of such
+ * pieces). Neither the holder nor the victim is asked. */
+static void test_takeback_for_room_eviction(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b, *c;
+    takeback_scene(&a, &b, &c, 7, true);
+    assert_int_equal(count(EV_GIVEBACK, NULL), 1);
+    const struct ev *e = find(EV_GIVEBACK, b);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    assert_int_equal(gpu(0)->st.givebacks, 1);
+    /* A second ROOM while that is out asks nobody again for it. */
+    assert_int_equal(evicted(c, find(EV_EVICT, c)->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(evicted(b, e->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(b->gb_id, 0);
+    assert_int_equal(gpu(0)->st.given_back, 2 * GiB);
+    assert_int_equal(sd_mem_backing_covered(b), GiB);
+    /* Pieces it gave back are not lent straight back to it: with the pool
+     * full again, c (first in eviction order) pins ahead at once, b only a
+     * second after its answer. */
+    uint64_t answered = now;
+    sd_policy_pool_changed(&pol, 8 * GiB, now);
+    e = find(EV_PREPARE, c);
+    assert_non_null(e);
+    assert_int_equal(evicted(c, e->lease, 0, e->evict), SD_OK);
+    run_until(answered + 900 * MS);
+    assert_int_equal(count(EV_PREPARE, b), 0);
+    run_until(answered + 1100 * MS);
+    assert_int_equal(count(EV_PREPARE, b), 1);
+}
+
+/* What the pool can lend is taken first: nobody is asked. */
+static void test_takeback_not_while_pool_lends(void **state)
+{
+    (void)state;
+    cfg.client_reserve_mb = 0;
+    pol.pool_lends = true;
+    struct sd_member *a = pool_member("a", 7, true);
+    struct sd_member *b = pool_member("b", 7, true);
+    struct sd_member *c = pool_member("c", 7, true);
+    gpu(0)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(a, 4 * GiB, 0, 0, 4 * GiB);
+    acquire(a);
+    usage4(b, 3 * GiB, 0, 0, 3 * GiB);
+    pinned(b, 3 * GiB);
+    acquire(b);
+    usage4(c, 3 * GiB, 0, 0, 3 * GiB);
+    pol.pool_free = 2 * GiB; /* as the lender would say, without a plan run */
+    assert_int_equal(room(a, 91, 2 * GiB), SD_OK);
+    assert_non_null(find(EV_EVICT, c));
+    assert_int_equal(count(EV_GIVEBACK, NULL), 0);
+    assert_int_equal(pol.pool_free, 0); /* spoken for by c's swap-out */
+}
+
+/* Pieces a live process gives back are lent to its tenant alone: a member
+ * of another tenant is not asked for them, unless pool_share_tenants; nor
+ * one that did not announce CS_HELLO_GIVEBACK. */
+static void test_takeback_same_tenant_and_capable_only(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b, *c;
+    takeback_scene(&a, &b, &c, 8, true);
+    assert_int_equal(count(EV_GIVEBACK, NULL), 0);
+    teardown(state);
+    setup(state);
+    cfg.pool_share_tenants = true;
+    takeback_scene(&a, &b, &c, 8, true);
+    assert_int_equal(count(EV_GIVEBACK, b), 1);
+    teardown(state);
+    setup(state);
+    takeback_scene(&a, &b, &c, 7, false);
+    assert_int_equal(count(EV_GIVEBACK, NULL), 0);
+}
+
+/* A GIVEBACK nobody answers is forgotten at its deadline, and its member
+ * is asked no more (nobody waits for it: the victim pins what it lacks);
+ * it is not made unresponsive. */
+static void test_takeback_unanswered_is_forgotten(void **state)
+{
+    (void)state;
+    cfg.quantum_floor_ms = cfg.quantum_cap_ms = 60000; /* a holds throughout */
+    struct sd_member *a, *b, *c;
+    takeback_scene(&a, &b, &c, 7, true);
+    const struct ev *e = find(EV_GIVEBACK, b);
+    assert_non_null(e);
+    assert_int_equal(evicted(c, find(EV_EVICT, c)->lease, 0, 2 * GiB), SD_OK);
+    run_until(sd_answer_deadline(&pol, b->gb_ns, b->gb_asked));
+    assert_int_equal(b->gb_id, 0);
+    assert_true(b->gb_off);
+    assert_false(b->client->unresponsive);
+    /* A later answer is ignored; the next ROOM asks nobody. */
+    assert_int_equal(evicted(b, e->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(gpu(0)->st.given_back, 0);
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB); /* the 2 GiB placed */
+    usage4(c, GiB, 2 * GiB, 0, 3 * GiB);
+    size_t evicts = count(EV_EVICT, c);
+    assert_int_equal(room(a, 92, GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, c), evicts + 1);
+    assert_int_equal(count(EV_GIVEBACK, NULL), 1);
+}
+
+/* A revoke's swap-out is a move the next holder waits for: what the
+ * holder lacks is asked back of a member that is not moving, on another
+ * GPU of the node too (one pool per node). */
+static void test_takeback_for_revoke_swap_out(void **state)
+{
+    (void)state;
+    cfg.client_reserve_mb = 0;
+    cfg.quantum_cap_ms = 1000;
+    pol.pool_lends = true;
+    struct sd_member *a = pool_member("a", 7, true);
+    struct sd_member *b = pool_member("b", 7, true);
+    struct sd_member *c = pool_member_on(1, "c", 7, true);
+    gpu(0)->mem_total = 10 * GiB;
+    gpu(1)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
+    acquire(a);
+    usage4(c, 3 * GiB, 0, 0, 3 * GiB);
+    pinned(c, 3 * GiB);
+    usage4(b, GiB, 3 * GiB, 0, 4 * GiB); /* needs 2 GiB of a's at a's revoke */
+    acquire(b);
+    run_until(sd_policy_deadline(&pol));
+    const struct ev *r = find(EV_REVOKE, a);
+    assert_non_null(r);
+    assert_true(r->evict >= 2 * GiB);
+    const struct ev *e = find(EV_GIVEBACK, c);
+    assert_non_null(e);
+    assert_int_equal(e->evict, r->evict);
+    assert_int_equal(count(EV_GIVEBACK, NULL), 1);
+    /* The pieces come back while a drains: they wait for its swap-out,
+     * not lent to another's pin-ahead; once it released, pin-ahead goes on. */
+    assert_int_equal(evicted(c, e->lease, 0, e->evict), SD_OK);
+    sd_policy_pool_changed(&pol, 8 * GiB, now);
+    run_until(now + 2 * SEC);
+    assert_int_equal(a->state, CS_STATE_REVOKING);
+    assert_int_equal(count(EV_PREPARE, NULL), 0);
+    now += 10 * MS;
+    release_swap(a, 0, 10 * MS, r->evict);
+    assert_true(count(EV_PREPARE, NULL) > 0);
 }
 
 /* Room the new holder waits for after its grant is part of the switch that
@@ -4721,6 +4942,11 @@ int main(void)
         T(test_prepare_counts_reported_pinned),
         T(test_prepare_borrows_from_pool),
         T(test_prepare_keeps_pool_for_holder),
+        T(test_takeback_for_room_eviction),
+        T(test_takeback_not_while_pool_lends),
+        T(test_takeback_same_tenant_and_capable_only),
+        T(test_takeback_unanswered_is_forgotten),
+        T(test_takeback_for_revoke_swap_out),
         T(test_switch_overhead_counts_room_waited),
         T(test_memory_bookkeeping),
         T(test_switch_overhead_excludes_drain),

@@ -434,7 +434,8 @@ static void test_reject_out_of_range(void **state)
 {
     (void)state;
     /* HELLO: flags 8, priority 12, weight 16, proto_min 20, mem_limit 24 */
-    reject_u32(CS_MSG_HELLO, 8, 0x800, RANGE); /* past CS_HELLO_RESTORED, the highest bit */
+    reject_u32(CS_MSG_HELLO, 8, 0x1000, RANGE); /* past CS_HELLO_GIVEBACK, the highest bit */
+    accept_u32(CS_MSG_HELLO, 8, CS_HELLO_POOL | CS_HELLO_RESTORED | CS_HELLO_GIVEBACK);
     accept_u32(CS_MSG_HELLO, 8, CS_HELLO_CONTROL | CS_HELLO_VIEW);
     /* CTL_VIEW: pid 8, flags 12, mem_limit 16 */
     reject_u32(CS_MSG_CTL_VIEW, 12, CS_CTL_VIEW_ENDPOINT << 1, RANGE);
@@ -513,6 +514,9 @@ static void test_reject_out_of_range(void **state)
     reject_u64(CS_MSG_USAGE, 16, UINT64_MAX, RANGE);
     reject_u64(CS_MSG_ROOM, 24, 0, RANGE);
     reject_u64(CS_MSG_EVICT, 24, 0, RANGE);
+    /* EVICT: flags 12, PREPARE and GIVEBACK the only bits */
+    reject_u32(CS_MSG_EVICT, 12, CS_EVICT_GIVEBACK << 1, RANGE);
+    accept_u32(CS_MSG_EVICT, 12, CS_EVICT_GIVEBACK);
     /* WELCOME: client_id >= 1, idle_ms 1..3600000 */
     reject_u64(CS_MSG_WELCOME, 8, 0, RANGE);
     reject_u32(CS_MSG_WELCOME, 24, 0, RANGE);

@@ -1,0 +1,160 @@
+/* takeback.c: the pinned pool's pieces taken back from pin-ahead for a
+ * move that someone waits for (issue 20).
+ *
+ * Pin-ahead (mem.c plan_prepare) lends the pool's pieces to the members
+ * furthest from running, in the order they would be evicted now. That
+ * order moves as the holder runs (its vtime is charged at its revoke): on
+ * the H200, four 45 GB jobs with 30 s slices, one switch lent the pool's
+ * 60 GiB to two waiters, and at the next one the ROOM's victim (the holder
+ * just revoked, now furthest from running) had none. Its 26 GiB swap-out
+ * pinned its own backing at about 2 GB/s, and the new holder waited 13.9 s
+ * for room while 50 GiB of the pool backed memory that did not move
+ * (bench/results/oversubscription.md, 2026-11-30, session 6).
+ *
+ * So a move the daemon orders (an EVICT, for a ROOM or for the next holder,
+ * or a revoke's swap-out: each is for a switch that is coming) whose
+ * backing the pool cannot lend asks the members that are not moving for
+ * the pieces that back their resident memory (EVICT GIVEBACK), the member
+ * closest to running first: its memory is the last to move. The mover
+ * borrows them as they come back (no pin-ahead is lent meanwhile: mem.c
+ * node_pinning); what it pinned of its own before they came stays its own.
+ *
+ * Asked: clients that announced CS_HELLO_GIVEBACK, of the mover's tenant
+ * (pieces a live process gave back are lent to its tenant alone, lender.h)
+ * unless pool_share_tenants; never a holder (its revoke's swap-out is the
+ * next move), nor a member with a request of its own outstanding. One
+ * GIVEBACK per member at a time; one past its answer deadline is forgotten
+ * and its member asked no more (nobody waits for it: the mover pins what
+ * it lacks). A member's answer only lowers its own pin-ahead figures.
+ */
+#include "common/log.h"
+#include "sched/policy_int.h"
+
+static uint64_t sub0(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+static uint64_t min64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Bytes asked back and not answered yet, node-wide. */
+static uint64_t asked_back(const struct sd_policy *p)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++)
+            if (p->gpu[i]->m[j]->gb_id)
+                s = sd_add_sat(s, p->gpu[i]->m[j]->gb_asked);
+    return s;
+}
+
+static bool same_tenant(const struct sd_policy *p, const struct sd_member *a,
+                        const struct sd_member *b)
+{
+    if (p->cfg->pool_share_tenants || a->client == b->client)
+        return true;
+    return a->client->info.tenant && a->client->info.tenant == b->client->info.tenant;
+}
+
+/* Whether d may be asked to give back pieces for v's move. */
+static bool may_give(const struct sd_policy *p, const struct sd_member *d,
+                     const struct sd_member *v)
+{
+    return d != v && d->client->info.giveback && !d->gb_off && !d->gb_id &&
+           !d->client->unresponsive && !sd_is_holder(d) && !d->evict_id && !d->prep_id &&
+           !d->prefetch_id && !d->restoring && same_tenant(p, d, v) &&
+           sd_mem_backing_covered(d) > SD_MEM_SLACK;
+}
+
+/* The member to ask next: the one that would be evicted last. */
+static struct sd_member *next_donor(const struct sd_policy *p, const struct sd_member *v)
+{
+    struct sd_member *best = NULL;
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++) {
+            struct sd_member *d = p->gpu[i]->m[j];
+            if (may_give(p, d, v) && (!best || sd_mem_evict_before(best, d)))
+                best = d;
+        }
+    return best;
+}
+
+static void send_giveback(struct sd_policy *p, struct sd_member *d, const struct sd_member *v,
+                          uint64_t bytes, uint64_t now)
+{
+    d->gb_id = ++p->next_evict_id;
+    d->gb_ns = now;
+    d->gb_asked = bytes;
+    d->gpu->st.givebacks++;
+    cs_debug("gpu %u: give back %llu bytes of pool pieces, pid %u, for pid %u's swap-out",
+             d->gpu->index, (unsigned long long)bytes, d->client->info.pid,
+             v->client->info.pid);
+    p->ops.giveback(p->ctx, d, d->gb_id, bytes);
+}
+
+void sd_takeback_for(struct sd_policy *p, const struct sd_member *v, uint64_t bytes,
+                     uint64_t now)
+{
+    if (!p->pool_lends || !p->ops.giveback || !bytes)
+        return;
+    uint64_t need = sub0(min64(bytes, sd_mem_movable(v)), sd_mem_backing_covered(v));
+    if (need <= p->pool_free) {
+        p->pool_free -= need; /* spoken for, until the lender says again */
+        return;
+    }
+    uint64_t short_by = need - p->pool_free, pending = asked_back(p);
+    p->pool_free = 0;
+    if (short_by <= pending + SD_MEM_SLACK)
+        return;
+    short_by -= pending;
+    struct sd_member *d;
+    while (short_by > SD_MEM_SLACK && (d = next_donor(p, v))) {
+        uint64_t amount = min64(sd_mem_backing_covered(d), short_by);
+        short_by -= amount;
+        send_giveback(p, d, v, amount, now);
+    }
+}
+
+int sd_takeback_answered(struct sd_policy *p, struct sd_member *m, const struct cs_msg_evicted *e,
+                         uint64_t now)
+{
+    if (!m->gb_id || e->request_id != m->gb_id)
+        return 0;
+    m->gb_id = 0;
+    m->gpu->st.given_back = sd_add_sat(m->gpu->st.given_back, e->bytes);
+    /* What it gave back no longer backs its memory: pin-ahead may ask it
+     * again, but not before a second has passed (mem.c PREP_INTERVAL_NS),
+     * or the planner would lend the pieces straight back to it. */
+    m->prep_covered = sub0(m->prep_covered, e->bytes);
+    if (m->pinned_known)
+        m->pinned = sub0(m->pinned, e->bytes);
+    m->prep_more = false;
+    m->prep_ns = now;
+    cs_debug("gpu %u: pid %u gave back %llu bytes of pool pieces (asked %llu)", m->gpu->index,
+             m->client->info.pid, (unsigned long long)e->bytes,
+             (unsigned long long)m->gb_asked);
+    sd_node_reschedule(p, now);
+    return 1;
+}
+
+void sd_takeback_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        struct sd_member *m = g->m[i];
+        if (!m->gb_id)
+            continue;
+        uint64_t due = sd_answer_deadline(p, m->gb_ns, m->gb_asked);
+        if (now < due) {
+            sd_gpu_want_at(g, due);
+            continue;
+        }
+        m->gb_id = 0;
+        m->gb_off = true;
+        cs_warn("gpu %u: %s (pid %u) did not answer EVICT GIVEBACK in time: its pool "
+                "pieces are not asked back again", g->index, m->client->info.name,
+                m->client->info.pid);
+    }
+}
