@@ -27,8 +27,8 @@
 # own at 2-3 GB/s).
 source "$(dirname "$0")/swap_lib.sh"
 
-ITERS=40
-[ -n "$SAN" ] && ITERS=24
+ITERS=20
+[ -n "$SAN" ] && ITERS=14
 ARGS=(--mem-mb 80 --allocs 5 --iters "$ITERS" --kernel-ns 10000000)
 export CUSHARE_LOG_LEVEL=info # the jobs' exit summaries
 
