@@ -5,8 +5,8 @@
 #
 # Three jobs of 80 MiB on the 256 MiB simulated GPU (264 MiB with their
 # contexts) switching every 300 ms, and a pool of 64 MiB in 16 MiB pieces,
-# pinned by the daemon at start; the jobs pin slowly (FAKECUDA_PIN_GBPS=
-# 0.02: 0.8 s a piece). Pin-ahead lends the pool to the jobs furthest from
+# pinned by the daemon at start; the jobs pin ten times slower than the
+# daemon (FAKECUDA_PIN_GBPS=0.2: 80 ms a piece). Pin-ahead lends the pool to the jobs furthest from
 # running at each switch; the order moves as the holder runs, and a later
 # switch's mover then lacks backing while another job's resident memory
 # holds the pool's pieces. The daemon asks that job for them (EVICT
@@ -44,7 +44,7 @@ FAKECUDA_PIN_GBPS=2 "$B/bin/cushared" --socket "$SOCK" --config "$T/cushared.con
 DAEMON_PID=$!
 wait_log "pinned pool: [0-9.]+ MiB pinned, its target" >/dev/null
 free0=$(free_mem)
-export FAKECUDA_PIN_GBPS=0.02
+export FAKECUDA_PIN_GBPS=0.2
 from=$(log_lines)
 job ja 1 "${ARGS[@]}"
 a=$JOB_PID
