@@ -372,6 +372,26 @@ uint64_t sd_lender_tenant(const struct sd_conn *c)
     return h | (1ull << 63);
 }
 
+/* A BORROW lent less than it asked for: the borrower pins the rest itself,
+ * on a swap-out's critical path when it is one. Said at debug level with
+ * what the pool had and what the borrower held (its cap: its GPU's memory),
+ * so that a run's misses can be told apart: an empty pool, pieces tainted
+ * by another tenant (free, but not for it), or the cap. */
+static void log_short_borrow(const struct sd_lender *l, const struct sd_conn *c,
+                             const struct cs_msg_borrow *b, uint32_t ask, uint32_t n,
+                             uint64_t lent, uint64_t cap)
+{
+    struct sd_pool_stats st;
+    sd_pool_get_stats(&l->pool, &st);
+    char f[32], fb[32], h[32], k[32];
+    cs_debug("pinned pool: pid %u asked %u %s piece(s), lent %u (%u within its cap); the pool "
+             "has %s free, %s in big pieces; it holds %s of %s", c->pid, b->count,
+             b->kind == CS_PIECE_BIG ? "big" : "small", n, ask,
+             cs_format_size(st.free_bytes, f, sizeof f),
+             cs_format_size(st.free_big_bytes, fb, sizeof fb), cs_format_size(lent, h, sizeof h),
+             cs_format_size(cap, k, sizeof k));
+}
+
 bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_msg_borrow *b,
                       const char **why)
 {
@@ -399,6 +419,8 @@ bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_ms
                                  sd_server_now(s))
                 : 0;
         w->lent_bytes += n * size;
+        if (n < b->count)
+            log_short_borrow(l, c, b, ask, n, w->lent_bytes, cap);
         for (uint32_t i = 0; i < n; i++) {
             m.u.lend.ids[i] = out[i]->id;
             fds[i] = out[i]->fd;
