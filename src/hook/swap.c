@@ -432,8 +432,10 @@ void cs_swap_show(struct cs_dev *d)
  * they go back for whoever swaps next: the pool, not this process, keeps
  * pinned memory across swaps), then, while the device's backing exceeds
  * keep, the largest. */
-static int trim_pick_locked(struct cs_segs *s, uint64_t keep, struct cs_backing *drop, int max)
+static int trim_pick_locked(struct cs_segs *s, uint64_t keep, uint64_t *took,
+                            struct cs_backing *drop, int max)
 {
+    (void)took;
     int n = 0;
     for (struct cs_seg *g = s->head; g && n < max; g = g->next) {
         if (g->state == CS_SEG_RESIDENT && cs_backing_lent(&g->backing)) {
@@ -455,6 +457,27 @@ static int trim_pick_locked(struct cs_segs *s, uint64_t keep, struct cs_backing 
         memset(&big->backing, 0, sizeof big->backing);
     }
     return n;
+}
+
+/* Frees the backings pick() takes off resident segments, a batch at a
+ * time: picked under segs.mu with the pinner held off, freed unlocked. */
+typedef int (*backing_pick)(struct cs_segs *s, uint64_t arg, uint64_t *took,
+                            struct cs_backing *drop, int max);
+static void drop_backings(struct cs_segs *s, backing_pick pick, uint64_t arg, uint64_t *took)
+{
+    enum { BATCH = 64 };
+    for (;;) {
+        struct cs_backing drop[BATCH];
+        pthread_mutex_lock(&s->mu);
+        cs_seg_hold_pinner_locked(s);
+        int n = pick(s, arg, took, drop, BATCH);
+        cs_seg_release_pinner_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < n; i++)
+            cs_backing_free(&drop[i]);
+        if (n < BATCH)
+            return;
+    }
 }
 
 /* Takes up to max backings holding pieces of the node's pool off resident
@@ -483,19 +506,7 @@ struct cs_swap_result cs_swap_giveback(struct cs_dev *d, uint64_t bytes)
         res.status = CUDA_ERROR_NOT_INITIALIZED;
         return res;
     }
-    enum { BATCH = 64 };
-    for (;;) {
-        struct cs_backing drop[BATCH];
-        pthread_mutex_lock(&s->mu);
-        cs_seg_hold_pinner_locked(s);
-        int n = giveback_pick_locked(s, bytes, &res.bytes, drop, BATCH);
-        cs_seg_release_pinner_locked(s);
-        pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < n; i++)
-            cs_backing_free(&drop[i]);
-        if (n < BATCH)
-            break;
-    }
+    drop_backings(s, giveback_pick_locked, bytes, &res.bytes);
     CUcontext popped;
     cs_real.cuCtxPopCurrent_v2(&popped);
     res.ns = cs_now_ns() - t0;
@@ -512,17 +523,6 @@ void cs_swap_trim(struct cs_dev *d)
     uint64_t avail = cs_cfg.host_reserve ? cs_host_mem_available() : 0;
     if (avail && avail < 2 * cs_cfg.host_reserve)
         keep = 0;
-    enum { BATCH = 64 };
-    for (;;) {
-        struct cs_backing drop[BATCH];
-        pthread_mutex_lock(&s->mu);
-        cs_seg_hold_pinner_locked(s);
-        int n = trim_pick_locked(s, keep, drop, BATCH);
-        cs_seg_release_pinner_locked(s);
-        pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < n; i++)
-            cs_backing_free(&drop[i]);
-        if (n < BATCH)
-            return;
-    }
+    uint64_t took = 0;
+    drop_backings(s, trim_pick_locked, keep, &took);
 }
