@@ -2977,12 +2977,13 @@ static void pinned(struct sd_member *m, uint64_t bytes)
     assert_int_equal(sd_policy_pinned(&pol, m->client, &pm, now, &why), SD_OK);
 }
 
-/* On a 10 GiB GPU: holder a (4 GiB, backed) and waiter b (3 GiB, all of it backed
- * by pool pieces it pinned ahead), both of tenant 7, and idle c (3 GiB,
- * nothing pinned) of c_tenant; the pool has nothing free. a's ROOM for 2
- * GiB evicts c, the idle one, first. */
+/* On a 10 GiB GPU: holder a (4 GiB, backed) and waiter b (3 GiB, all of it
+ * backed by pool pieces it pinned ahead), both of tenant 7, and idle c (3
+ * GiB, nothing pinned) of c_tenant; the pool can lend `free` bytes (as the
+ * lender would say, without a plan run in between). a's ROOM for 2 GiB
+ * evicts c, the idle one, first. */
 static void takeback_scene(struct sd_member **a, struct sd_member **b, struct sd_member **c,
-                           uint64_t c_tenant, bool b_gives)
+                           uint64_t c_tenant, bool b_gives, uint64_t free)
 {
     cfg.client_reserve_mb = 0;
     pol.pool_lends = true;
@@ -2999,6 +3000,7 @@ static void takeback_scene(struct sd_member **a, struct sd_member **b, struct sd
     acquire(*b);
     usage4(*c, 3 * GiB, 0, 0, 3 * GiB);
     assert_int_equal((*a)->state, CS_STATE_HELD);
+    pol.pool_free = free;
     assert_int_equal(room(*a, 91, 2 * GiB), SD_OK);
     const struct ev *e = find(EV_EVICT, *c);
     assert_non_null(e);
@@ -3014,13 +3016,12 @@ static void test_takeback_for_room_eviction(void **state)
 {
     (void)state;
     struct sd_member *a, *b, *c;
-    takeback_scene(&a, &b, &c, 7, true);
+    takeback_scene(&a, &b, &c, 7, true, 0);
     assert_int_equal(count(EV_GIVEBACK, NULL), 1);
     const struct ev *e = find(EV_GIVEBACK, b);
     assert_non_null(e);
     assert_int_equal(e->evict, 2 * GiB);
     assert_int_equal(gpu(0)->st.givebacks, 1);
-    /* A second ROOM while that is out asks nobody again for it. */
     assert_int_equal(evicted(c, find(EV_EVICT, c)->lease, 0, 2 * GiB), SD_OK);
     assert_int_equal(evicted(b, e->lease, 0, 2 * GiB), SD_OK);
     assert_int_equal(b->gb_id, 0);
@@ -3044,24 +3045,10 @@ static void test_takeback_for_room_eviction(void **state)
 static void test_takeback_not_while_pool_lends(void **state)
 {
     (void)state;
-    cfg.client_reserve_mb = 0;
-    pol.pool_lends = true;
-    struct sd_member *a = pool_member("a", 7, true);
-    struct sd_member *b = pool_member("b", 7, true);
-    struct sd_member *c = pool_member("c", 7, true);
-    gpu(0)->mem_total = 10 * GiB;
-    sd_policy_pool_changed(&pol, 0, now);
-    usage4(a, 4 * GiB, 0, 0, 4 * GiB);
-    acquire(a);
-    usage4(b, 3 * GiB, 0, 0, 3 * GiB);
-    pinned(b, 3 * GiB);
-    acquire(b);
-    usage4(c, 3 * GiB, 0, 0, 3 * GiB);
-    pol.pool_free = 2 * GiB; /* as the lender would say, without a plan run */
-    assert_int_equal(room(a, 91, 2 * GiB), SD_OK);
-    assert_non_null(find(EV_EVICT, c));
+    struct sd_member *a, *b, *c;
+    takeback_scene(&a, &b, &c, 7, true, 3 * GiB);
     assert_int_equal(count(EV_GIVEBACK, NULL), 0);
-    assert_int_equal(pol.pool_free, 0); /* spoken for by c's swap-out */
+    assert_int_equal(pol.pool_free, GiB); /* 2 GiB spoken for by c's swap-out */
 }
 
 /* Pieces a live process gives back are lent to its tenant alone: a member
@@ -3071,16 +3058,16 @@ static void test_takeback_same_tenant_and_capable_only(void **state)
 {
     (void)state;
     struct sd_member *a, *b, *c;
-    takeback_scene(&a, &b, &c, 8, true);
+    takeback_scene(&a, &b, &c, 8, true, 0);
     assert_int_equal(count(EV_GIVEBACK, NULL), 0);
     teardown(state);
     setup(state);
     cfg.pool_share_tenants = true;
-    takeback_scene(&a, &b, &c, 8, true);
+    takeback_scene(&a, &b, &c, 8, true, 0);
     assert_int_equal(count(EV_GIVEBACK, b), 1);
     teardown(state);
     setup(state);
-    takeback_scene(&a, &b, &c, 7, false);
+    takeback_scene(&a, &b, &c, 7, false, 0);
     assert_int_equal(count(EV_GIVEBACK, NULL), 0);
 }
 
@@ -3092,7 +3079,7 @@ static void test_takeback_unanswered_is_forgotten(void **state)
     (void)state;
     cfg.quantum_floor_ms = cfg.quantum_cap_ms = 60000; /* a holds throughout */
     struct sd_member *a, *b, *c;
-    takeback_scene(&a, &b, &c, 7, true);
+    takeback_scene(&a, &b, &c, 7, true, 0);
     const struct ev *e = find(EV_GIVEBACK, b);
     assert_non_null(e);
     assert_int_equal(evicted(c, find(EV_EVICT, c)->lease, 0, 2 * GiB), SD_OK);
