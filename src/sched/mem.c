@@ -990,12 +990,18 @@ void sd_mem_on_usage(const struct sd_policy *p, struct sd_member *m, const struc
     }
 }
 
-/* moved bytes left the GPU: what a USAGE has not shown yet comes off. */
+/* moved bytes left the GPU: what a USAGE has not shown yet comes off. The
+ * backing pinned ahead went with them (the hook picks backed segments
+ * first, swap.c evict_cost): it backs swapped memory now, not the rest. PINNED
+ * does not say so, the backing held did not change; counted again, the
+ * next move's takeback asked too little (on the H200, 4.8 GiB short for a
+ * room eviction 60 ms after a revoke's swap-out). */
 static void moved_out(struct sd_gpu *g, struct sd_member *m, uint64_t moved, uint64_t ns)
 {
     uint64_t off = min64(sub0(moved, m->evict_seen), m->resident);
     m->resident -= off;
     m->swapped = sd_add_sat(m->swapped, off);
+    m->prep_covered = sub0(m->prep_covered, moved);
     m->evict_bytes = 0;
     m->evict_seen = 0;
     if (!moved)

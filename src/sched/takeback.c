@@ -116,6 +116,12 @@ void sd_takeback_for(struct sd_policy *p, const struct sd_member *v, uint64_t by
         short_by -= amount;
         send_giveback(p, d, v, amount, now);
     }
+    /* The pool is spent on memory that is off the GPU (or with movers):
+     * said, so that a run's own pinning can be told from a miscount. */
+    if (short_by > SD_MEM_SLACK)
+        cs_debug("gpu %u: pid %u's move lacks %llu bytes of backing that neither the pool nor "
+                 "a member that is not moving can give: it pins them itself",
+                 v->gpu->index, v->client->info.pid, (unsigned long long)short_by);
 }
 
 int sd_takeback_answered(struct sd_policy *p, struct sd_member *m, const struct cs_msg_evicted *e,

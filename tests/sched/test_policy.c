@@ -2788,13 +2788,20 @@ static void test_prepare_within_budget(void **state)
     assert_true(i->evict_id && !i->evict_for);
     usage4(h, 4 * GiB, 0, 0, 4 * GiB);
     assert_int_equal(count(EV_PREPARE, NULL), 1);
+    assert_int_equal(find(EV_EVICT, i)->evict, 2 * GiB);
     answer_evict(i, CS_ALL_BYTES);
     usage4(h, 4 * GiB, 0, 0, 4 * GiB);
+    /* The 2 GiB it moved took as much of its backing with it, leaving 0.5
+     * GiB for its 2 GiB still resident: the idle one again, for the rest. */
     assert_int_equal(count(EV_PREPARE, NULL), 2);
+    e = find(EV_PREPARE, i);
+    assert_int_equal(e->evict, GiB + GiB / 2);
+    assert_int_equal(evicted(i, e->lease, 0, e->evict), SD_OK);
+    assert_int_equal(count(EV_PREPARE, NULL), 3);
     e = find(EV_PREPARE, w); /* the waiter next: it is not running */
     assert_non_null(e);
     assert_int_equal(evicted(w, e->lease, 0, e->evict), SD_OK);
-    assert_int_equal(count(EV_PREPARE, NULL), 3);
+    assert_int_equal(count(EV_PREPARE, NULL), 4);
     assert_int_equal(count(EV_PREPARE, h), 1);
     assert_int_equal(count(EV_PREPARE, w), 1);
 }
@@ -3137,6 +3144,60 @@ static void test_takeback_for_revoke_swap_out(void **state)
     now += 10 * MS;
     release_swap(a, 0, 10 * MS, r->evict);
     assert_true(count(EV_PREPARE, NULL) > 0);
+}
+
+/* Backing a swap-out spent backs swapped memory, not the resident rest: a
+ * holder covered for its revoke that swapped out that much has nothing
+ * left for its next move, and a room eviction of it right after asks the
+ * pool (then the others) for all of it. On the H200 the daemon counted the
+ * revoke's backing again for the room eviction 60 ms later, asked back 4.8
+ * GiB too little, and the mover pinned its own on the switch's critical
+ * path (bench/results/oversubscription.md, 2026-11-30, session 7). The
+ * hook's PINNED does not show it: the backing did not change, only what it
+ * backs. */
+static void test_takeback_after_a_swap_out(void **state)
+{
+    (void)state;
+    cfg.client_reserve_mb = 0;
+    cfg.quantum_cap_ms = 1000;
+    pol.pool_lends = true;
+    struct sd_member *a = pool_member("a", 7, true);
+    struct sd_member *b = pool_member("b", 7, true);
+    struct sd_member *c = pool_member_on(1, "c", 7, true);
+    gpu(0)->mem_total = 10 * GiB;
+    gpu(1)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(c, 3 * GiB, 0, 0, 3 * GiB);
+    pinned(c, 3 * GiB);
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    acquire(a);
+    usage4(b, 2 * GiB, 4 * GiB, 0, 6 * GiB); /* needs 2 GiB of a's at a's revoke */
+    acquire(b);
+    sd_policy_pool_changed(&pol, 2 * GiB, now);
+    const struct ev *e = find(EV_PREPARE, a);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    sd_policy_pool_changed(&pol, 0, now);
+    assert_int_equal(evicted(a, e->lease, 0, 2 * GiB), SD_OK);
+    pinned(a, 2 * GiB);
+    assert_int_equal(sd_mem_backing_covered(a), 2 * GiB);
+    run_until(sd_policy_deadline(&pol));
+    const struct ev *r = find(EV_REVOKE, a);
+    assert_non_null(r);
+    assert_int_equal(r->evict, 2 * GiB);
+    assert_int_equal(count(EV_GIVEBACK, NULL), 0); /* covered */
+    now += 10 * MS;
+    release_swap(a, 0, 10 * MS, 2 * GiB);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    assert_int_equal(sd_mem_backing_covered(a), 0);
+    usage4(b, 6 * GiB, 0, 0, 6 * GiB);
+    assert_int_equal(room(b, 91, 2 * GiB), SD_OK);
+    e = find(EV_EVICT, a);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    e = find(EV_GIVEBACK, c);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
 }
 
 /* Room the new holder waits for after its grant is part of the switch that
@@ -4934,6 +4995,7 @@ int main(void)
         T(test_takeback_same_tenant_and_capable_only),
         T(test_takeback_unanswered_is_forgotten),
         T(test_takeback_for_revoke_swap_out),
+        T(test_takeback_after_a_swap_out),
         T(test_switch_overhead_counts_room_waited),
         T(test_memory_bookkeeping),
         T(test_switch_overhead_excludes_drain),
