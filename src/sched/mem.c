@@ -938,6 +938,7 @@ void sd_mem_forget_requests(struct sd_policy *p, struct sd_member *m, uint64_t n
     m->prefetch_id = 0;
     m->prep_id = 0;
     m->gb_id = 0;
+    m->gb_short = 0;
     m->evict_bytes = 0;
     m->evict_seen = 0;
     m->room_bytes = 0;

@@ -198,6 +198,8 @@ struct sd_member {
     uint64_t gb_ns;           /* sent at */
     uint64_t gb_asked;        /* bytes it asked back */
     bool gb_off;              /* missed a GIVEBACK's deadline: asked no more */
+    uint64_t gb_short;        /* its move's backing nobody could be asked for
+                                 yet: asked as members finish (takeback.c) */
     bool pinned_known;        /* a PINNED came: pinned is the client's word */
     uint64_t pinned;          /* host bytes pinned as swap backing (PINNED) */
     /* what the driver charges its process beyond its allocations (contexts,

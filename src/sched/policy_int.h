@@ -141,13 +141,13 @@ uint64_t sd_mem_backing_covered(const struct sd_member *m);
 /* v is asked to move `bytes` out (an EVICT, a revoke's swap-out): what its
  * backing lacks is counted against the pool, and what the pool cannot lend
  * is asked back of members that are not moving (EVICT GIVEBACK). */
-void sd_takeback_for(struct sd_policy *p, const struct sd_member *v, uint64_t bytes,
-                     uint64_t now);
+void sd_takeback_for(struct sd_policy *p, struct sd_member *v, uint64_t bytes, uint64_t now);
 /* An EVICTED for m's outstanding GIVEBACK: handled, returns 1; else 0. */
 int sd_takeback_answered(struct sd_policy *p, struct sd_member *m, const struct cs_msg_evicted *e,
                          uint64_t now);
 /* Forgets g's GIVEBACKs past their deadline (their members are asked no
- * more); sets g's deadline for the others. */
+ * more); sets g's deadline for the others. Then asks, node-wide, for what
+ * moves still lack (members that were busy when they were ordered). */
 void sd_takeback_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
 
 /* tslice.c, called by policy.c */

@@ -22,10 +22,12 @@
  * Asked: clients that announced CS_HELLO_GIVEBACK, of the mover's tenant
  * (pieces a live process gave back are lent to its tenant alone, lender.h)
  * unless pool_share_tenants; never a holder (its revoke's swap-out is the
- * next move), nor a member with a request of its own outstanding. One
- * GIVEBACK per member at a time; one past its answer deadline is forgotten
- * and its member asked no more (nobody waits for it: the mover pins what
- * it lacks). A member's answer only lowers its own pin-ahead figures.
+ * next move), nor a member with a request of its own outstanding: what
+ * the mover still lacks (gb_short) is asked for as such members finish,
+ * while its move lasts. One GIVEBACK per member at a time; one past its
+ * answer deadline is forgotten and its member asked no more (nobody waits
+ * for it: the mover pins what it lacks). A member's answer only lowers its
+ * own pin-ahead figures.
  */
 #include "common/log.h"
 #include "sched/policy_int.h"
@@ -95,9 +97,24 @@ static void send_giveback(struct sd_policy *p, struct sd_member *d, const struct
     p->ops.giveback(p->ctx, d, d->gb_id, bytes);
 }
 
-void sd_takeback_for(struct sd_policy *p, const struct sd_member *v, uint64_t bytes,
-                     uint64_t now)
+/* Asks the members that are not moving for short_by bytes of v's move,
+ * the one closest to running first; returns what nobody could be asked
+ * for (0 when within SD_MEM_SLACK). */
+static uint64_t ask_donors(struct sd_policy *p, const struct sd_member *v, uint64_t short_by,
+                           uint64_t now)
 {
+    struct sd_member *d;
+    while (short_by > SD_MEM_SLACK && (d = next_donor(p, v))) {
+        uint64_t amount = min64(sd_mem_backing_covered(d), short_by);
+        short_by -= amount;
+        send_giveback(p, d, v, amount, now);
+    }
+    return short_by > SD_MEM_SLACK ? short_by : 0;
+}
+
+void sd_takeback_for(struct sd_policy *p, struct sd_member *v, uint64_t bytes, uint64_t now)
+{
+    v->gb_short = 0;
     if (!p->pool_lends || !p->ops.giveback || !bytes)
         return;
     uint64_t need = sub0(min64(bytes, sd_mem_movable(v)), sd_mem_backing_covered(v));
@@ -109,19 +126,45 @@ void sd_takeback_for(struct sd_policy *p, const struct sd_member *v, uint64_t by
     p->pool_free = 0;
     if (short_by <= pending + SD_MEM_SLACK)
         return;
-    short_by -= pending;
-    struct sd_member *d;
-    while (short_by > SD_MEM_SLACK && (d = next_donor(p, v))) {
-        uint64_t amount = min64(sd_mem_backing_covered(d), short_by);
-        short_by -= amount;
-        send_giveback(p, d, v, amount, now);
-    }
-    /* The pool is spent on memory that is off the GPU (or with movers):
-     * said, so that a run's own pinning can be told from a miscount. */
-    if (short_by > SD_MEM_SLACK)
+    v->gb_short = ask_donors(p, v, short_by - pending, now);
+    /* The pool is spent on memory that is off the GPU, or the members
+     * that hold its pieces are busy: said, so that a run's own pinning
+     * can be told from a miscount. */
+    if (v->gb_short)
         cs_debug("gpu %u: pid %u's move lacks %llu bytes of backing that neither the pool nor "
-                 "a member that is not moving can give: it pins them itself",
-                 v->gpu->index, v->client->info.pid, (unsigned long long)short_by);
+                 "a member that is not moving can give now: asked again as members finish "
+                 "their own requests", v->gpu->index, v->client->info.pid,
+                 (unsigned long long)v->gb_short);
+}
+
+static bool moving(const struct sd_member *m)
+{
+    return m->evict_id || m->state == CS_STATE_REVOKING;
+}
+
+/* Moves still lacking backing nobody could give when they were ordered:
+ * what the pool lends now is spoken for them, and members that could not
+ * be asked then (busy with a move or a request of their own) are asked
+ * now. On the H200 a 16 GiB room eviction lacked 5.6 GiB while the only
+ * member with pieces to spare was finishing its own eviction; 40 ms later
+ * it could have given 6 GiB, and the mover pinned its own for a second. */
+static void retry_short_moves(struct sd_policy *p, uint64_t now)
+{
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++) {
+            struct sd_member *m = p->gpu[i]->m[j];
+            if (!m->gb_short)
+                continue;
+            if (!moving(m) || m->client->unresponsive) {
+                m->gb_short = 0;
+                continue;
+            }
+            uint64_t take = min64(p->pool_free, m->gb_short);
+            p->pool_free -= take;
+            m->gb_short = sub0(m->gb_short, take) > SD_MEM_SLACK
+                              ? ask_donors(p, m, m->gb_short - take, now)
+                              : 0;
+        }
 }
 
 int sd_takeback_answered(struct sd_policy *p, struct sd_member *m, const struct cs_msg_evicted *e,
@@ -163,4 +206,6 @@ void sd_takeback_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
                 "pieces are not asked back again", g->index, m->client->info.name,
                 m->client->info.pid);
     }
+    if (p->pool_lends && p->ops.giveback)
+        retry_short_moves(p, now);
 }
