@@ -332,16 +332,28 @@ static void test_slice_holds_engine(void **state)
 }
 
 /* No slice: FIFO, B waits for the kernel A is running and at most one
- * more (scheduling noise), not for A's queue. */
+ * more (scheduling noise), not for A's queue. B's time is taken by a host
+ * function just before its kernel takes its ticket; a stream worker
+ * descheduled in between (a TSan tree on a loaded CI machine: 6 ms once,
+ * five of A's kernels) lets A's worker take more tickets first. So a run
+ * in which B waited for more than two is repeated, up to five times: an
+ * engine that keeps A on it (a slice by default) makes every run wait
+ * ~20 of them. */
 static void test_fifo_without_slice(void **state)
 {
     struct outcome o;
     const struct scenario sc = { NULL, { "busy", "40", "1000000" }, 40, 0 };
-    run_pair_early(&sc, 8 * MS, false, &o);
-    if (o.a_between > 2)
-        fail_msg("B waited for %d of A's kernels without a slice (want <= 2)", o.a_between);
-    if (o.a_after < 20)
-        fail_msg("only %d of A's kernels ran after B without a slice", o.a_after);
+    for (int attempt = 0;; attempt++) {
+        run_pair_early(&sc, 8 * MS, false, &o);
+        if (o.a_after < 20)
+            fail_msg("only %d of A's kernels ran after B without a slice", o.a_after);
+        if (o.a_between <= 2)
+            return;
+        if (attempt == 4)
+            fail_msg("B waited for %d of A's kernels without a slice (want <= 2; 5 runs)",
+                     o.a_between);
+        fprintf(stderr, "B waited for %d of A's kernels; again\n", o.a_between);
+    }
 }
 
 /* A queues two 4 ms kernels and nothing more: B, submitted during A's
