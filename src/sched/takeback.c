@@ -171,8 +171,9 @@ static bool moving(const struct sd_member *m)
  * what the pool lends now is spoken for them, and members that could not
  * be asked then (busy with a move or a request of their own) are asked
  * now. On the H200 a 16 GiB room eviction lacked 5.6 GiB while the only
- * member with pieces to spare was finishing its own eviction; 40 ms later
- * it could have given 6 GiB, and the mover pinned its own for a second. */
+ * member with pieces to spare was finishing its own eviction; the mover
+ * pinned 5 GiB of its own in a second, and that member, asked for the
+ * next move 1.3 s later, gave back 6 GiB. */
 static void retry_short_moves(struct sd_policy *p, uint64_t now)
 {
     for (size_t i = 0; i < p->ngpu; i++)

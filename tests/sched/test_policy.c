@@ -3233,6 +3233,45 @@ static void test_takeback_after_a_swap_out(void **state)
     assert_int_equal(e->evict, 2 * GiB);
 }
 
+/* GPU 0: holder a (8 GiB, nothing pinned) and waiter b, which needs 2 GiB
+ * of a's at a's revoke; GPU 1: c (4 GiB, all backed) evicted for holder
+ * e's 2 GiB ROOM. Then a's quantum ends: its revoke lacks 2 GiB, and c,
+ * the only member with backing to spare, is busy. Returns c's EVICT
+ * (*ce) and a's REVOKE (*r). */
+static void busy_donor_scene(struct sd_member **a, struct sd_member **c, const struct ev **ce,
+                             const struct ev **r)
+{
+    cfg.client_reserve_mb = 0;
+    cfg.quantum_cap_ms = 1000;
+    pol.pool_lends = true;
+    *a = pool_member("a", 7, true);
+    struct sd_member *b = pool_member("b", 7, true);
+    *c = pool_member_on(1, "c", 7, true);
+    struct sd_member *e = pool_member_on(1, "e", 7, true);
+    gpu(0)->mem_total = 10 * GiB;
+    gpu(1)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(*c, 4 * GiB, 0, 0, 4 * GiB);
+    pinned(*c, 4 * GiB);
+    usage4(e, 5 * GiB, 0, 0, 5 * GiB);
+    pinned(e, 5 * GiB);
+    acquire(e);
+    assert_int_equal(room(e, 92, 2 * GiB), SD_OK);
+    *ce = find(EV_EVICT, *c);
+    assert_non_null(*ce);
+    assert_int_equal((*ce)->evict, 2 * GiB);
+    usage4(*a, 8 * GiB, 0, 0, 8 * GiB);
+    acquire(*a);
+    usage4(b, GiB, 3 * GiB, 0, 4 * GiB);
+    acquire(b);
+    run_until(sd_policy_deadline(&pol));
+    *r = find(EV_REVOKE, *a);
+    assert_non_null(*r);
+    assert_int_equal((*r)->evict, 2 * GiB);
+    assert_int_equal(count(EV_GIVEBACK, NULL), 0);
+    assert_int_equal((*a)->gb_short, 2 * GiB);
+}
+
 /* A member busy with a move of its own is not asked; what the mover
  * lacks is asked of it once its move is answered, while the mover still
  * moves (on the H200 the only member with pieces to spare was finishing
@@ -3240,38 +3279,9 @@ static void test_takeback_after_a_swap_out(void **state)
  * the move is over, nobody is asked for it. */
 static void test_takeback_asks_busy_member_later(void **state)
 {
-    (void)state;
-    cfg.client_reserve_mb = 0;
-    cfg.quantum_cap_ms = 1000;
-    pol.pool_lends = true;
-    struct sd_member *a = pool_member("a", 7, true);
-    struct sd_member *b = pool_member("b", 7, true);
-    struct sd_member *c = pool_member_on(1, "c", 7, true);
-    struct sd_member *e = pool_member_on(1, "e", 7, true);
-    gpu(0)->mem_total = 10 * GiB;
-    gpu(1)->mem_total = 10 * GiB;
-    sd_policy_pool_changed(&pol, 0, now);
-    /* c, on GPU 1 and fully backed, is evicted for e's room: busy. */
-    usage4(c, 4 * GiB, 0, 0, 4 * GiB);
-    pinned(c, 4 * GiB);
-    usage4(e, 5 * GiB, 0, 0, 5 * GiB);
-    pinned(e, 5 * GiB);
-    acquire(e);
-    assert_int_equal(room(e, 92, 2 * GiB), SD_OK);
-    const struct ev *ce = find(EV_EVICT, c);
-    assert_non_null(ce);
-    assert_int_equal(ce->evict, 2 * GiB);
-    /* a's revoke needs 2 GiB of backing it lacks: nobody can be asked. */
-    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
-    acquire(a);
-    usage4(b, GiB, 3 * GiB, 0, 4 * GiB);
-    acquire(b);
-    run_until(sd_policy_deadline(&pol));
-    const struct ev *r = find(EV_REVOKE, a);
-    assert_non_null(r);
-    assert_int_equal(r->evict, 2 * GiB);
-    assert_int_equal(count(EV_GIVEBACK, NULL), 0);
-    assert_int_equal(a->gb_short, 2 * GiB);
+    struct sd_member *a, *c;
+    const struct ev *ce, *r;
+    busy_donor_scene(&a, &c, &ce, &r);
     /* c's eviction is answered: 2 GiB of its backing still back resident
      * memory, and it is asked for what a lacks. */
     assert_int_equal(evicted(c, ce->lease, 0, 2 * GiB), SD_OK);
@@ -3284,30 +3294,7 @@ static void test_takeback_asks_busy_member_later(void **state)
     /* A move that ends short is not asked for afterwards. */
     teardown(state);
     setup(state);
-    cfg.client_reserve_mb = 0;
-    cfg.quantum_cap_ms = 1000;
-    pol.pool_lends = true;
-    a = pool_member("a", 7, true);
-    b = pool_member("b", 7, true);
-    c = pool_member_on(1, "c", 7, true);
-    e = pool_member_on(1, "e", 7, true);
-    gpu(0)->mem_total = 10 * GiB;
-    gpu(1)->mem_total = 10 * GiB;
-    sd_policy_pool_changed(&pol, 0, now);
-    usage4(c, 4 * GiB, 0, 0, 4 * GiB);
-    pinned(c, 4 * GiB);
-    usage4(e, 5 * GiB, 0, 0, 5 * GiB);
-    acquire(e);
-    assert_int_equal(room(e, 92, 2 * GiB), SD_OK);
-    ce = find(EV_EVICT, c);
-    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
-    acquire(a);
-    usage4(b, GiB, 3 * GiB, 0, 4 * GiB);
-    acquire(b);
-    run_until(sd_policy_deadline(&pol));
-    r = find(EV_REVOKE, a);
-    assert_non_null(r);
-    assert_int_equal(a->gb_short, 2 * GiB);
+    busy_donor_scene(&a, &c, &ce, &r);
     now += 10 * MS;
     release_swap(a, 0, 10 * MS, r->evict);
     assert_int_equal(evicted(c, ce->lease, 0, 2 * GiB), SD_OK);
