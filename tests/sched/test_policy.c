@@ -3138,25 +3138,35 @@ static void test_takeback_holder_last(void **state)
     assert_int_equal(count(EV_GIVEBACK, NULL), 0);
 }
 
+/* Two 10 GiB GPUs, a pool that lends nothing yet, 1 s quanta: a and b
+ * on GPU 0, and c on GPU 1 with c_bytes resident, all of it backed (the
+ * donor), all of tenant 7 and able to give back. */
+static void two_gpu_pool_scene(struct sd_member **a, struct sd_member **b, struct sd_member **c,
+                               uint64_t c_bytes)
+{
+    cfg.client_reserve_mb = 0;
+    cfg.quantum_cap_ms = 1000;
+    pol.pool_lends = true;
+    *a = pool_member("a", 7, true);
+    *b = pool_member("b", 7, true);
+    *c = pool_member_on(1, "c", 7, true);
+    gpu(0)->mem_total = 10 * GiB;
+    gpu(1)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(*c, c_bytes, 0, 0, c_bytes);
+    pinned(*c, c_bytes);
+}
+
 /* A revoke's swap-out is a move the next holder waits for: what the
  * holder lacks is asked back of a member that is not moving, on another
  * GPU of the node too (one pool per node). */
 static void test_takeback_for_revoke_swap_out(void **state)
 {
     (void)state;
-    cfg.client_reserve_mb = 0;
-    cfg.quantum_cap_ms = 1000;
-    pol.pool_lends = true;
-    struct sd_member *a = pool_member("a", 7, true);
-    struct sd_member *b = pool_member("b", 7, true);
-    struct sd_member *c = pool_member_on(1, "c", 7, true);
-    gpu(0)->mem_total = 10 * GiB;
-    gpu(1)->mem_total = 10 * GiB;
-    sd_policy_pool_changed(&pol, 0, now);
+    struct sd_member *a, *b, *c;
+    two_gpu_pool_scene(&a, &b, &c, 3 * GiB);
     usage4(a, 8 * GiB, 0, 0, 8 * GiB);
     acquire(a);
-    usage4(c, 3 * GiB, 0, 0, 3 * GiB);
-    pinned(c, 3 * GiB);
     usage4(b, GiB, 3 * GiB, 0, 4 * GiB); /* needs 2 GiB of a's at a's revoke */
     acquire(b);
     run_until(sd_policy_deadline(&pol));
@@ -3191,17 +3201,8 @@ static void test_takeback_for_revoke_swap_out(void **state)
 static void test_takeback_after_a_swap_out(void **state)
 {
     (void)state;
-    cfg.client_reserve_mb = 0;
-    cfg.quantum_cap_ms = 1000;
-    pol.pool_lends = true;
-    struct sd_member *a = pool_member("a", 7, true);
-    struct sd_member *b = pool_member("b", 7, true);
-    struct sd_member *c = pool_member_on(1, "c", 7, true);
-    gpu(0)->mem_total = 10 * GiB;
-    gpu(1)->mem_total = 10 * GiB;
-    sd_policy_pool_changed(&pol, 0, now);
-    usage4(c, 3 * GiB, 0, 0, 3 * GiB);
-    pinned(c, 3 * GiB);
+    struct sd_member *a, *b, *c;
+    two_gpu_pool_scene(&a, &b, &c, 3 * GiB);
     usage4(a, 6 * GiB, 0, 0, 6 * GiB);
     acquire(a);
     usage4(b, 2 * GiB, 4 * GiB, 0, 6 * GiB); /* needs 2 GiB of a's at a's revoke */
@@ -3241,18 +3242,9 @@ static void test_takeback_after_a_swap_out(void **state)
 static void busy_donor_scene(struct sd_member **a, struct sd_member **c, const struct ev **ce,
                              const struct ev **r)
 {
-    cfg.client_reserve_mb = 0;
-    cfg.quantum_cap_ms = 1000;
-    pol.pool_lends = true;
-    *a = pool_member("a", 7, true);
-    struct sd_member *b = pool_member("b", 7, true);
-    *c = pool_member_on(1, "c", 7, true);
+    struct sd_member *b;
+    two_gpu_pool_scene(a, &b, c, 4 * GiB);
     struct sd_member *e = pool_member_on(1, "e", 7, true);
-    gpu(0)->mem_total = 10 * GiB;
-    gpu(1)->mem_total = 10 * GiB;
-    sd_policy_pool_changed(&pol, 0, now);
-    usage4(*c, 4 * GiB, 0, 0, 4 * GiB);
-    pinned(*c, 4 * GiB);
     usage4(e, 5 * GiB, 0, 0, 5 * GiB);
     pinned(e, 5 * GiB);
     acquire(e);
