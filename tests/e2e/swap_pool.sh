@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # swap_pool.sh: issue 20: swap backing lent by the node's pinned pool.
 #
-# Pinning is made slow for the jobs (FAKECUDA_PIN_GBPS=0.02: 20 MB/s, so a
-# job pinning its own 150 MiB backing would spend seconds) and fast for the
+# Pinning is made slow for the jobs (FAKECUDA_PIN_GBPS=0.1: 100 MB/s, so a
+# job pinning its own 150 MiB backing would spend 1.6 s; not slower, since
+# every job also pins its 16 MiB staging buffer and the hook's 66 MiB
+# placeholder at its start, 4.3 s at 20 MB/s) and fast for the
 # daemon, whose pool is pinned at start (pool_min_mb). Three checks:
 #
 #  1. the pool (pool_min_mb) warms with nobody connected; then a pair that
@@ -62,13 +64,16 @@ swapped_pid() {
 # The pool warms from the daemon's start, before anyone connects: started
 # here without start_daemon, whose status polls are events of their own.
 pool_conf "pool_min_mb = 256" "pool_piece_mb = 16"
+# Slices of 1 s at most: check 2 waits for a switch, and the quantum that
+# check 1's switches measured would be 4-5 s.
+sed -i 's/^quantum_cap_ms = .*/quantum_cap_ms = 1000/' "$T/cushared.conf"
 FAKECUDA_PIN_GBPS=2 "$B/bin/cushared" --socket "$SOCK" --config "$T/cushared.conf" \
     --state "$T/cushared.state" 2>>"$T/cushared.log" &
 DAEMON_PID=$!
 wait_log "pinned pool: 256.00 MiB pinned, its target" >/dev/null
 [ "$(pool_metric cushare_pool_pace_waits_total)" = 0 ] ||
     fail "the pool paused while warming with nobody connected"
-export FAKECUDA_PIN_GBPS=0.02
+export FAKECUDA_PIN_GBPS=0.1
 pair lent 1
 status_json >"$T/after.json"
 out=$(json_num "$T/after.json" swap_out_bytes)
