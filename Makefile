@@ -84,12 +84,7 @@ check: build-tests
 # The optimized suite runs its own early rows first, two at a time, then
 # the others one at a time. The background's output goes to
 # build/sanitizer-build.log (shown if a build fails) and build/asan-early.log
-# (shown after the optimized suite). Likewise the ThreadSanitizer tree's
-# early rows (80-90 s of work, hook_swap 60 s of it) run at nice 19, one at
-# a time, beside the AddressSanitizer tree's late rows, which keep about a
-# third of the machine busy (build/tsan-early.log, shown after them); its
-# late rows then run alone, four at a time: 90 s of CI's critical path
-# became about 50.
+# (shown after the optimized suite).
 test: $(DEPS_STAMP)
 	@mkdir -p build; rm -f build/asan-early.log; \
 	( ( nice -n 19 $(MAKE) -j1 --no-print-directory BUILD=build/asan SAN=asan build-tests && \
@@ -107,15 +102,8 @@ test: $(DEPS_STAMP)
 	cat build/asan-early.log; \
 	[ $$rc -eq 0 ] || exit $$rc; \
 	[ $$bgrc -eq 0 ] || exit 1; \
-	rm -f build/tsan-early.log; \
-	( nice -n 19 $(MAKE) --no-print-directory BUILD=build/tsan SAN=tsan PART=early \
-	    SUITE_JOBS=1 check >build/tsan-early.log 2>&1 ) & bg=$$!; \
-	$(MAKE) --no-print-directory BUILD=build/asan SAN=asan PART=late check; rc=$$?; \
-	wait $$bg; bgrc=$$?; \
-	cat build/tsan-early.log; \
-	[ $$rc -eq 0 ] || exit $$rc; \
-	[ $$bgrc -eq 0 ] || exit 1; \
-	$(MAKE) --no-print-directory BUILD=build/tsan SAN=tsan PART=late check && \
+	$(MAKE) --no-print-directory BUILD=build/asan SAN=asan PART=late check && \
+	$(MAKE) --no-print-directory BUILD=build/tsan SAN=tsan check && \
 	echo "make test: all suites passed"
 
 # The checks' lines, each recorded by the check itself on a full pass; the
