@@ -21,9 +21,12 @@
  *
  * Asked: clients that announced CS_HELLO_GIVEBACK, of the mover's tenant
  * (pieces a live process gave back are lent to its tenant alone, lender.h)
- * unless pool_share_tenants; a holder (its pieces back its revoke's
- * swap-out) only when no other can give and its revoke is seconds away;
- * never a member with a request of its own outstanding: what
+ * unless pool_share_tenants; never a holder: its revoke's swap-out is the
+ * next move, and its hook holds the device's segment lock while one of its
+ * allocations waits for room (locks.h), so a GIVEBACK for the ROOM it
+ * waits on would be answered only once that room was made (82cdd4b asked
+ * holders; reverted for that); nor a member with a request of its own
+ * outstanding: what
  * the mover still lacks (gb_short) is asked for as such members finish,
  * while its move lasts. One GIVEBACK per member at a time; one past its
  * answer deadline is forgotten and its member asked no more (nobody waits
@@ -62,51 +65,27 @@ static bool same_tenant(const struct sd_policy *p, const struct sd_member *a,
     return a->client->info.tenant && a->client->info.tenant == b->client->info.tenant;
 }
 
-/* A holder's pieces back its revoke's swap-out, a move that will come: it
- * is asked only when no member that waits can give, and only while that
- * revoke is more than HOLDER_LEAD_NS away (pin-ahead lends it again
- * meanwhile, a second after its answer). On the H200 pin-ahead lent a new
- * holder 17 GiB for its revoke 30 s away, 0.3 s before a ROOM's victim
- * lacked 2.95 GiB that nobody else had, and pinned them itself for a
- * second while that same holder waited for the room. A holder waiting for
- * room has its slice paused (room.c): its revoke is further still. */
-#define HOLDER_LEAD_NS (5000 * 1000000ull)
-
-static bool holder_may_give(const struct sd_policy *p, const struct sd_member *d, uint64_t now)
-{
-    return d->state == CS_STATE_HELD &&
-           sd_add_sat(now, HOLDER_LEAD_NS) < d->slice_ns + sd_gpu_quantum_ns(p, d->gpu);
-}
-
-/* Whether d may be asked to give back pieces for v's move; holders only
- * when `holders` (and then nobody else). */
+/* Whether d may be asked to give back pieces for v's move. */
 static bool may_give(const struct sd_policy *p, const struct sd_member *d,
-                     const struct sd_member *v, bool holders, uint64_t now)
+                     const struct sd_member *v)
 {
-    if (sd_is_holder(d) ? !holders || !holder_may_give(p, d, now) : holders)
-        return false;
     return d != v && d->client->info.giveback && !d->gb_off && !d->gb_id &&
-           !d->client->unresponsive && !d->evict_id && !d->prep_id && !d->prefetch_id &&
-           !d->restoring && same_tenant(p, d, v) && sd_mem_backing_covered(d) > SD_MEM_SLACK;
+           !d->client->unresponsive && !sd_is_holder(d) && !d->evict_id && !d->prep_id &&
+           !d->prefetch_id && !d->restoring && same_tenant(p, d, v) &&
+           sd_mem_backing_covered(d) > SD_MEM_SLACK;
 }
 
-/* The member to ask next: of those that wait, the one that would be
- * evicted last; else a holder whose revoke is far. */
-static struct sd_member *next_donor(const struct sd_policy *p, const struct sd_member *v,
-                                    uint64_t now)
+/* The member to ask next: the one that would be evicted last. */
+static struct sd_member *next_donor(const struct sd_policy *p, const struct sd_member *v)
 {
-    for (int holders = 0; holders < 2; holders++) {
-        struct sd_member *best = NULL;
-        for (size_t i = 0; i < p->ngpu; i++)
-            for (size_t j = 0; j < p->gpu[i]->n; j++) {
-                struct sd_member *d = p->gpu[i]->m[j];
-                if (may_give(p, d, v, holders, now) && (!best || sd_mem_evict_before(best, d)))
-                    best = d;
-            }
-        if (best)
-            return best;
-    }
-    return NULL;
+    struct sd_member *best = NULL;
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++) {
+            struct sd_member *d = p->gpu[i]->m[j];
+            if (may_give(p, d, v) && (!best || sd_mem_evict_before(best, d)))
+                best = d;
+        }
+    return best;
 }
 
 static void send_giveback(struct sd_policy *p, struct sd_member *d, const struct sd_member *v,
@@ -129,7 +108,7 @@ static uint64_t ask_donors(struct sd_policy *p, const struct sd_member *v, uint6
                            uint64_t now)
 {
     struct sd_member *d;
-    while (short_by > SD_MEM_SLACK && (d = next_donor(p, v, now))) {
+    while (short_by > SD_MEM_SLACK && (d = next_donor(p, v))) {
         uint64_t amount = min64(sd_mem_backing_covered(d), short_by);
         short_by -= amount;
         send_giveback(p, d, v, amount, now);

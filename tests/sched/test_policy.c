@@ -2984,23 +2984,23 @@ static void pinned(struct sd_member *m, uint64_t bytes)
     assert_int_equal(sd_policy_pinned(&pol, m->client, &pm, now, &why), SD_OK);
 }
 
-/* On a 10 GiB GPU: holder a (4 GiB, backed; it gives back when a_gives)
- * and waiter b (3 GiB, all of it backed by pool pieces it pinned ahead),
- * both of tenant 7, and idle c (3 GiB, nothing pinned) of c_tenant; the
- * pool can lend `free` bytes (as the lender would say, without a plan run
- * in between). a's ROOM for 2 GiB evicts c, the idle one, first. */
-static void takeback_scene_of(struct sd_member **a, struct sd_member **b, struct sd_member **c,
-                              uint64_t c_tenant, bool a_gives, bool b_gives, uint64_t free)
+/* On a 10 GiB GPU: holder a (4 GiB, backed) and waiter b (3 GiB, all of it
+ * backed by pool pieces it pinned ahead), both of tenant 7, and idle c (3
+ * GiB, nothing pinned) of c_tenant; the pool can lend `free` bytes (as the
+ * lender would say, without a plan run in between). a's ROOM for 2 GiB
+ * evicts c, the idle one, first. */
+static void takeback_scene(struct sd_member **a, struct sd_member **b, struct sd_member **c,
+                           uint64_t c_tenant, bool b_gives, uint64_t free)
 {
     cfg.client_reserve_mb = 0;
     pol.pool_lends = true;
-    *a = pool_member("a", 7, a_gives);
+    *a = pool_member("a", 7, true);
     *b = pool_member("b", 7, b_gives);
     *c = pool_member("c", c_tenant, true);
     gpu(0)->mem_total = 10 * GiB;
     sd_policy_pool_changed(&pol, 0, now);
     usage4(*a, 4 * GiB, 0, 0, 4 * GiB);
-    pinned(*a, 4 * GiB); /* the holder's, for its revoke */
+    pinned(*a, 4 * GiB); /* the holder's, for its revoke: never asked back */
     acquire(*a);
     usage4(*b, 3 * GiB, 0, 0, 3 * GiB);
     pinned(*b, 3 * GiB);
@@ -3012,13 +3012,6 @@ static void takeback_scene_of(struct sd_member **a, struct sd_member **b, struct
     const struct ev *e = find(EV_EVICT, *c);
     assert_non_null(e);
     assert_int_equal(e->evict, 2 * GiB);
-}
-
-/* The scene with a holder that does not give back. */
-static void takeback_scene(struct sd_member **a, struct sd_member **b, struct sd_member **c,
-                           uint64_t c_tenant, bool b_gives, uint64_t free)
-{
-    takeback_scene_of(a, b, c, c_tenant, false, b_gives, free);
 }
 
 /* The victim's swap-out finds the pool empty while the waiter's pin-ahead
@@ -3110,32 +3103,6 @@ static void test_takeback_unanswered_is_forgotten(void **state)
     assert_int_equal(room(a, 92, GiB), SD_OK);
     assert_int_equal(count(EV_EVICT, c), evicts + 1);
     assert_int_equal(count(EV_GIVEBACK, NULL), 1);
-}
-
-/* A holder's pieces back its revoke: it is asked only when no member that
- * waits can give, and only while its revoke is more than 5 s away (on the
- * H200 pin-ahead lent a new holder 17 GiB for a revoke 30 s away, and its
- * own ROOM's victim then pinned 2.95 GiB itself). */
-static void test_takeback_holder_last(void **state)
-{
-    (void)state;
-    struct sd_member *a, *b, *c;
-    cfg.quantum_floor_ms = cfg.quantum_cap_ms = 30000;
-    takeback_scene_of(&a, &b, &c, 7, true, true, 0);
-    assert_int_equal(count(EV_GIVEBACK, a), 0); /* b first */
-    assert_int_equal(count(EV_GIVEBACK, b), 1);
-    teardown(state);
-    setup(state);
-    cfg.quantum_floor_ms = cfg.quantum_cap_ms = 30000;
-    takeback_scene_of(&a, &b, &c, 7, true, false, 0);
-    const struct ev *e = find(EV_GIVEBACK, a);
-    assert_non_null(e);
-    assert_int_equal(e->evict, 2 * GiB);
-    teardown(state);
-    setup(state);
-    cfg.quantum_floor_ms = cfg.quantum_cap_ms = 4000; /* its revoke within 5 s */
-    takeback_scene_of(&a, &b, &c, 7, true, false, 0);
-    assert_int_equal(count(EV_GIVEBACK, NULL), 0);
 }
 
 /* Two 10 GiB GPUs, a pool that lends nothing yet, 1 s quanta: a and b
@@ -5088,7 +5055,6 @@ int main(void)
         T(test_takeback_not_while_pool_lends),
         T(test_takeback_same_tenant_and_capable_only),
         T(test_takeback_unanswered_is_forgotten),
-        T(test_takeback_holder_last),
         T(test_takeback_for_revoke_swap_out),
         T(test_takeback_after_a_swap_out),
         T(test_takeback_asks_busy_member_later),
