@@ -14,21 +14,27 @@
 # are tarred into $OUT/ab.tgz: this call's entries only (a call of
 # 2026-11-30 found in its tarball a 6-old it had not made, whose daemon had
 # started hours before the call).
+#
+# A knob's A/B in one build: OLD_BUILD=build runs `old` from build/ too, and
+# CONF_OLD / CONF_NEW add lines to that entry's OVERSUB_CONF, e.g.
+#   OLD_BUILD=build CONF_NEW="prepare_holder_lead_ms = 5000" bench/gpu/ab_oversub.sh
 set -u
 OUT=${OUT:-/tmp/ab}
-ln -sfn ../build/gpu-libs build-old/gpu-libs
+OLD_BUILD=${OLD_BUILD:-build-old}
+[ "$OLD_BUILD" = build ] || ln -sfn ../build/gpu-libs "$OLD_BUILD/gpu-libs"
 i=0
 made=()
 for v in ${ORDER:-old new}; do
     i=$((i + 1))
-    b=build
-    [ "$v" = old ] && b=build-old
+    b=build conf=${CONF_NEW:-}
+    [ "$v" = old ] && b=$OLD_BUILD conf=${CONF_OLD:-}
     pkill cushared
     rm -rf "${OUT:?}/$i-$v"
     mkdir -p "$OUT/$i-$v"
     made+=("./$i-$v")
     CUSHARE_BUILD=$b OUT=$OUT/$i-$v OVERSUB_FLOOR_MS=default \
-        OVERSUB_CONF="pool_min_mb = ${POOLMIN:-8192}" OVERSUB_CASES=${OVERSUB_CASES:-add4x45} \
+        OVERSUB_CONF="pool_min_mb = ${POOLMIN:-8192}${conf:+
+$conf}" OVERSUB_CASES=${OVERSUB_CASES:-add4x45} \
         timeout 280 bench/gpu/run.sh oversub >/dev/null 2>&1
     echo "== $i $v rc=$?"
     grep -E 'makespan|GPU held|solo runs|swap-out|switches|backing|warm-up|pool:' "$OUT/$i-$v/summary.md" | cut -c1-400

@@ -49,6 +49,7 @@ static const struct knob knobs[] = {
     KNOB(pool_piece_mb, K_U32, false, 2, 1024),
     KNOB(pool_linger_ms, K_U32, true, 0, 86400000),
     KNOB(pool_pace_pct, K_U32, true, 1, 100),
+    KNOB(prepare_holder_lead_ms, K_U32, true, 0, 3600000),
     KNOB(pool_share_tenants, K_BOOL, true, 0, 0),
     KNOB(host_reserve_mb, K_U32, true, 0, 1024u * 1024 * 1024),
     KNOB(switch_cost_target, K_DOUBLE, true, 0.001, 1.0),

@@ -56,6 +56,8 @@ struct sd_config {
     uint32_t pool_piece_mb;      /* the big piece (even; 2 MiB pieces make tails) */
     uint32_t pool_linger_ms;     /* a free piece beyond the need is released after this */
     uint32_t pool_pace_pct;      /* growth nobody waits for pins at most this share of the time */
+    uint32_t prepare_holder_lead_ms; /* a holder is lent its revoke's backing this long
+                                        before its slice ends; 0 = at once (mem.c) */
     bool pool_share_tenants;     /* lend a piece a live process of another tenant
                                     gave back (it may still hold an import) */
     uint32_t host_reserve_mb;    /* pinning leaves the host this much available;

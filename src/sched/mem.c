@@ -687,6 +687,33 @@ static uint64_t pool_kept_for_holders(const struct sd_policy *p)
     return keep;
 }
 
+/* With prepare_holder_lead_ms, whether holder m's pin-ahead waits: lent
+ * from the pool at once, its revoke's backing sits behind resident memory
+ * for the whole slice. On the H200 a new holder was lent 17 GiB 0.3-0.7 s
+ * after its grant, for a revoke 30 s away, and 0.3 s later the victim of
+ * that holder's own ROOM lacked 2.95 GiB and pinned them itself (0.98 s);
+ * asking the holder for them cannot help, its hook holds the segment lock
+ * while it waits for the room (takeback.c). So the holder is lent from
+ * `lead` before its slice ends, and the pieces stay in the pool meanwhile,
+ * kept from the waiters' pin-ahead (pool_kept_for_holders) and lent to the
+ * moves its ROOMs order (no PREPARE goes out while those are under way:
+ * node_pinning). A holder waiting for room has its slice paused, so its
+ * end moves later (room.c). At once when it is idle: an idle revoke may
+ * come at any moment. The cost: a revoke before the slice's end (idle,
+ * preempt) borrows its backing then. */
+static bool holder_prepares_later(const struct sd_policy *p, struct sd_gpu *g,
+                                  const struct sd_member *m, uint64_t now)
+{
+    uint64_t lead = (uint64_t)p->cfg->prepare_holder_lead_ms * SD_MS;
+    if (!lead || !p->pool_lends || m->state != CS_STATE_HELD || m->idle)
+        return false;
+    uint64_t end = sd_add_sat(m->slice_ns, sd_gpu_quantum_ns(p, g));
+    if (sd_add_sat(now, lead) >= end)
+        return false;
+    sd_gpu_want_at(g, end - lead);
+    return true;
+}
+
 static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, uint64_t now)
 {
     uint64_t footprint = sd_gpu_footprint(g), from = prepare_from(p, cap);
@@ -700,6 +727,8 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
         return; /* the next decision retries */
     for (size_t i = 0; i < g->n; i++) {
         struct sd_member *m = order[i];
+        if (holder_prepares_later(p, g, m, now))
+            continue;
         uint64_t have = 0, ask = prepare_ask(m, over, budget, pinned, &have);
         if (p->pool_lends)
             ask = min64(ask, sd_is_holder(m) ? p->pool_free : sub0(p->pool_free, keep));

@@ -2956,6 +2956,90 @@ static void test_prepare_keeps_pool_for_holder(void **state)
     assert_int_equal(e->evict, GiB);
 }
 
+/* On a full 10 GiB GPU with 30 s slices and prepare_holder_lead_ms =
+ * lead_ms: holder a (6 GiB, nothing backed) owes waiter b (4 of its 6 GiB
+ * resident) 2 GiB at its revoke, and the pool has 2 GiB to lend. Returns
+ * when a's slice ends. */
+static uint64_t holder_lead_scene(struct sd_member **a, struct sd_member **b, uint32_t lead_ms)
+{
+    cfg.client_reserve_mb = 0;
+    cfg.quantum_floor_ms = cfg.quantum_cap_ms = 30000;
+    cfg.prepare_holder_lead_ms = lead_ms;
+    pol.pool_lends = true;
+    *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(*a, 6 * GiB, 0, 0, 6 * GiB);
+    acquire(*a);
+    usage4(*b, 4 * GiB, 2 * GiB, 0, 6 * GiB); /* the GPU full: nothing to prefetch */
+    acquire(*b);
+    sd_policy_pool_changed(&pol, 2 * GiB, now);
+    return (*a)->slice_ns + 30 * SEC;
+}
+
+/* prepare_holder_lead_ms: a holder is lent its revoke's backing only that
+ * long before its slice ends, so that meanwhile the pieces stay in the
+ * pool (kept from the waiter's pin-ahead) for the moves the holder's own
+ * ROOMs order; at once when it goes idle (an idle revoke may come at any
+ * moment). */
+static void test_prepare_holder_near_its_revoke(void **state)
+{
+    struct sd_member *a, *b;
+    uint64_t end = holder_lead_scene(&a, &b, 5000);
+    assert_int_equal(count(EV_PREPARE, NULL), 0); /* a: 25 s early; b: kept for a */
+    assert_int_equal(pol.pool_free, 2 * GiB);
+    run_until(end - 5 * SEC - SD_MS);
+    assert_int_equal(count(EV_PREPARE, NULL), 0);
+    run_until(end - 5 * SEC);
+    const struct ev *e = find(EV_PREPARE, a);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    assert_int_equal(count(EV_PREPARE, NULL), 1);
+    /* Idle: at once, within the grace before its idle revoke (a client
+     * that reports idleness after 100 ms, a daemon that waits 2 s). */
+    teardown(state);
+    setup(state);
+    cfg.idle_release_ms = 2000;
+    holder_lead_scene(&a, &b, 5000);
+    a->client->info.idle_ms = 100;
+    run_until(now + SEC);
+    assert_int_equal(count(EV_PREPARE, NULL), 0);
+    usage(a, CS_USAGE_IDLE, 6 * GiB, 0, 6 * GiB);
+    e = find(EV_PREPARE, a);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    assert_int_equal(count(EV_REVOKE, a), 0);
+    /* 0 (the default): at once, as before. */
+    teardown(state);
+    setup(state);
+    holder_lead_scene(&a, &b, 0);
+    assert_non_null(find(EV_PREPARE, a));
+}
+
+/* With the lead, the pieces are in the pool when the holder's own ROOM
+ * orders an eviction: its victim's backing is lent, nobody is asked to
+ * give anything back (on the H200 that victim pinned 2.95 GiB itself, the
+ * pool having lent them to the holder 0.3 s before), and the holder's
+ * pin-ahead waits for the room's move. */
+static void test_prepare_holder_not_during_its_room(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b;
+    uint64_t end = holder_lead_scene(&a, &b, 5000);
+    run_until(end - 6 * SEC);
+    assert_int_equal(room(a, 77, 2 * GiB), SD_OK); /* b's 2 GiB out */
+    const struct ev *v = find(EV_EVICT, b);
+    assert_non_null(v);
+    assert_int_equal(pol.pool_free, 0); /* spoken for by b's eviction */
+    assert_int_equal(count(EV_GIVEBACK, NULL), 0);
+    sd_policy_pool_changed(&pol, 2 * GiB, now); /* the pool grew meanwhile */
+    run_until(end);
+    assert_int_equal(count(EV_PREPARE, a), 0);
+    assert_int_equal(evicted(b, v->lease, 0, v->evict), SD_OK);
+    assert_non_null(find(EV_ROOM, a));
+}
+
 /* ---- pool pieces taken back for a move someone waits for (takeback.c) ----------- */
 
 /* A client on GPU gpu_i that borrows from the pool and gives back when
@@ -5051,6 +5135,8 @@ int main(void)
         T(test_prepare_counts_reported_pinned),
         T(test_prepare_borrows_from_pool),
         T(test_prepare_keeps_pool_for_holder),
+        T(test_prepare_holder_near_its_revoke),
+        T(test_prepare_holder_not_during_its_room),
         T(test_takeback_for_room_eviction),
         T(test_takeback_not_while_pool_lends),
         T(test_takeback_same_tenant_and_capable_only),
