@@ -26,12 +26,11 @@
  * allocations waits for room (locks.h), so a GIVEBACK for the ROOM it
  * waits on would be answered only once that room was made (82cdd4b asked
  * holders; reverted for that); nor a member with a request of its own
- * outstanding: what
- * the mover still lacks (gb_short) is asked for as such members finish,
- * while its move lasts. One GIVEBACK per member at a time; one past its
- * answer deadline is forgotten and its member asked no more (nobody waits
- * for it: the mover pins what it lacks). A member's answer only lowers its
- * own pin-ahead figures.
+ * outstanding: what the mover still lacks (gb_short) is asked for as such
+ * members finish, while its move lasts. One GIVEBACK per member at a time;
+ * one past its answer deadline is forgotten and its member asked no more
+ * (nobody waits for it: the mover pins what it lacks). A member's answer
+ * only lowers its own pin-ahead figures.
  */
 #include "common/log.h"
 #include "sched/policy_int.h"
