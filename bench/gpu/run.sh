@@ -633,7 +633,8 @@ client_reserve_mb = 768
 revoke_timeout_ms = 60000
 ${OVERSUB_CONF:-}"
     wait_host_memory
-    local t0=$(now) from=$(wc -l <"$OUT/cushared.log")
+    local t0=$(now) from=0
+    [ -f "$OUT/cushared.log" ] && from=$(wc -l <"$OUT/cushared.log")
     start_daemon "$base"
     if echo "${OVERSUB_CONF:-}" | grep -q pool_min_mb; then
         for _ in $(seq 1200); do

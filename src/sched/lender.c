@@ -431,8 +431,10 @@ bool sd_lender_borrow(struct sd_server *s, struct sd_conn *c, const struct cs_ms
     /* A send that fails leaves the pieces lent: they come back when the
      * process exits (or, unwatched, leave with its connection). */
     sd_conn_send_fds(s, c, &m, fds, (int)n);
-    if (n)
+    if (n) {
+        sd_policy_lent(&s->policy, c->client, b->slot, (uint64_t)n * m.u.lend.piece_size);
         tell_policy(s, sd_server_now(s));
+    }
     return true;
 }
 

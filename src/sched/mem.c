@@ -628,11 +628,9 @@ static void send_prepare(struct sd_policy *p, struct sd_gpu *g, struct sd_member
     m->prep_asked = have + ask;
     m->st.prepares++;
     g->st.prepares++;
-    /* What this asks is spoken for until the lender reads the pool again
-     * (at the end of this loop iteration, and after the client's BORROW):
-     * nothing else planned meanwhile counts on it. */
-    if (p->pool_lends)
-        p->pool_free = sub0(p->pool_free, ask);
+    /* What this asks is spoken for until the client borrows it or answers
+     * (sd_takeback_lendable): nothing else planned meanwhile counts on it. */
+    m->prep_due = p->pool_lends ? ask : 0;
     cs_debug("gpu %u: prepare pid %u: pin %llu bytes ahead", g->index, m->client->info.pid,
              (unsigned long long)ask);
     p->ops.prepare(p->ctx, m, m->prep_id, ask);
@@ -722,6 +720,7 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
     uint64_t over = footprint - from;
     uint64_t budget = pin_budget(p), pinned = pinned_estimate(p);
     uint64_t keep = p->pool_lends ? pool_kept_for_holders(p) : 0;
+    uint64_t lendable = sd_takeback_lendable(p);
     struct sd_member **order = by_eviction_order(g);
     if (!order)
         return; /* the next decision retries */
@@ -731,7 +730,7 @@ static void plan_prepare(struct sd_policy *p, struct sd_gpu *g, uint64_t cap, ui
             continue;
         uint64_t have = 0, ask = prepare_ask(m, over, budget, pinned, &have);
         if (p->pool_lends)
-            ask = min64(ask, sd_is_holder(m) ? p->pool_free : sub0(p->pool_free, keep));
+            ask = min64(ask, sd_is_holder(m) ? lendable : sub0(lendable, keep));
         if (!ask)
             continue;
         /* A footprint that keeps changing is not chased more than once a
@@ -1066,6 +1065,7 @@ void sd_mem_on_release(struct sd_gpu *g, struct sd_member *m, const struct cs_ms
 static void prepared(struct sd_member *m, const struct cs_msg_evicted *e)
 {
     m->prep_id = 0;
+    m->prep_due = 0;
     if (e->status == CUDA_ERROR_NOT_SUPPORTED)
         m->no_swap = true;
     /* A chunk pinned in full: the rest of the target follows at once.

@@ -190,6 +190,8 @@ struct sd_member {
     uint64_t prep_ns;         /* last PREPARE sent at (rate limit) */
     uint64_t prep_asked;      /* movable bytes the outstanding PREPARE covers */
     uint64_t prep_covered;    /* movable bytes known to have host backing */
+    uint64_t prep_due;        /* pool bytes spoken for its outstanding PREPARE:
+                                 lowered as it borrows (sd_policy_lent) */
     bool prep_more;           /* its last PREPARE was pinned in full: the next
                                  chunk goes without the rate limit */
     bool prep_off;            /* missed a PREPARE's deadline: asked no more
@@ -200,6 +202,10 @@ struct sd_member {
     bool gb_off;              /* missed a GIVEBACK's deadline: asked no more */
     uint64_t gb_short;        /* its move's backing nobody could be asked for
                                  yet: asked as members finish (takeback.c) */
+    uint64_t move_due;        /* pool bytes spoken for its move (EVICT, revoke's
+                                 swap-out): the pool's free pieces counted for
+                                 it and the GIVEBACKs asked for it; lowered as
+                                 it borrows (sd_policy_lent) */
     bool pinned_known;        /* a PINNED came: pinned is the client's word */
     uint64_t pinned;          /* host bytes pinned as swap backing (PINNED) */
     /* what the driver charges its process beyond its allocations (contexts,
@@ -523,6 +529,11 @@ bool sd_policy_moving(const struct sd_policy *p, uint64_t now, uint64_t *until);
  * pin-ahead asks no more than that, so that a PREPARE borrows rather than
  * pins beside the pool's own pinning; more to lend plans again. */
 void sd_policy_pool_changed(struct sd_policy *p, uint64_t free_bytes, uint64_t now);
+/* The lender lent `bytes` of the pool to c's member in `slot` (takeback.c):
+ * what its move or PREPARE counted on from the pool is that much less, so
+ * that the lender's next free_bytes, which no longer holds them, and the
+ * pieces still spoken for add up. A slot not attached is ignored. */
+void sd_policy_lent(struct sd_policy *p, struct sd_client *c, uint32_t slot, uint64_t bytes);
 int sd_policy_pinned(struct sd_policy *p, struct sd_client *c, const struct cs_msg_pinned *m,
                      uint64_t now, const char **why);
 

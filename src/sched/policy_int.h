@@ -149,6 +149,9 @@ int sd_takeback_answered(struct sd_policy *p, struct sd_member *m, const struct 
  * more); sets g's deadline for the others. Then asks, node-wide, for what
  * moves still lack (members that were busy when they were ordered). */
 void sd_takeback_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
+/* What the pool can lend that no outstanding move or PREPARE counts on:
+ * the lender's free bytes less every such request's due. */
+uint64_t sd_takeback_lendable(const struct sd_policy *p);
 
 /* tslice.c, called by policy.c */
 /* After every decision on g: TIMESLICE to each member whose desired

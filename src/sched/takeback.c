@@ -18,6 +18,9 @@
  * closest to running first: its memory is the last to move. The mover
  * borrows them as they come back (no pin-ahead is lent meanwhile: mem.c
  * node_pinning); what it pinned of its own before they came stays its own.
+ * What the pool had for a move, and what was asked back for it, is spoken
+ * for that move (move_due) until it borrows it (sd_policy_lent) or ends;
+ * a PREPARE's likewise (prep_due): sd_takeback_lendable is what is left.
  *
  * Asked: clients that announced CS_HELLO_GIVEBACK, of the mover's tenant
  * (pieces a live process gave back are lent to its tenant alone, lender.h)
@@ -45,15 +48,44 @@ static uint64_t min64(uint64_t a, uint64_t b)
     return a < b ? a : b;
 }
 
-/* Bytes asked back and not answered yet, node-wide. */
-static uint64_t asked_back(const struct sd_policy *p)
+static bool moving(const struct sd_member *m)
 {
-    uint64_t s = 0;
+    return m->evict_id || m->state == CS_STATE_REVOKING;
+}
+
+/* The pool's pieces a request counts on until it borrows them. The lender
+ * says what is free after every change and at the end of every loop
+ * iteration, and the movers borrow over hundreds of milliseconds: zeroing
+ * pool_free for the first move lasted only until the lender spoke again.
+ * On the H200 a 16 GiB room eviction lacked 3.2 GiB; the pieces a member
+ * gave back for that same move came back, the retry counted them again as
+ * newly free, asked nobody for the 3.2 GiB (the busy member had finished
+ * 20 ms before), and the mover pinned 2.2 GiB of its own in 0.61 s (both
+ * runs of 2026-11-30's A/B, bench/results/oversubscription.md). */
+static uint64_t due_of(const struct sd_member *m)
+{
+    uint64_t d = moving(m) ? m->move_due : 0;
+    return m->prep_id ? sd_add_sat(d, m->prep_due) : d;
+}
+
+uint64_t sd_takeback_lendable(const struct sd_policy *p)
+{
+    uint64_t due = 0;
     for (size_t i = 0; i < p->ngpu; i++)
         for (size_t j = 0; j < p->gpu[i]->n; j++)
-            if (p->gpu[i]->m[j]->gb_id)
-                s = sd_add_sat(s, p->gpu[i]->m[j]->gb_asked);
-    return s;
+            due = sd_add_sat(due, due_of(p->gpu[i]->m[j]));
+    return sub0(p->pool_free, due);
+}
+
+void sd_policy_lent(struct sd_policy *p, struct sd_client *c, uint32_t slot, uint64_t bytes)
+{
+    (void)p;
+    struct sd_member *m = slot < CS_MAX_DEVICES ? c->slot[slot] : NULL;
+    if (!m)
+        return;
+    uint64_t d = moving(m) ? min64(m->move_due, bytes) : 0;
+    m->move_due -= d;
+    m->prep_due = sub0(m->prep_due, bytes - d);
 }
 
 static bool same_tenant(const struct sd_policy *p, const struct sd_member *a,
@@ -87,9 +119,10 @@ static struct sd_member *next_donor(const struct sd_policy *p, const struct sd_m
     return best;
 }
 
-static void send_giveback(struct sd_policy *p, struct sd_member *d, const struct sd_member *v,
+static void send_giveback(struct sd_policy *p, struct sd_member *d, struct sd_member *v,
                           uint64_t bytes, uint64_t now)
 {
+    v->move_due = sd_add_sat(v->move_due, bytes);
     d->gb_id = ++p->next_evict_id;
     d->gb_ns = now;
     d->gb_asked = bytes;
@@ -101,9 +134,9 @@ static void send_giveback(struct sd_policy *p, struct sd_member *d, const struct
 }
 
 /* Asks the members that are not moving for short_by bytes of v's move,
- * the one closest to running first; returns what nobody could be asked
- * for (0 when within SD_MEM_SLACK). */
-static uint64_t ask_donors(struct sd_policy *p, const struct sd_member *v, uint64_t short_by,
+ * the one closest to running first (what they give back is spoken for v);
+ * returns what nobody could be asked for (0 when within SD_MEM_SLACK). */
+static uint64_t ask_donors(struct sd_policy *p, struct sd_member *v, uint64_t short_by,
                            uint64_t now)
 {
     struct sd_member *d;
@@ -118,18 +151,15 @@ static uint64_t ask_donors(struct sd_policy *p, const struct sd_member *v, uint6
 void sd_takeback_for(struct sd_policy *p, struct sd_member *v, uint64_t bytes, uint64_t now)
 {
     v->gb_short = 0;
-    if (!p->pool_lends || !p->ops.giveback || !bytes)
+    v->move_due = 0;
+    if (!p->pool_lends || !bytes)
         return;
     uint64_t need = sub0(min64(bytes, sd_mem_movable(v)), sd_mem_backing_covered(v));
-    if (need <= p->pool_free) {
-        p->pool_free -= need; /* spoken for, until the lender says again */
+    uint64_t free = sd_takeback_lendable(p);
+    v->move_due = min64(need, free);
+    if (need <= free || !p->ops.giveback)
         return;
-    }
-    uint64_t short_by = need - p->pool_free, pending = asked_back(p);
-    p->pool_free = 0;
-    if (short_by <= pending + SD_MEM_SLACK)
-        return;
-    v->gb_short = ask_donors(p, v, short_by - pending, now);
+    v->gb_short = ask_donors(p, v, need - free, now);
     /* The pool is spent on memory that is off the GPU, or the members
      * that hold its pieces are busy: said, so that a run's own pinning
      * can be told from a miscount. */
@@ -140,18 +170,14 @@ void sd_takeback_for(struct sd_policy *p, struct sd_member *v, uint64_t bytes, u
                  (unsigned long long)v->gb_short);
 }
 
-static bool moving(const struct sd_member *m)
-{
-    return m->evict_id || m->state == CS_STATE_REVOKING;
-}
-
 /* Moves still lacking backing nobody could give when they were ordered:
- * what the pool lends now is spoken for them, and members that could not
- * be asked then (busy with a move or a request of their own) are asked
- * now. On the H200 a 16 GiB room eviction lacked 5.6 GiB while the only
- * member with pieces to spare was finishing its own eviction; the mover
- * pinned 5 GiB of its own in a second, and that member, asked for the
- * next move 1.3 s later, gave back 6 GiB. */
+ * what the pool can lend now that nothing counts on (pieces freed since,
+ * not those given back for these very moves) is spoken for them, and
+ * members that could not be asked then (busy with a move or a request of
+ * their own) are asked now. On the H200 a 16 GiB room eviction lacked 5.6
+ * GiB while the only member with pieces to spare was finishing its own
+ * eviction; the mover pinned 5 GiB of its own in a second, and that
+ * member, asked for the next move 1.3 s later, gave back 6 GiB. */
 static void retry_short_moves(struct sd_policy *p, uint64_t now)
 {
     for (size_t i = 0; i < p->ngpu; i++)
@@ -163,8 +189,8 @@ static void retry_short_moves(struct sd_policy *p, uint64_t now)
                 m->gb_short = 0;
                 continue;
             }
-            uint64_t take = min64(p->pool_free, m->gb_short);
-            p->pool_free -= take;
+            uint64_t take = min64(sd_takeback_lendable(p), m->gb_short);
+            m->move_due = sd_add_sat(m->move_due, take);
             m->gb_short = sub0(m->gb_short, take) > SD_MEM_SLACK
                               ? ask_donors(p, m, m->gb_short - take, now)
                               : 0;
