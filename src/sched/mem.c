@@ -965,7 +965,7 @@ void sd_mem_forget_requests(struct sd_policy *p, struct sd_member *m, uint64_t n
                                                     m->footprint - m->resident));
     m->prefetch_id = 0;
     m->prep_id = 0;
-    m->gb_id = 0;
+    sd_takeback_forget(p, m);
     m->gb_short = 0;
     m->evict_bytes = 0;
     m->evict_seen = 0;
@@ -1066,6 +1066,8 @@ static void prepared(struct sd_member *m, const struct cs_msg_evicted *e)
 {
     m->prep_id = 0;
     m->prep_due = 0;
+    if (e->status == 0 && e->bytes)
+        m->gb_dry = false; /* lent pieces again: it may be asked for them */
     if (e->status == CUDA_ERROR_NOT_SUPPORTED)
         m->no_swap = true;
     /* A chunk pinned in full: the rest of the target follows at once.

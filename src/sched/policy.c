@@ -1420,6 +1420,7 @@ void sd_policy_client_remove(struct sd_policy *p, struct sd_client *c, uint64_t 
                     client_name(m), c->info.pid);
         }
         sd_room_forget(p, m);
+        sd_takeback_forget(p, m);
         sd_share_forget(g, m);
         if (m->resident)
             g->freed_epoch++;

@@ -199,7 +199,14 @@ struct sd_member {
     uint64_t gb_id;           /* outstanding EVICT GIVEBACK (takeback.c), 0 = none */
     uint64_t gb_ns;           /* sent at */
     uint64_t gb_asked;        /* bytes it asked back */
-    bool gb_off;              /* missed a GIVEBACK's deadline: asked no more */
+    struct sd_member *gb_for; /* whose move they are for (cleared when that
+                                 member goes: sd_takeback_forget) */
+    bool gb_off;              /* missed a GIVEBACK's deadline, or answered one
+                                 with an error (its driver shut down): asked
+                                 no more */
+    bool gb_dry;              /* gave back less than asked: no lent pieces left
+                                 behind its resident memory; not asked again
+                                 until a PREPARE lends it more */
     uint64_t gb_short;        /* its move's backing nobody could be asked for
                                  yet: asked as members finish (takeback.c) */
     uint64_t move_due;        /* pool bytes spoken for its move (EVICT, revoke's

@@ -149,6 +149,9 @@ int sd_takeback_answered(struct sd_policy *p, struct sd_member *m, const struct 
  * more); sets g's deadline for the others. Then asks, node-wide, for what
  * moves still lack (members that were busy when they were ordered). */
 void sd_takeback_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
+/* m goes, or is unresponsive: its GIVEBACK is forgotten (what it was asked
+ * is its mover's to ask of others), and no GIVEBACK is for m any more. */
+void sd_takeback_forget(struct sd_policy *p, struct sd_member *m);
 /* What the pool can lend that no outstanding move or PREPARE counts on:
  * the lender's free bytes less every such request's due. */
 uint64_t sd_takeback_lendable(const struct sd_policy *p);

@@ -32,8 +32,12 @@
  * outstanding: what the mover still lacks (gb_short) is asked for as such
  * members finish, while its move lasts. One GIVEBACK per member at a time;
  * one past its answer deadline is forgotten and its member asked no more
- * (nobody waits for it: the mover pins what it lacks). A member's answer
- * only lowers its own pin-ahead figures.
+ * (nobody waits for it: the mover pins what it lacks). What a member does
+ * not give back (an error: its driver is shut down; fewer bytes: it has no
+ * lent pieces left behind resident memory), or a member that goes, leaves
+ * its mover short of that much, asked of the others; an error stops that
+ * member being asked, a short answer until pin-ahead lends it pieces again.
+ * A member's answer only lowers its own pin-ahead figures.
  */
 #include "common/log.h"
 #include "sched/policy_int.h"
@@ -100,7 +104,7 @@ static bool same_tenant(const struct sd_policy *p, const struct sd_member *a,
 static bool may_give(const struct sd_policy *p, const struct sd_member *d,
                      const struct sd_member *v)
 {
-    return d != v && d->client->info.giveback && !d->gb_off && !d->gb_id &&
+    return d != v && d->client->info.giveback && !d->gb_off && !d->gb_dry && !d->gb_id &&
            !d->client->unresponsive && !sd_is_holder(d) && !d->evict_id && !d->prep_id &&
            !d->prefetch_id && !d->restoring && same_tenant(p, d, v) &&
            sd_mem_backing_covered(d) > SD_MEM_SLACK;
@@ -123,6 +127,7 @@ static void send_giveback(struct sd_policy *p, struct sd_member *d, struct sd_me
                           uint64_t bytes, uint64_t now)
 {
     v->move_due = sd_add_sat(v->move_due, bytes);
+    d->gb_for = v;
     d->gb_id = ++p->next_evict_id;
     d->gb_ns = now;
     d->gb_asked = bytes;
@@ -197,12 +202,45 @@ static void retry_short_moves(struct sd_policy *p, uint64_t now)
         }
 }
 
+/* What donor d was asked for and did not give back (its driver shut down
+ * as its process exits, say: on the H200 a job revoked as its work ended
+ * answered 0 bytes of 10.8 GB) is no longer spoken for its mover, which
+ * lacks it: asked of the others at the next decision (retry_short_moves). */
+static void gave_short(struct sd_member *d, uint64_t given)
+{
+    struct sd_member *v = d->gb_for;
+    uint64_t lack = sub0(d->gb_asked, given);
+    d->gb_id = 0;
+    d->gb_for = NULL;
+    if (!v || !lack || !moving(v) || v->client->unresponsive)
+        return;
+    v->move_due = sub0(v->move_due, lack);
+    v->gb_short = sd_add_sat(v->gb_short, lack);
+}
+
+void sd_takeback_forget(struct sd_policy *p, struct sd_member *m)
+{
+    if (m->gb_id)
+        gave_short(m, 0);
+    for (size_t i = 0; i < p->ngpu; i++)
+        for (size_t j = 0; j < p->gpu[i]->n; j++)
+            if (p->gpu[i]->m[j]->gb_for == m)
+                p->gpu[i]->m[j]->gb_for = NULL;
+}
+
 int sd_takeback_answered(struct sd_policy *p, struct sd_member *m, const struct cs_msg_evicted *e,
                          uint64_t now)
 {
     if (!m->gb_id || e->request_id != m->gb_id)
         return 0;
-    m->gb_id = 0;
+    gave_short(m, e->bytes);
+    /* An error: its driver is shut down (its process exiting) or it cannot
+     * give back at all. Short: it has no lent pieces left behind resident
+     * memory (what it covers is its own pinning, which it keeps). */
+    if (e->status)
+        m->gb_off = true;
+    else if (e->bytes < m->gb_asked)
+        m->gb_dry = true;
     m->gpu->st.given_back = sd_add_sat(m->gpu->st.given_back, e->bytes);
     /* What it gave back no longer backs its memory: pin-ahead may ask it
      * again, but not before a second has passed (mem.c PREP_INTERVAL_NS),
@@ -230,7 +268,7 @@ void sd_takeback_check(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
             sd_gpu_want_at(g, due);
             continue;
         }
-        m->gb_id = 0;
+        gave_short(m, 0);
         m->gb_off = true;
         cs_warn("gpu %u: %s (pid %u) did not answer EVICT GIVEBACK in time: its pool "
                 "pieces are not asked back again", g->index, m->client->info.name,

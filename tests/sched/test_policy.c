@@ -3161,6 +3161,61 @@ static void test_takeback_not_while_pool_lends(void **state)
     assert_int_equal(sd_takeback_lendable(&pol), GiB / 2);
 }
 
+/* A member that gives back less than it was asked (its driver shut down as
+ * its process exits: on the H200 a job revoked as its work ended answered
+ * 0 bytes of 10.8 GB, and the mover went on with pieces nobody had) leaves
+ * its mover short of the rest: no longer counted as coming, and asked of
+ * the others at once. One that goes, or misses its deadline, likewise. */
+static void test_takeback_short_answer_asked_again(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b, *c;
+    takeback_scene(&a, &b, &c, 7, true, 0);
+    const struct ev *e = find(EV_GIVEBACK, b);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    assert_int_equal(c->move_due, 2 * GiB);
+    /* d, on GPU 1, has pieces to spare; nobody lacks anything yet. */
+    struct sd_member *d = pool_member_on(1, "d", 7, true);
+    gpu(1)->mem_total = 10 * GiB;
+    usage4(d, 3 * GiB, 0, 0, 3 * GiB);
+    pinned(d, 3 * GiB);
+    assert_int_equal(count(EV_GIVEBACK, d), 0);
+    /* b gives back half: it has no lent pieces left, and d is asked for
+     * the rest at once. */
+    assert_int_equal(evicted(b, e->lease, 0, GiB), SD_OK);
+    assert_true(b->gb_dry);
+    e = find(EV_GIVEBACK, d);
+    assert_non_null(e);
+    assert_int_equal(e->evict, GiB);
+    assert_int_equal(c->gb_short, 0);
+    assert_int_equal(c->move_due, 2 * GiB);
+    /* d's driver is shut down: the GiB is lacking, d is asked no more,
+     * and b, dry, is not asked again. */
+    assert_int_equal(evicted(d, e->lease, 4 /* DEINITIALIZED */, 0), SD_OK);
+    assert_true(d->gb_off);
+    assert_int_equal(c->move_due, GiB);
+    assert_int_equal(c->gb_short, GiB);
+    assert_int_equal(count(EV_GIVEBACK, NULL), 2);
+    /* A member lent pieces again by pin-ahead may be asked for them: c,
+     * first in eviction order once its move is over, as if it were dry. */
+    assert_int_equal(evicted(c, find(EV_EVICT, c)->lease, 0, 2 * GiB), SD_OK);
+    sd_policy_pool_changed(&pol, 8 * GiB, now);
+    e = find(EV_PREPARE, c);
+    assert_non_null(e);
+    c->gb_dry = true;
+    assert_int_equal(evicted(c, e->lease, 0, e->evict), SD_OK);
+    assert_false(c->gb_dry);
+    /* A donor that goes with its GIVEBACK out: its mover lacks it all. */
+    teardown(state);
+    setup(state);
+    takeback_scene(&a, &b, &c, 7, true, 0);
+    assert_non_null(find(EV_GIVEBACK, b));
+    sd_policy_client_remove(&pol, b->client, now);
+    assert_int_equal(c->move_due, 0);
+    assert_int_equal(c->gb_short, 2 * GiB);
+}
+
 /* Pieces a live process gives back are lent to its tenant alone: a member
  * of another tenant is not asked for them, unless pool_share_tenants; nor
  * one that did not announce CS_HELLO_GIVEBACK. */
@@ -5211,6 +5266,7 @@ int main(void)
         T(test_takeback_after_a_swap_out),
         T(test_takeback_asks_busy_member_later),
         T(test_takeback_counts_the_pool_once),
+        T(test_takeback_short_answer_asked_again),
         T(test_switch_overhead_counts_room_waited),
         T(test_memory_bookkeeping),
         T(test_switch_overhead_excludes_drain),
