@@ -531,6 +531,10 @@ int sd_policy_pinned(struct sd_policy *p, struct sd_client *c, const struct cs_m
         *why = "PINNED for a slot that is not attached";
         return SD_EPROTO;
     }
+    /* More backing than when it last answered a GIVEBACK short (kept
+     * backing, say): it may have pieces to give again. */
+    if (!mb->pinned_known || m->bytes > mb->pinned)
+        mb->gb_dry = false;
     mb->pinned_known = true;
     mb->pinned = m->bytes;
     /* Backing let go (lent pieces go back to the pool after each grant,

@@ -36,7 +36,8 @@
  * not give back (an error: its driver is shut down; fewer bytes: it has no
  * lent pieces left behind resident memory), or a member that goes, leaves
  * its mover short of that much, asked of the others; an error stops that
- * member being asked, a short answer until pin-ahead lends it pieces again.
+ * member being asked, a short answer until pin-ahead lends it pieces again
+ * (or it reports more backing).
  * A member's answer only lowers its own pin-ahead figures.
  */
 #include "common/log.h"

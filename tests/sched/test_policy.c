@@ -3206,6 +3206,12 @@ static void test_takeback_short_answer_asked_again(void **state)
     c->gb_dry = true;
     assert_int_equal(evicted(c, e->lease, 0, e->evict), SD_OK);
     assert_false(c->gb_dry);
+    /* So may one that reports more backing than it had (kept backing),
+     * and not one that reports as much or less. */
+    pinned(b, 2 * GiB);
+    assert_true(b->gb_dry);
+    pinned(b, 2 * GiB + GiB / 2);
+    assert_false(b->gb_dry);
     /* A donor that goes with its GIVEBACK out: its mover lacks it all. */
     teardown(state);
     setup(state);
