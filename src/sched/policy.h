@@ -206,7 +206,8 @@ struct sd_member {
                                  no more */
     bool gb_dry;              /* gave back less than asked: no lent pieces left
                                  behind its resident memory; not asked again
-                                 until a PREPARE lends it more */
+                                 until a PREPARE lends it more or its PINNED
+                                 rises */
     uint64_t gb_short;        /* its move's backing nobody could be asked for
                                  yet: asked as members finish (takeback.c) */
     uint64_t move_due;        /* pool bytes spoken for its move (EVICT, revoke's
