@@ -1,7 +1,7 @@
 /* cs_pinpar: does pinning the node's pool scale with threads? (issue 20)
  *
  *   cs_pinpar [--gib N] [--piece-mib M] [--threads T,T,...] [--rounds R]
- *   cs_pinpar --map K [--alloc] [--piece-mib M] [--rounds R]
+ *   cs_pinpar --map K [--alloc] [--idle-only] [--piece-mib M] [--rounds R]
  *
  * The daemon's pinner makes the pool's pieces one at a time on one thread
  * (cuMemCreate, location HOST_NUMA, POSIX descriptor handles, then
@@ -21,7 +21,9 @@
  * access to each (the hook's map_lent), timing every piece: R rounds with
  * this process idle, then R while it pins more pieces nonstop on a thread
  * (the pool growing). Prints the client's per-piece median and maximum and
- * its total, for both. With --alloc the client allocates K pieces of
+ * its total, for both, then the same for unmapping and releasing them (what
+ * a member giving pieces back pays). --idle-only skips the rounds beside
+ * pinning (piece sizes compared). With --alloc the client allocates K pieces of
  * device memory instead (cuMemAlloc, as any job's allocator does): what a
  * growing pool costs the other tenants of the node.
  * GPU only; no cushare involved. Built by hand:
@@ -103,7 +105,8 @@ static int client_alloc(int k, size_t piece)
     return 0;
 }
 
-/* The client: pieces on fds fd0 .. fd0+k-1; one line "map MED MAX TOTAL" (ms). */
+/* The client: pieces on fds fd0 .. fd0+k-1; one line
+ * "map MED MAX TOTAL; unmap MED MAX TOTAL" (ms). */
 static int client(int fd0, int k)
 {
     CUdevice dev;
@@ -128,16 +131,23 @@ static int client(int fd0, int k)
         CK(cuMemSetAccess(va + piece * (size_t)i, piece, &acc, 1));
         t[i] = probe_now() - a;
     }
-    double total = probe_now() - t0;
-    for (int i = 0; i < k; i++) {
-        CK(cuMemUnmap(va + piece * (size_t)i, piece));
-        CK(cuMemRelease(h[i]));
-    }
-    CK(cuMemAddressFree(va, piece * (size_t)k));
-    double mx = 0;
+    double total = probe_now() - t0, mx = 0;
     for (int i = 0; i < k; i++)
         mx = t[i] > mx ? t[i] : mx;
-    printf("map %.2f %.2f %.1f\n", 1e3 * probe_median(t, k), 1e3 * mx, 1e3 * total);
+    printf("map %.2f %.2f %.1f; ", 1e3 * probe_median(t, k), 1e3 * mx, 1e3 * total);
+    t0 = probe_now();
+    for (int i = 0; i < k; i++) {
+        double a = probe_now();
+        CK(cuMemUnmap(va + piece * (size_t)i, piece));
+        CK(cuMemRelease(h[i]));
+        t[i] = probe_now() - a;
+    }
+    total = probe_now() - t0;
+    CK(cuMemAddressFree(va, piece * (size_t)k));
+    mx = 0;
+    for (int i = 0; i < k; i++)
+        mx = t[i] > mx ? t[i] : mx;
+    printf("unmap %.2f %.2f %.1f\n", 1e3 * probe_median(t, k), 1e3 * mx, 1e3 * total);
     return 0;
 }
 
@@ -199,7 +209,7 @@ static void run_client(const char *self, int fd0, int k, char *line, size_t cap)
     }
 }
 
-static int alloc_mode;
+static int alloc_mode, idle_only;
 
 static int map_bench(int k)
 {
@@ -232,7 +242,7 @@ static int map_bench(int k)
            k, piece_mib);
     printf("|---|---|\n");
     char line[128];
-    for (int busy = 0; busy < 2; busy++) {
+    for (int busy = 0; busy < (idle_only ? 1 : 2); busy++) {
         for (int r = 0; r < rounds; r++) {
             pthread_t t;
             pin_stop = 0;
@@ -317,6 +327,7 @@ int main(int argc, char **argv)
     static const struct option opts[] = {{"gib", 1, 0, 'g'}, {"piece-mib", 1, 0, 'p'},
                                          {"threads", 1, 0, 't'}, {"rounds", 1, 0, 'r'},
                                          {"map", 1, 0, 'm'}, {"alloc", 0, 0, 'a'},
+                                         {"idle-only", 0, 0, 'i'},
                                          {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         if (c == 'g')
@@ -331,6 +342,8 @@ int main(int argc, char **argv)
             map_k = atoi(optarg);
         else if (c == 'a')
             alloc_mode = 1;
+        else if (c == 'i')
+            idle_only = 1;
         else
             return 2;
     }
