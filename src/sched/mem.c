@@ -19,7 +19,8 @@
  *
  * Rules, for the waiter w that policy will grant next (sd_best_waiter):
  *   1. Room before the grant: w is granted only when its whole footprint
- *      fits beside what every other member keeps resident. The shortfall
+ *      fits beside what every other member keeps resident (in its first
+ *      lease, the footprint it is expected to grow to: sd_mem_expected). The shortfall
  *      is taken from the others, furthest from running first (idle before
  *      waiting, lower class first, then larger vtime), each only for what
  *      is still missing (partial eviction): third parties by EVICT, the
@@ -93,6 +94,11 @@ static uint64_t min64(uint64_t a, uint64_t b)
     return a < b ? a : b;
 }
 
+static uint64_t max64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
 uint64_t sd_mem_movable(const struct sd_member *m)
 {
     return m->client->unresponsive ? 0 : sub0(m->resident, m->unswappable);
@@ -117,10 +123,56 @@ static uint64_t pending_out(const struct sd_member *m)
     return min64(sub0(m->evict_bytes, m->evict_seen), sd_mem_movable(m));
 }
 
+/* ---- a job's growth in its first lease -------------------------------------- */
+
+/* A job allocates most of its working set after its first kernel, that is
+ * in its first lease: on the H200 a 45 GB pytorch-add job came to its
+ * first grant with 15 GiB and grew by 28 GiB through two ROOMs, 0.7-0.8 s
+ * of the GPU idle while others' memory moved for it (oversubscription.md,
+ * 2026-11-30, session 9). Planned at the footprint it is expected to
+ * reach, that memory moves out of third parties while the outgoing holder
+ * drains (1.4 s for such a job), and a ROOM it still sends asks for the
+ * rest at once. The guess is the quantum's (policy.c, expected_overflow):
+ * like the largest job that has run, for a job holding at least
+ * 1/SD_GROW_LIKE of it. As a holder only for the first SD_GROW_NS of its
+ * first lease: a job sets up at its start, and in shared mode a first
+ * lease may last for the job's life. A wrong guess costs other jobs'
+ * memory moved out for it (while the outgoing holder drains) and, for
+ * those 5 s, no prefetch into the room kept for it. */
+uint64_t sd_mem_expected(const struct sd_gpu *g, const struct sd_member *m)
+{
+    bool waiting_new = m->state == CS_STATE_WAITING && !sd_has_run(m);
+    bool growing = sd_is_holder(m) && m->grow_until;
+    if (!waiting_new && !growing)
+        return m->footprint;
+    uint64_t largest = 0;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->m[i] != m && sd_has_run(g->m[i]) && g->m[i]->footprint > largest)
+            largest = g->m[i]->footprint;
+    return m->footprint < largest && m->footprint >= largest / SD_GROW_LIKE ? largest
+                                                                            : m->footprint;
+}
+
+/* Ends the growth window of g's holders whose SD_GROW_NS is over at now;
+ * sets g's deadline for the others whose window counts now (a job alone,
+ * or the largest, wakes nobody). */
+static void growth_check(struct sd_gpu *g, uint64_t now)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        struct sd_member *m = g->m[i];
+        if (m->grow_until && now >= m->grow_until)
+            m->grow_until = 0;
+        else if (m->grow_until && sd_mem_expected(g, m) > m->footprint)
+            sd_gpu_want_at(g, m->grow_until);
+    }
+}
+
 /* What m holds on the GPU now. A holder's whole footprint counts: its
  * grant restores everything before its gate opens (room was made for it),
  * even while its USAGE still shows the restore under way; likewise an
- * outstanding prefetch counts as done. */
+ * outstanding prefetch counts as done. A holder in its first lease counts
+ * at what it is expected to grow to: room made for that growth is not
+ * prefetched into for the next holder. */
 static uint64_t res_now(const struct sd_member *m)
 {
     if (m->client->unresponsive)
@@ -128,7 +180,10 @@ static uint64_t res_now(const struct sd_member *m)
     uint64_t r = m->resident;
     if ((sd_is_holder(m) || m->prefetch_id) && m->footprint > m->resident)
         r = m->footprint;
-    return sd_add_sat(r, m->room_bytes);
+    r = sd_add_sat(r, m->room_bytes);
+    if (sd_is_holder(m))
+        r = max64(r, sd_mem_expected(m->gpu, m));
+    return r;
 }
 
 /* What m will keep resident once its outstanding eviction is done. */
@@ -281,18 +336,31 @@ bool sd_mem_evict_before(const struct sd_member *a, const struct sd_member *b)
     return a->client->id > b->client->id;
 }
 
-uint64_t sd_mem_shortfall(const struct sd_policy *p, const struct sd_gpu *g,
-                          const struct sd_member *w)
+/* What must leave g for w to have `fp` bytes resident. */
+static uint64_t shortfall_for(const struct sd_policy *p, const struct sd_gpu *g,
+                              const struct sd_member *w, uint64_t fp)
 {
     uint64_t cap = sd_gpu_capacity(p, g);
     if (!cap || !w->footprint)
         return 0;
-    uint64_t sum = w->footprint;
+    uint64_t sum = fp;
     for (size_t i = 0; i < g->n; i++)
         if (g->m[i] != w)
             sum = sd_add_sat(sum, res_after(g->m[i]));
     uint64_t s = sub0(sum, cap);
     return s > SD_MEM_SLACK ? s : 0;
+}
+
+uint64_t sd_mem_shortfall(const struct sd_policy *p, const struct sd_gpu *g,
+                          const struct sd_member *w)
+{
+    return shortfall_for(p, g, w, sd_mem_expected(g, w));
+}
+
+uint64_t sd_mem_shortfall_allocated(const struct sd_policy *p, const struct sd_gpu *g,
+                                    const struct sd_member *w)
+{
+    return shortfall_for(p, g, w, w->footprint);
 }
 
 void sd_mem_send_evict(struct sd_policy *p, struct sd_member *v, uint64_t bytes,
@@ -332,6 +400,12 @@ static void evict_third_parties(struct sd_policy *p, struct sd_gpu *g, struct sd
             return;
         uint64_t amount = min64(sd_mem_movable(v), need);
         need -= amount;
+        uint64_t fp = sd_mem_expected(g, w);
+        if (fp > w->footprint) /* why memory moves for more than w has */
+            cs_debug("gpu %u: pid %u is planned at %llu bytes (it has %llu): a job's "
+                     "first lease, expected to grow like the largest", g->index,
+                     w->client->info.pid, (unsigned long long)fp,
+                     (unsigned long long)w->footprint);
         sd_mem_send_evict(p, v, amount, NULL, now);
     }
 }
@@ -365,7 +439,7 @@ bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member 
                         uint64_t now)
 {
     uint64_t cap = sd_gpu_capacity(p, g);
-    uint64_t sum = w->footprint;
+    uint64_t sum = sd_mem_expected(g, w);
     for (size_t i = 0; i < g->n; i++)
         if (g->m[i] != w && !g->m[i]->client->unresponsive) /* (sd_mem_fixed) */
             sum = sd_add_sat(sum, g->m[i]->resident);
@@ -662,7 +736,7 @@ struct sd_member *sd_next_holder(const struct sd_gpu *g)
 static uint64_t holders_uncovered(const struct sd_policy *p, const struct sd_gpu *g)
 {
     const struct sd_member *w = sd_next_holder(g);
-    uint64_t need = w ? sd_mem_shortfall(p, g, w) : 0, lack = 0;
+    uint64_t need = w ? sd_mem_shortfall_allocated(p, g, w) : 0, lack = 0;
     for (size_t i = 0; need && i < g->n; i++) {
         const struct sd_member *h = g->m[i];
         if (sd_is_holder(h) && preparable(h))
@@ -841,6 +915,7 @@ void sd_policy_pool_changed(struct sd_policy *p, uint64_t free_bytes, uint64_t n
 
 void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
 {
+    growth_check(g, now);
     uint64_t cap = sd_gpu_capacity(p, g);
     if (!cap || g->restoring)
         return;

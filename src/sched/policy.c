@@ -214,6 +214,7 @@ static void end_lease(struct sd_policy *p, struct sd_member *m, uint64_t now)
     settle_vtime(m, now);
     m->prev_lease_id = m->lease_id;
     m->had_lease = true;
+    m->grow_until = 0;
     m->lease_id = 0;
     m->state = CS_STATE_IDLE;
     m->idle_since = now;
@@ -351,6 +352,9 @@ static void grant(struct sd_policy *p, struct sd_member *m, uint64_t now)
     m->want = false;
     m->evict_stuck = false;
     m->lease_restored = false;
+    /* A first lease (not one resumed after a daemon restart): its job
+     * allocates its working set now (mem.c, sd_mem_expected). */
+    m->grow_until = !m->had_lease && !m->resumed ? now + SD_GROW_NS : 0;
     m->resumed = false;
     m->restore_blocked = false;
     /* A member that has not sent USAGE since it attached (a new job, or
@@ -743,17 +747,16 @@ static uint64_t quantum_for(const struct sd_policy *p, uint64_t sw)
     return q;
 }
 
-/* Whether m has shown its working set: it holds or has held the GPU (or
- * held it before a daemon restart). */
-static bool has_run(const struct sd_member *m)
+bool sd_has_run(const struct sd_member *m)
 {
     return is_holder(m) || m->had_lease || m->resumed;
 }
 
 /* The overflow g's footprints are expected to reach: each waiter that has
- * not run yet, with at least 1/SD_GROW_LIKE of the largest footprint of a
- * member that has, counted at that footprint. A job that has not held the
- * GPU is setting up: what it allocated before its first kernel is not its
+ * not run yet counted at the footprint it is expected to grow to
+ * (sd_mem_expected: the largest footprint of a member that has, when it
+ * holds at least 1/SD_GROW_LIKE of that). A job that has not held the GPU
+ * is setting up: what it allocated before its first kernel is not its
  * working set. On the H200 two 82 GiB pytorch-add jobs started together;
  * the second waited at its first kernel with 29 GB, the first (83 GB) was
  * revoked at the 100 ms floor because 112 GB fitted the 141, and the
@@ -761,19 +764,17 @@ static bool has_run(const struct sd_member *m)
  * (0.72 s) and back at its end (1.03 s): held / work 1.086 against 1.033
  * when the first ran its job (oversubscription.md, 2026-11-30). A notebook's
  * 1 GB beside a trainer's 83 is not expected to become another trainer.
- * Only the quantum uses this: memory is planned with what is there. */
-#define SD_GROW_LIKE 4
+ * The memory plan counts the same growth (mem.c, sd_mem_expected). */
 static uint64_t expected_overflow(const struct sd_policy *p, const struct sd_gpu *g)
 {
     uint64_t largest = 0, growth = 0;
     for (size_t i = 0; i < g->n; i++)
-        if (has_run(g->m[i]) && g->m[i]->footprint > largest)
+        if (sd_has_run(g->m[i]) && g->m[i]->footprint > largest)
             largest = g->m[i]->footprint;
     for (size_t i = 0; i < g->n; i++) {
         const struct sd_member *m = g->m[i];
-        if (m->state == CS_STATE_WAITING && !has_run(m) && m->footprint < largest &&
-            m->footprint >= largest / SD_GROW_LIKE)
-            growth = sd_add_sat(growth, largest - m->footprint);
+        if (m->state == CS_STATE_WAITING && !sd_has_run(m))
+            growth = sd_add_sat(growth, sd_mem_expected(g, m) - m->footprint);
     }
     if (!growth)
         return 0;
@@ -989,8 +990,11 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
     /* Room for w's whole footprint beside what the others keep: what the
      * third parties are not already moving out, the leaving holders swap
      * out after their drain (REVOKE.evict_bytes); mem.c asks the rest of
-     * the third parties right after. */
-    uint64_t need = sd_mem_shortfall(p, g, w);
+     * the third parties right after. What w is only expected to grow by
+     * (its first lease) is not asked of the leaving holders: third parties
+     * move it while they drain, and what they cannot give is asked of the
+     * holder once it is idle (mem.c, before the grant). */
+    uint64_t need = sd_mem_shortfall_allocated(p, g, w);
     for (size_t i = 0; i < take; i++) {
         uint64_t movable = sd_mem_movable(v[i]);
         uint64_t ev = need < movable ? need : movable;

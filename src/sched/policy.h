@@ -146,6 +146,8 @@ struct sd_member {
     uint64_t lease_id;    /* current lease (HELD, REVOKING) */
     uint64_t prev_lease_id; /* last ended lease: a late RELEASE for it is fine */
     bool had_lease;         /* prev_lease_id is meaningful */
+    uint64_t grow_until;    /* in its first lease, until then planned at the footprint
+                               it is expected to grow to (mem.c sd_mem_expected); 0 = not */
     uint64_t vtime;
     uint64_t wait_since;  /* WAITING since */
     uint64_t idle_since;  /* IDLE since, 0 = never active */

@@ -18,6 +18,9 @@ void sd_gpu_reschedule(struct sd_policy *p, struct sd_gpu *g, uint64_t now);
 void sd_node_reschedule(struct sd_policy *p, uint64_t now);
 
 bool sd_is_holder(const struct sd_member *m);
+/* Whether m has shown its working set: it holds or has held the GPU (or
+ * held it before a daemon restart). */
+bool sd_has_run(const struct sd_member *m);
 /* Whether w may run beside the current holders (always when there are
  * none; in shared mode, when the footprints fit). */
 /* Whether the mode lets holders run together at all (shared, mixed). */
@@ -90,11 +93,23 @@ uint64_t sd_mem_fixed(const struct sd_member *m);
 /* Eviction order, furthest from running first: idle before waiting, lower
  * class before higher, larger vtime before smaller. */
 bool sd_mem_evict_before(const struct sd_member *a, const struct sd_member *b);
+/* The footprint m is planned at: what it has allocated, or, waiting for
+ * its first lease or in its first SD_GROW_NS of it, the footprint it is
+ * expected to grow to (the largest of a member that has run, when m holds
+ * at least 1/SD_GROW_LIKE of it). */
+#define SD_GROW_LIKE 4
+#define SD_GROW_NS (5000 * 1000000ull)
+uint64_t sd_mem_expected(const struct sd_gpu *g, const struct sd_member *m);
 /* Bytes that must leave the GPU, beyond what is already on its way out, so
- * that w's whole footprint fits beside what the others keep resident. 0
- * when the capacity is unknown or it already fits. */
+ * that w's whole expected footprint (sd_mem_expected) fits beside what the
+ * others keep resident. 0 when the capacity is unknown or it already fits. */
 uint64_t sd_mem_shortfall(const struct sd_policy *p, const struct sd_gpu *g,
                           const struct sd_member *w);
+/* The same for what w has allocated now, without its expected growth: what
+ * a revoked holder moves out after its drain (policy.c make_room); the
+ * growth goes to third parties, which move while the holder drains. */
+uint64_t sd_mem_shortfall_allocated(const struct sd_policy *p, const struct sd_gpu *g,
+                                    const struct sd_member *w);
 /* Whether w may be granted now as far as memory goes: true when its
  * footprint fits beside the others' resident memory, or when nothing more
  * can be moved (ROOM is then the safety net), or after revoke_timeout_ms of

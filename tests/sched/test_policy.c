@@ -230,6 +230,15 @@ static struct sd_member *attach(struct sd_client *c, int gpu)
     return c->slot[gpu];
 }
 
+/* m has held the GPU before (its footprint is its working set: no growth
+ * is expected of it, mem.c sd_mem_expected): for scenes of jobs under way
+ * whose subject is not a new job's growth. */
+static struct sd_member *ran(struct sd_member *m)
+{
+    m->had_lease = true;
+    return m;
+}
+
 static void acquire(struct sd_member *m)
 {
     const char *why;
@@ -1022,7 +1031,7 @@ static void test_shared_packs_what_fits(void **state)
     struct sd_member *m[4];
     const uint64_t fp[4] = {3 * GiB, 4 * GiB, 2 * GiB, 5 * GiB};
     for (int i = 0; i < 4; i++) {
-        m[i] = attach(client(CS_PRIO_NORMAL, 1, "s"), 0);
+        m[i] = ran(attach(client(CS_PRIO_NORMAL, 1, "s"), 0));
         m[i]->gpu->mem_total = 10 * GiB;
         usage(m[i], 0, 0, 0, fp[i]);
     }
@@ -1602,9 +1611,9 @@ static void test_capacity_model(void **state)
 static void test_idle_revoke_waits_for_switch_cost(void **state)
 {
     (void)state;
-    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
-    struct sd_member *h = attach(client(CS_PRIO_HIGH, 1, "h"), 0);
+    struct sd_member *a = ran(attach(client(CS_PRIO_NORMAL, 1, "a"), 0));
+    struct sd_member *b = ran(attach(client(CS_PRIO_NORMAL, 1, "b"), 0));
+    struct sd_member *h = ran(attach(client(CS_PRIO_HIGH, 1, "h"), 0));
     struct sd_gpu *g = gpu(0);
     g->mem_total = 20 * GiB;
     usage(h, 0, 0, 0, 0); /* its first report, as the hook sends it (report.c) */
@@ -1927,11 +1936,11 @@ static void test_grant_waits_for_room(void **state)
 static void test_evict_order_and_partial(void **state)
 {
     (void)state;
-    struct sd_member *h = attach(client(CS_PRIO_NORMAL, 1, "holder"), 0);
-    struct sd_member *w = attach(client(CS_PRIO_NORMAL, 1, "next"), 0);
-    struct sd_member *idle = attach(client(CS_PRIO_HIGH, 1, "idle-high"), 0);
-    struct sd_member *low = attach(client(CS_PRIO_LOW, 1, "waiting-low"), 0);
-    struct sd_member *late = attach(client(CS_PRIO_NORMAL, 1, "waiting-late"), 0);
+    struct sd_member *h = ran(attach(client(CS_PRIO_NORMAL, 1, "holder"), 0));
+    struct sd_member *w = ran(attach(client(CS_PRIO_NORMAL, 1, "next"), 0));
+    struct sd_member *idle = ran(attach(client(CS_PRIO_HIGH, 1, "idle-high"), 0));
+    struct sd_member *low = ran(attach(client(CS_PRIO_LOW, 1, "waiting-low"), 0));
+    struct sd_member *late = ran(attach(client(CS_PRIO_NORMAL, 1, "waiting-late"), 0));
     struct sd_gpu *g = gpu(0);
     g->mem_total = 20 * GiB;
     usage4(h, 8 * GiB, 0, 0, 8 * GiB);
@@ -2694,15 +2703,121 @@ static void test_quantum_expects_new_waiter_to_grow(void **state)
     run_until(a->grant_ns + want + 10 * MS);
     assert_int_equal(count(EV_REVOKE, a), 1);
     assert_int_equal(last()->reason, CS_REVOKE_QUANTUM);
-    /* Once b has held the GPU, its footprint is what it is. */
+    /* b is planned at 12 GiB for its first lease too (mem.c,
+     * sd_mem_expected): a, idle, moves out what does not fit first. */
     release(a);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    const struct ev *e = find(EV_EVICT, a);
+    assert_non_null(e);
+    assert_int_equal(evicted(a, e->lease, 0, e->evict), SD_OK);
     assert_int_equal(b->state, CS_STATE_HELD);
+    /* Once b has held the GPU, its footprint is what it is. */
     usage(b, 0, 4 * GiB, 0, 4 * GiB);
     acquire(a);
     uint64_t measured = (uint64_t)((double)g->switch_ewma_ns / cfg.switch_cost_target);
     q = sd_gpu_quantum_ns(&pol, g);
     assert_true(q == 100 * MS || (q + 1000 >= measured && q <= measured + 1000));
     assert_true(q < want / 2);
+}
+
+/* On a 20 GiB GPU without client reserves: a job named name of fp bytes,
+ * all resident, that has held the GPU before or not, asking for it. */
+static struct sd_member *job20(const char *name, bool has_run, uint64_t fp)
+{
+    cfg.client_reserve_mb = 0;
+    struct sd_member *m = attach(client(CS_PRIO_NORMAL, 1, name), 0);
+    if (has_run)
+        ran(m);
+    m->gpu->mem_total = 20 * GiB;
+    usage4(m, fp, 0, 0, fp);
+    acquire(m);
+    return m;
+}
+
+/* A job that has not held the GPU is planned at the footprint it is
+ * expected to grow to (mem.c, sd_mem_expected). On the H200 a 45 GB job
+ * came to its first grant with 15 GiB and grew by 28 GiB through two
+ * ROOMs, 0.7-0.8 s of the GPU idle each time. On a 20 GiB GPU: holder a
+ * (8 GiB), waiter c (6 GiB, after w) and new waiter w (4 GiB, expected to
+ * reach a's 8). The 2 GiB of growth come out of c, the third party, as
+ * the holder is revoked (mixed mode: while it drains), not out of a after
+ * its drain (its REVOKE asks for what w has allocated: nothing); w is
+ * granted once they are out. For SD_GROW_NS of its first lease w counts
+ * at 8 GiB: c's prefetch does not take the room kept for the growth. w
+ * did not grow: then the room is given up. */
+static void test_new_job_growth_planned_before_grant(void **state)
+{
+    (void)state;
+    cfg.mode = CS_MODE_MIXED;
+    struct sd_member *a = job20("a", true, 8 * GiB);
+    struct sd_member *c = job20("c", true, 6 * GiB);
+    c->vtime += 1000 * SEC; /* it ran more: after w */
+    struct sd_member *w = job20("new", false, 4 * GiB);
+    struct sd_gpu *g = gpu(0);
+    assert_int_equal(sd_gpu_capacity(&pol, g), 20 * GiB);
+    assert_int_equal(sd_mem_expected(g, w), 8 * GiB);
+    assert_int_equal(sd_mem_expected(g, c), 6 * GiB); /* it has run */
+    assert_ptr_equal(sd_best_waiter(g), w);
+    assert_int_equal(count(EV_EVICT, NULL), 0); /* 8 + 6 + 4 fit */
+    run_until(a->grant_ns + sd_gpu_quantum_ns(&pol, g));
+    assert_int_equal(count(EV_REVOKE, a), 1);
+    assert_int_equal(find(EV_REVOKE, a)->evict, 0);
+    const struct ev *e = find(EV_EVICT, c);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
+    assert_int_equal(count(EV_EVICT, NULL), 1);
+    release_swap(a, 100 * MS, 0, 0);
+    assert_int_equal(w->state, CS_STATE_WAITING); /* its room is still moving */
+    assert_int_equal(evicted(c, e->lease, 0, 2 * GiB), SD_OK);
+    assert_int_equal(w->state, CS_STATE_HELD);
+    uint64_t granted = w->grant_ns;
+    /* c waits with 2 GiB off the GPU; 4 GiB are free, kept for w. */
+    usage4(c, 4 * GiB, 2 * GiB, 0, 6 * GiB);
+    acquire(c);
+    run_until(granted + SD_GROW_NS - 1);
+    assert_int_equal(count(EV_PREFETCH, c), 0);
+    run_until(granted + SD_GROW_NS);
+    assert_int_equal(sd_mem_expected(g, w), 4 * GiB);
+    const struct ev *pf = find(EV_PREFETCH, c);
+    assert_non_null(pf);
+    assert_int_equal(pf->evict, 2 * GiB);
+}
+
+/* A new waiter below 1/SD_GROW_LIKE of the largest job (a notebook beside
+ * a trainer) is planned at what it has; so is one that held the GPU
+ * before (its footprint is its working set). */
+static void test_new_job_growth_only_when_likely(void **state)
+{
+    (void)state;
+    struct sd_member *a = job20("a", true, 16 * GiB);
+    struct sd_member *nb = job20("notebook", false, 3 * GiB); /* below 16 / 4 */
+    struct sd_gpu *g = gpu(0);
+    assert_int_equal(sd_mem_expected(g, nb), 3 * GiB);
+    struct sd_member *back = attach(client(CS_PRIO_NORMAL, 1, "back"), 0);
+    usage4(back, 4 * GiB, 0, 0, 4 * GiB);
+    assert_int_equal(sd_mem_expected(g, back), 4 * GiB); /* idle: not waiting */
+    acquire(back);
+    assert_int_equal(sd_mem_expected(g, back), 16 * GiB);
+    ran(back);
+    assert_int_equal(sd_mem_expected(g, back), 4 * GiB);
+    /* Nor the largest job itself (a holder whose SD_GROW_NS are over:
+     * test_new_job_growth_planned_before_grant). */
+    assert_int_equal(sd_mem_expected(g, a), 16 * GiB);
+}
+
+/* A lease that is not a job's first is planned at what the job has, as a
+ * holder too: b (4 GiB) held the GPU before, and takes it from a (16). */
+static void test_later_lease_not_expected_to_grow(void **state)
+{
+    (void)state;
+    struct sd_member *a = job20("a", true, 16 * GiB);
+    struct sd_member *b = job20("b", true, 4 * GiB);
+    struct sd_gpu *g = gpu(0);
+    run_until(a->grant_ns + sd_gpu_quantum_ns(&pol, g));
+    release(a);
+    assert_int_equal(b->state, CS_STATE_HELD);
+    assert_int_equal(b->grow_until, 0);
+    assert_int_equal(sd_mem_expected(g, b), 4 * GiB);
 }
 
 /* What a client claims cannot take the expectation past the cap: a holder
@@ -3053,7 +3168,7 @@ static struct sd_member *pool_member_on(int gpu_i, const char *name, uint64_t te
     strncpy(info.name, name, sizeof info.name - 1);
     struct sd_client *c = sd_policy_client_add(&pol, &info, now);
     assert_non_null(c);
-    return attach(c, gpu_i);
+    return ran(attach(c, gpu_i));
 }
 
 static struct sd_member *pool_member(const char *name, uint64_t tenant, bool giveback)
@@ -3481,8 +3596,8 @@ static void test_switch_overhead_counts_room_waited(void **state)
     (void)state;
     cfg.quantum_cap_ms = 30000;
     cfg.revoke_timeout_ms = 5000;
-    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *a = ran(attach(client(CS_PRIO_NORMAL, 1, "a"), 0));
+    struct sd_member *b = ran(attach(client(CS_PRIO_NORMAL, 1, "b"), 0));
     struct sd_gpu *g = gpu(0);
     g->mem_total = 10 * GiB;
     usage4(a, 6 * GiB, 0, 0, 6 * GiB);
@@ -3753,9 +3868,9 @@ static void test_shared_no_churn_for_blocked_waiter(void **state)
     (void)state;
     cfg.class_share_max_pct = 100; /* strict priority (the cap: test_share_*) */
     cfg.mode = CS_MODE_SHARED;
-    struct sd_member *hi = attach(client(CS_PRIO_HIGH, 1, "hi"), 0);
-    struct sd_member *lo = attach(client(CS_PRIO_LOW, 1, "lo"), 0);
-    struct sd_member *c = attach(client(CS_PRIO_LOW, 1, "idle"), 0);
+    struct sd_member *hi = ran(attach(client(CS_PRIO_HIGH, 1, "hi"), 0));
+    struct sd_member *lo = ran(attach(client(CS_PRIO_LOW, 1, "lo"), 0));
+    struct sd_member *c = ran(attach(client(CS_PRIO_LOW, 1, "idle"), 0));
     gpu(0)->mem_total = 10 * GiB;
     usage4(hi, 7 * GiB, 0, 0, 7 * GiB);
     usage4(c, 2 * GiB, 0, 0, 2 * GiB);
@@ -5255,6 +5370,9 @@ int main(void)
         T(test_grant_when_nothing_can_move),
         T(test_predicted_quantum),
         T(test_quantum_expects_new_waiter_to_grow),
+        T(test_new_job_growth_planned_before_grant),
+        T(test_new_job_growth_only_when_likely),
+        T(test_later_lease_not_expected_to_grow),
         T(test_quantum_small_waiter_not_expected_to_grow),
         T(test_quantum_waiter_that_ran_not_expected_to_grow),
         T(test_quantum_expected_growth_capped),
