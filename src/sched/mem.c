@@ -127,12 +127,13 @@ static uint64_t pending_out(const struct sd_member *m)
 
 /* A job allocates most of its working set after its first kernel, that is
  * in its first lease: on the H200 a 45 GB pytorch-add job came to its
- * first grant with 15 GiB and grew by 28 GiB through two ROOMs, 0.7-0.8 s
- * of the GPU idle while others' memory moved for it (oversubscription.md,
- * 2026-11-30, session 9). Planned at the footprint it is expected to
- * reach, that memory moves out of third parties while the outgoing holder
- * drains (1.4 s for such a job), and a ROOM it still sends asks for the
- * rest at once. The guess is the quantum's (policy.c, expected_overflow):
+ * first grant with 15 GiB and grew by 28-30 GiB through ROOMs, 0.87-2.9 s
+ * of the GPU idle while others' memory moved for it; planned ahead, that
+ * switch took 0.28 s, the outgoing holder's own swap-out
+ * (oversubscription.md, 2026-11-30, session 9). Planned at the footprint
+ * it is expected to reach, that memory moves out of third parties while
+ * the outgoing holder drains (1.4 s for such a job), and a ROOM it still
+ * sends asks for the rest at once. The guess is the quantum's (policy.c, expected_overflow):
  * like the largest job that has run, for a job holding at least
  * 1/SD_GROW_LIKE of it. As a holder only for the first SD_GROW_NS of its
  * first lease: a job sets up at its start, and in shared mode a first

@@ -2736,8 +2736,8 @@ static struct sd_member *job20(const char *name, bool has_run, uint64_t fp)
 
 /* A job that has not held the GPU is planned at the footprint it is
  * expected to grow to (mem.c, sd_mem_expected). On the H200 a 45 GB job
- * came to its first grant with 15 GiB and grew by 28 GiB through two
- * ROOMs, 0.7-0.8 s of the GPU idle each time. On a 20 GiB GPU: holder a
+ * came to its first grant with 15 GiB and grew by 28-30 GiB through
+ * ROOMs, 0.87-2.9 s of the GPU idle each time. On a 20 GiB GPU: holder a
  * (8 GiB), waiter c (6 GiB, after w) and new waiter w (4 GiB, expected to
  * reach a's 8). The 2 GiB of growth come out of c, the third party, as
  * the holder is revoked (mixed mode: while it drains), not out of a after
