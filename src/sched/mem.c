@@ -139,7 +139,16 @@ static uint64_t pending_out(const struct sd_member *m)
  * first lease: a job sets up at its start, and in shared mode a first
  * lease may last for the job's life. A wrong guess costs other jobs'
  * memory moved out for it (while the outgoing holder drains) and, for
- * those 5 s, no prefetch into the room kept for it. */
+ * those 5 s, no prefetch into the room kept for it. Only the tenant's own
+ * jobs set the guess: a footprint is the client's word, and one tenant's
+ * claim must not move memory for another tenant's jobs (a tenant's own
+ * new job could claim as much itself). */
+static bool same_tenant(const struct sd_member *a, const struct sd_member *b)
+{
+    return a->client == b->client ||
+           (a->client->info.tenant && a->client->info.tenant == b->client->info.tenant);
+}
+
 uint64_t sd_mem_expected(const struct sd_gpu *g, const struct sd_member *m)
 {
     bool waiting_new = m->state == CS_STATE_WAITING && !sd_has_run(m);
@@ -147,9 +156,11 @@ uint64_t sd_mem_expected(const struct sd_gpu *g, const struct sd_member *m)
     if (!waiting_new && !growing)
         return m->footprint;
     uint64_t largest = 0;
-    for (size_t i = 0; i < g->n; i++)
-        if (g->m[i] != m && sd_has_run(g->m[i]) && g->m[i]->footprint > largest)
-            largest = g->m[i]->footprint;
+    for (size_t i = 0; i < g->n; i++) {
+        const struct sd_member *x = g->m[i];
+        if (x != m && sd_has_run(x) && same_tenant(x, m) && x->footprint > largest)
+            largest = x->footprint;
+    }
     return m->footprint < largest && m->footprint >= largest / SD_GROW_LIKE ? largest
                                                                             : m->footprint;
 }

@@ -192,7 +192,7 @@ static int teardown(void **state)
 static struct sd_client *client(uint32_t prio, uint32_t weight, const char *name)
 {
     struct sd_client_info info = {.pid = 1000 + (uint32_t)pol.nclients, .priority = prio,
-                                  .weight = weight};
+                                  .weight = weight, .tenant = 1}; /* one user's */
     strncpy(info.name, name, sizeof info.name - 1);
     struct sd_client *c = sd_policy_client_add(&pol, &info, now);
     assert_non_null(c);
@@ -2785,7 +2785,8 @@ static void test_new_job_growth_planned_before_grant(void **state)
 
 /* A new waiter below 1/SD_GROW_LIKE of the largest job (a notebook beside
  * a trainer) is planned at what it has; so is one that held the GPU
- * before (its footprint is its working set). */
+ * before (its footprint is its working set). The guess comes from the
+ * waiter's own tenant's jobs only. */
 static void test_new_job_growth_only_when_likely(void **state)
 {
     (void)state;
@@ -2797,6 +2798,12 @@ static void test_new_job_growth_only_when_likely(void **state)
     usage4(back, 4 * GiB, 0, 0, 4 * GiB);
     assert_int_equal(sd_mem_expected(g, back), 4 * GiB); /* idle: not waiting */
     acquire(back);
+    assert_int_equal(sd_mem_expected(g, back), 16 * GiB);
+    /* Another tenant's larger job (its footprint is its word) does not
+     * set the guess for this tenant's jobs. */
+    struct sd_member *other = attach(client(CS_PRIO_NORMAL, 1, "other"), 0);
+    other->client->info.tenant = 2;
+    usage4(ran(other), 0, 18 * GiB, 0, 18 * GiB);
     assert_int_equal(sd_mem_expected(g, back), 16 * GiB);
     ran(back);
     assert_int_equal(sd_mem_expected(g, back), 4 * GiB);
