@@ -754,8 +754,8 @@ bool sd_has_run(const struct sd_member *m)
 
 /* The overflow g's footprints are expected to reach: each waiter that has
  * not run yet counted at the footprint it is expected to grow to
- * (sd_mem_expected: the largest footprint of a member that has, when it
- * holds at least 1/SD_GROW_LIKE of that). A job that has not held the GPU
+ * (sd_mem_expected: the largest footprint of a member of its tenant that
+ * has, when it holds at least 1/SD_GROW_LIKE of that). A job that has not held the GPU
  * is setting up: what it allocated before its first kernel is not its
  * working set. On the H200 two 82 GiB pytorch-add jobs started together;
  * the second waited at its first kernel with 29 GB, the first (83 GB) was
