@@ -84,16 +84,34 @@ static void test_copy_overlaps_kernel(void **state)
 }
 
 /* Device-to-device copies do not go through PCIe, nor are they charged to
- * a copy engine: one takes the host's memcpy time, under
- * the 100 ms the same bytes take over "PCIe" (a charged copy sleeps that
- * long by construction, so a D2D wrongly charged always fails). The bound
- * was 60 ms once: under AddressSanitizer on a loaded 2-core machine the
- * memcpy itself took 77 ms. */
+ * a copy engine: one takes the host's memcpy time only. Both engines are
+ * kept busy for 800 ms by copies queued on other streams; a D2D charged to
+ * either would queue behind them and then sleep its own 100 ms (900 ms at
+ * least, by construction). Timing the D2D alone against the 100 ms a
+ * charged copy sleeps was not enough: under AddressSanitizer on a loaded
+ * 2-core machine the memcpy itself took 77 ms, then 134 ms; beside the two
+ * engines' own memcpys it stays far under 500. */
+#define BUSY 8
 static void test_d2d_fast(void **state)
 {
+    CUdeviceptr in, out;
+    CK(cuMemAlloc(&in, COPY));
+    CK(cuMemAlloc(&out, COPY));
+    CUstream a, b;
+    CK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < BUSY; i++) {
+        CK(cuMemcpyHtoDAsync(in, host_buf, COPY, a));
+        CK(cuMemcpyDtoHAsync((char *)host_buf + COPY, out, COPY, b));
+    }
     uint64_t t0 = fct_now_ns();
-    CK(cuMemcpyDtoD(dbuf[1], dbuf[0], COPY));
-    within(fct_ms_since(t0), 0, 99, "100 MB D2D");
+    CK(cuMemcpyDtoD(dbuf[1], dbuf[0], COPY)); /* the legacy stream: a, b do not block it */
+    within(fct_ms_since(t0), 0, 500, "100 MB D2D beside 800 ms of copies each way");
+    CK(cuCtxSynchronize());
+    CK(cuStreamDestroy(a));
+    CK(cuStreamDestroy(b));
+    CK(cuMemFree(in));
+    CK(cuMemFree(out));
 }
 
 /* Kernels of two contexts never run together; two streams of one context
