@@ -143,11 +143,6 @@ static uint64_t pending_out(const struct sd_member *m)
  * jobs set the guess: a footprint is the client's word, and one tenant's
  * claim must not move memory for another tenant's jobs (a tenant's own
  * new job could claim as much itself). */
-static bool same_tenant(const struct sd_member *a, const struct sd_member *b)
-{
-    return a->client == b->client ||
-           (a->client->info.tenant && a->client->info.tenant == b->client->info.tenant);
-}
 
 uint64_t sd_mem_expected(const struct sd_gpu *g, const struct sd_member *m)
 {
@@ -158,7 +153,7 @@ uint64_t sd_mem_expected(const struct sd_gpu *g, const struct sd_member *m)
     uint64_t largest = 0;
     for (size_t i = 0; i < g->n; i++) {
         const struct sd_member *x = g->m[i];
-        if (x != m && sd_has_run(x) && same_tenant(x, m) && x->footprint > largest)
+        if (x != m && sd_has_run(x) && sd_same_tenant(x, m) && x->footprint > largest)
             largest = x->footprint;
     }
     return m->footprint < largest && m->footprint >= largest / SD_GROW_LIKE ? largest
@@ -403,6 +398,8 @@ static bool plannable(const struct sd_member *v, const struct sd_member *w)
 static void evict_third_parties(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
                                 uint64_t need, uint64_t now)
 {
+    uint64_t fp = sd_mem_expected(g, w);
+    bool said = fp <= w->footprint;
     while (need > SD_MEM_SLACK) {
         struct sd_member *v = NULL;
         for (size_t i = 0; i < g->n; i++)
@@ -412,12 +409,11 @@ static void evict_third_parties(struct sd_policy *p, struct sd_gpu *g, struct sd
             return;
         uint64_t amount = min64(sd_mem_movable(v), need);
         need -= amount;
-        uint64_t fp = sd_mem_expected(g, w);
-        if (fp > w->footprint) /* why memory moves for more than w has */
-            cs_debug("gpu %u: pid %u is planned at %llu bytes (it has %llu): a job's "
-                     "first lease, expected to grow like the largest", g->index,
-                     w->client->info.pid, (unsigned long long)fp,
-                     (unsigned long long)w->footprint);
+        if (!said) /* why memory moves for more than w has, once per plan */
+            cs_debug("gpu %u: pid %u is planned at %llu bytes (it has %llu): a job's first "
+                     "lease, expected to grow like the largest", g->index, w->client->info.pid,
+                     (unsigned long long)fp, (unsigned long long)w->footprint);
+        said = true;
         sd_mem_send_evict(p, v, amount, NULL, now);
     }
 }

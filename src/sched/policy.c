@@ -752,6 +752,12 @@ bool sd_has_run(const struct sd_member *m)
     return is_holder(m) || m->had_lease || m->resumed;
 }
 
+bool sd_same_tenant(const struct sd_member *a, const struct sd_member *b)
+{
+    return a->client == b->client ||
+           (a->client->info.tenant && a->client->info.tenant == b->client->info.tenant);
+}
+
 /* The overflow g's footprints are expected to reach: each waiter that has
  * not run yet counted at the footprint it is expected to grow to
  * (sd_mem_expected: the largest footprint of a member of its tenant that

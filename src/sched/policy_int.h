@@ -21,6 +21,9 @@ bool sd_is_holder(const struct sd_member *m);
 /* Whether m has shown its working set: it holds or has held the GPU (or
  * held it before a daemon restart). */
 bool sd_has_run(const struct sd_member *m);
+/* Whether a and b are one tenant's: one client, or clients of one nonzero
+ * tenant (sd_client_info.tenant: 0 is a client's own alone). */
+bool sd_same_tenant(const struct sd_member *a, const struct sd_member *b);
 /* Whether w may run beside the current holders (always when there are
  * none; in shared mode, when the footprints fit). */
 /* Whether the mode lets holders run together at all (shared, mixed). */

@@ -93,21 +93,14 @@ void sd_policy_lent(struct sd_policy *p, struct sd_client *c, uint32_t slot, uin
     m->prep_due = sub0(m->prep_due, bytes - d);
 }
 
-static bool same_tenant(const struct sd_policy *p, const struct sd_member *a,
-                        const struct sd_member *b)
-{
-    if (p->cfg->pool_share_tenants || a->client == b->client)
-        return true;
-    return a->client->info.tenant && a->client->info.tenant == b->client->info.tenant;
-}
-
 /* Whether d may be asked to give back pieces for v's move. */
 static bool may_give(const struct sd_policy *p, const struct sd_member *d,
                      const struct sd_member *v)
 {
     return d != v && d->client->info.giveback && !d->gb_off && !d->gb_dry && !d->gb_id &&
            !d->client->unresponsive && !sd_is_holder(d) && !d->evict_id && !d->prep_id &&
-           !d->prefetch_id && !d->restoring && same_tenant(p, d, v) &&
+           !d->prefetch_id && !d->restoring &&
+           (p->cfg->pool_share_tenants || sd_same_tenant(d, v)) &&
            sd_mem_backing_covered(d) > SD_MEM_SLACK;
 }
 
