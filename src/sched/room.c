@@ -33,7 +33,8 @@
  * needs out of others costs less, both ways, than the exit is still
  * expected to take (copy_beats_exits), with both figures learnt here: how
  * long exits take after the client left (a prior until one was seen), and
- * how fast EVICTs move. */
+ * how fast EVICTs move; backing that the victims lack and the pool cannot
+ * lend is priced as pinned on the spot. */
 #include <cuda.h>
 #include <stdlib.h>
 
@@ -59,6 +60,11 @@
  * 2 GiB that an EVICT moves in 45 ms. The lower quartile, so that an exit
  * faster than expected rarely makes the copy the slower choice. */
 #define SD_EXIT_PRIOR_NS (130 * 1000000ull)
+/* How fast a victim gets backing that neither its own pinning nor the pool
+ * covers: it pins it on the spot, a 64 MiB piece per BORROW that came back
+ * empty, 15-16 ms each on the H200 (2026-11-30's logs: about 4 GB/s with
+ * the round trip). */
+#define SD_SELF_PIN_BPS 4000000000.0
 
 /* Not one whose last eviction moved less than asked (evict_stuck, until its
  * memory changes): it would answer the same again. */
@@ -167,6 +173,47 @@ static uint64_t movable_beside(const struct sd_gpu *g, const struct sd_member *m
     return live;
 }
 
+/* The victim m's ROOM would ask after prev (NULL: the first), in eviction
+ * order, the next holder w aside. */
+static const struct sd_member *victim_after(const struct sd_gpu *g, const struct sd_member *m,
+                                            const struct sd_member *w,
+                                            const struct sd_member *prev)
+{
+    const struct sd_member *best = NULL;
+    for (size_t i = 0; i < g->n; i++) {
+        const struct sd_member *v = g->m[i];
+        if (v != w && may_evict(v, m) && (!prev || sd_mem_evict_before(prev, v)) &&
+            (!best || sd_mem_evict_before(v, best)))
+            best = v;
+    }
+    return best;
+}
+
+/* The backing that moving `need` out of the victims beside the next holder
+ * lacks: what each moves beyond the backing it has pinned, less what the
+ * pool can lend now. Known only where the pool lends and each victim says
+ * what it has pinned (CS_HELLO_PIN); 0 otherwise, as before either was
+ * known: the learnt rate is all there is. */
+static uint64_t backing_lack(const struct sd_policy *p, const struct sd_member *m,
+                             uint64_t need)
+{
+    const struct sd_gpu *g = m->gpu;
+    const struct sd_member *w = sd_next_holder(g), *v = NULL;
+    uint64_t lack = 0;
+    if (!p->pool_lends)
+        return 0;
+    while (need > 0 && (v = victim_after(g, m, w, v))) {
+        if (!v->pinned_known)
+            return 0;
+        uint64_t take = sd_mem_movable(v) < need ? sd_mem_movable(v) : need;
+        uint64_t covered = sd_mem_backing_covered(v);
+        lack = sd_add_sat(lack, take > covered ? take - covered : 0);
+        need -= take;
+    }
+    uint64_t lendable = sd_takeback_lendable(p);
+    return lack > lendable ? lack - lendable : 0;
+}
+
 /* Whether m's ROOM moves `need` out of others rather than wait for the
  * departed clients' exits: when the copy out, and the copy back counted as
  * if on some later critical path, take less than the exits are still
@@ -174,7 +221,13 @@ static uint64_t movable_beside(const struct sd_gpu *g, const struct sd_member *m
  * waited 91-150 ms for that exit (the client leaves 0.1-0.4 s before its
  * process), for 2 GiB that EVICTs moved in 40 ms. Without the rate learnt
  * (the exit time has a prior), or with the exits due, it waits:
- * SD_EXIT_WAIT_NS says why copying large amounts back and forth loses. */
+ * SD_EXIT_WAIT_NS says why copying large amounts back and forth loses.
+ * Backing the pool cannot lend is pinned by the victim on the spot, and
+ * priced so (backing_lack): at a job's end the pool is often spent on the
+ * memory that is out and on the departed process's pieces, and on the
+ * H200 both copies chosen over an exit that way (2 GiB, 106-119 ms priced)
+ * took 270-336 ms, while the exits they passed over came 180-200 ms after
+ * the ROOM (bench/results/oversubscription.md, 2026-12-01). */
 static bool copy_beats_exits(const struct sd_policy *p, const struct sd_member *m,
                              uint64_t need, uint64_t now)
 {
@@ -184,9 +237,18 @@ static bool copy_beats_exits(const struct sd_policy *p, const struct sd_member *
     uint64_t end = exits_expected(p, g, now);
     if (end <= now || movable_beside(g, m) < need)
         return false;
-    double copy_ns = 2.0 * (double)need / (double)g->evict_bps * 1e9;
-    if (copy_ns >= (double)(end - now))
+    uint64_t lack = backing_lack(p, m, need);
+    double copy_ns = 2.0 * (double)need / (double)g->evict_bps * 1e9 +
+                     (double)lack / SD_SELF_PIN_BPS * 1e9;
+    if (copy_ns >= (double)(end - now)) {
+        if (lack)
+            cs_debug("gpu %u: room for pid %u: the exits expected in %.0f ms are waited for: "
+                     "moving %llu bytes out of others would pin %llu bytes the pool cannot "
+                     "lend (%.0f ms)", g->index, m->client->info.pid,
+                     (double)(end - now) / 1e6, (unsigned long long)need,
+                     (unsigned long long)lack, copy_ns / 1e6);
         return false;
+    }
     cs_debug("gpu %u: room for pid %u: %llu bytes moved out of others (%.0f ms both ways) "
              "rather than waited for from exits expected in %.0f ms", g->index,
              m->client->info.pid, (unsigned long long)need, copy_ns / 1e6,
