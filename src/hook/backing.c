@@ -417,6 +417,14 @@ void cs_backing_free(struct cs_backing *b)
     memset(b, 0, sizeof *b);
 }
 
+void cs_backing_abandon(struct cs_backing *b)
+{
+    if (b->lent && b->lent->n && pool)
+        pool->give_back(b->lent->ids, b->lent->n, b->lent->gen);
+    free(b->lent);
+    memset(b, 0, sizeof *b);
+}
+
 bool cs_backing_grow(struct cs_backing *b, uint64_t size, int dev, _Atomic uint64_t *held)
 {
     uint64_t before = b->pinned;

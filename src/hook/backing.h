@@ -138,4 +138,10 @@ void cs_backing_drop(struct cs_backing *b, _Atomic uint64_t *held);
 /* Frees b without accounting (the caller took it off already). */
 void cs_backing_free(struct cs_backing *b);
 
+/* At the process's exit: gives b's lent pieces back to the node's pool and
+ * forgets b without unmapping or freeing anything (the process's end
+ * does). The caller took it off already, and nothing copies into it
+ * again. */
+void cs_backing_abandon(struct cs_backing *b);
+
 #endif

@@ -15,6 +15,7 @@
 #include "hook/lease.h"
 #include "hook/mem.h"
 #include "hook/seg.h"
+#include "hook/swap.h"
 #include "hook/tsg.h"
 #include "hook/vmm.h"
 
@@ -95,6 +96,17 @@ static void exit_summary(void)
             cs_format_size(bs.lent_bytes, b, sizeof b), (double)bs.lent_ns / 1e9);
 }
 
+/* At exit (the last handler: registered from the constructor): the pool's
+ * pieces that hold nothing go back first (cs_swap_exit says why), then the
+ * summary. */
+static void at_exit(void)
+{
+    if (cs_cfg.swap && cs_cfg.pool)
+        for (int i = 0; i < CS_MAX_DEVICES; i++)
+            cs_swap_exit(&cs_devs[i]);
+    exit_summary();
+}
+
 /* Swap backing borrows from the node's pool over the scheduler connection
  * (backing.c, a lower layer, takes it as callbacks). */
 static const struct cs_backing_pool backing_pool = {
@@ -115,5 +127,5 @@ __attribute__((constructor)) static void cs_hook_ctor(void)
     cs_lease_init();
     cs_jobs_init();
     pthread_atfork(NULL, NULL, after_fork_child);
-    atexit(exit_summary);
+    atexit(at_exit);
 }

@@ -513,6 +513,36 @@ struct cs_swap_result cs_swap_giveback(struct cs_dev *d, uint64_t bytes)
     return res;
 }
 
+/* A process's end frees its memory 0.1-0.4 s after its exit handlers run
+ * (the driver tears its contexts down meanwhile), and the daemon gets the
+ * pool's pieces lent to it back only when it sees the process gone. On the
+ * H200 a job that ended holding the GPU held, for those 0.2 s, the 11 GiB
+ * it had pinned ahead for a revoke that never came, while the next
+ * holder's room lacked backing and pinned its own at 4 GB/s
+ * (bench/results/oversubscription.md, 2026-12-01). Those pieces hold
+ * nothing, so they go back from here. Not unmapped (25 ms for 11 GiB; the
+ * process's end unmaps them): they are off their segments under segs.mu,
+ * no copy into them is in flight (a swap-out synchronizes before it lets
+ * go of the lock), pin-ahead is held off for good, and the pool lends a
+ * piece a live process gave back only to that process's tenant until the
+ * process is gone (lender.h). */
+void cs_swap_exit(struct cs_dev *d)
+{
+    enum { BATCH = 64 };
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    if (pthread_mutex_trylock(&s->mu) != 0)
+        return;
+    cs_seg_hold_pinner_locked(s); /* never released: the process is ending */
+    uint64_t took = 0;
+    for (int n = BATCH; n == BATCH;) {
+        struct cs_backing drop[BATCH];
+        n = giveback_pick_locked(s, CS_ALL_BYTES, &took, drop, BATCH);
+        for (int i = 0; i < n; i++)
+            cs_backing_abandon(&drop[i]);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 void cs_swap_trim(struct cs_dev *d)
 {
     uint64_t keep = cs_cfg.pin_keep;

@@ -57,6 +57,12 @@ struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes);
  * backing freed. Takes segs.mu briefly; the freeing runs unlocked. */
 struct cs_swap_result cs_swap_giveback(struct cs_dev *d, uint64_t bytes);
 
+/* At the process's exit: gives the node's pool back, at once, its pieces
+ * that back resident segments, without unmapping them, and stops pinning
+ * ahead for good. Only tries segs.mu: nothing when the swap engine is busy
+ * (those pieces come back when the daemon sees the process end). */
+void cs_swap_exit(struct cs_dev *d);
+
 /* Shows the backing of evicted segments at their addresses (seg.h,
  * cs_seg_evict_locked), one segment per hold of segs.mu, giving way to the
  * job's threads inside an allocation between segments. Run by the pinner

@@ -5,7 +5,7 @@
 # job pinning its own 150 MiB backing would spend 1.6 s; not slower, since
 # every job also pins its 16 MiB staging buffer and the hook's 66 MiB
 # placeholder at its start, 4.3 s at 20 MB/s) and fast for the
-# daemon, whose pool is pinned at start (pool_min_mb). Three checks:
+# daemon, whose pool is pinned at start (pool_min_mb). Five checks:
 #
 #  1. the pool (pool_min_mb) warms with nobody connected; then a pair that
 #     does not fit on the GPU swaps on every switch, and no job
@@ -23,7 +23,10 @@
 #     as the piece took at 25 %: the growth takes about 4x the pool's own
 #     pinning time (unpaced: 1x); asserted is 2.5x, which holds whatever
 #     the pieces' times (sleeps are never shorter) unless the last piece
-#     alone took half the pinning.
+#     alone took half the pinning;
+#  5. a holder that ends its work holding pieces it pinned ahead for its
+#     revoke gives them back from its exit handler, before its process
+#     ends (run before check 4, which leaves its job running).
 # The pool's metrics (docs/metrics.md) say the same each time.
 source "$(dirname "$0")/swap_lib.sh"
 
@@ -145,6 +148,41 @@ fi
     fail "cushare_pool_pinned_bytes $(pool_metric cushare_pool_pinned_bytes) past the reserve"
 [ "$(pool_metric cushare_pool_reserve_refusals_total)" -gt 0 ] ||
     fail "cushare_pool_reserve_refusals_total is 0"
+stop_daemon
+
+# ---- 5: pieces pinned ahead go back at exit ----------------------------------------
+# A holder is lent the backing for its revoke's swap-out (pin-ahead) while
+# a job that does not fit beside it waits. With 30 s slices it ends its
+# work holding the GPU, and those pieces hold nothing: its hook gives them
+# back from its exit handler (swap.c cs_swap_exit), before the process
+# ends, so the daemon never sees it exit holding any (it did, 0.2 s
+# later, on the H200).
+pool_conf "pool_min_mb = 256" "pool_piece_mb = 16"
+sed -i -e 's/^quantum_floor_ms = .*/quantum_floor_ms = 30000/' \
+    -e 's/^quantum_cap_ms = .*/quantum_cap_ms = 30000/' "$T/cushared.conf"
+: >"$T/cushared.log"
+FAKECUDA_PIN_GBPS=2 start_daemon
+wait_log "pinned pool: 256.00 MiB pinned, its target" >/dev/null
+CUSHARE_LOG_LEVEL=debug job ends 9 --mem-mb 160 --allocs 10 --iters 2 --kernel-ns 10000000 \
+    --until-file "$T/ends.stop"
+a=$JOB_PID
+wait_log "grant lease [0-9]+ to ends \\(pid $a\\)" >/dev/null
+job waits 10 --mem-mb 160 --allocs 10 --iters 2 --kernel-ns 10000000
+b=$JOB_PID
+for i in $(seq 1000); do
+    grep -Eq "pinned ahead [1-9][0-9]* bytes" "$T/ends.err" && break
+    sleep 0.02
+done
+grep -Eq "pinned ahead [1-9][0-9]* bytes" "$T/ends.err" ||
+    fail "the holder was not lent its revoke's backing ahead within 20 s"
+since=$(log_lines)
+touch "$T/ends.stop"
+job_ok ends "$a"
+wait_log "pid $a's process exited|client [0-9]+'s process exited" "$since" >/dev/null
+if grep -E "pinned pool: pid $a exited holding" "$T/cushared.log"; then
+    fail "the holder's pinned-ahead pieces came back only when its process ended"
+fi
+job_ok waits "$b"
 stop_daemon
 
 # ---- 4: growth beside a job is paced ----------------------------------------------
