@@ -175,14 +175,20 @@ for i in $(seq 1000); do
 done
 grep -Eq "pinned ahead [1-9][0-9]* bytes" "$T/ends.err" ||
     fail "the holder was not lent its revoke's backing ahead within 20 s"
-since=$(log_lines)
 touch "$T/ends.stop"
 job_ok ends "$a"
-wait_log "pid $a's process exited|client [0-9]+'s process exited" "$since" >/dev/null
+job_ok waits "$b"
+# Every piece back means both exits were seen (a piece held at an exit
+# comes back only then, and is logged as such).
+for i in $(seq 1000); do
+    [ "$(pool_metric cushare_pool_lent_bytes)" = 0 ] && break
+    sleep 0.02
+done
+[ "$(pool_metric cushare_pool_lent_bytes)" = 0 ] ||
+    fail "$(pool_metric cushare_pool_lent_bytes) bytes still lent 20 s after both jobs ended"
 if grep -E "pinned pool: pid $a exited holding" "$T/cushared.log"; then
     fail "the holder's pinned-ahead pieces came back only when its process ended"
 fi
-job_ok waits "$b"
 stop_daemon
 
 # ---- 4: growth beside a job is paced ----------------------------------------------
