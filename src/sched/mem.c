@@ -376,6 +376,7 @@ void sd_mem_send_evict(struct sd_policy *p, struct sd_member *v, uint64_t bytes,
     v->evict_id = ++p->next_evict_id;
     v->evict_ns = now;
     v->evict_for = asker;
+    v->evict_beside_exit = asker && asker->room_copies; /* timed apart (room.c) */
     v->evict_bytes = bytes;
     v->evict_seen = 0;
     v->st.evictions++;

@@ -230,6 +230,9 @@ struct sd_member {
     uint32_t room_wait;       /* EVICTs outstanding on its behalf */
     uint64_t room_id;         /* the client's request id */
     uint64_t room_freed;      /* bytes the victims reported moved */
+    bool room_copies;         /* it moves others' memory rather than wait for a departed
+                                 client's exit (copy_beats_exits): its EVICTs are timed
+                                 as copies beside an exit */
     uint64_t room_deadline;
     uint64_t room_since;      /* when it asked: a holder's slice is paused meanwhile */
     uint64_t room_bytes;      /* asked for by its last ROOM: counted as resident from the
@@ -248,6 +251,7 @@ struct sd_member {
     uint64_t evict_waited;    /* the evict_id a grant already waited out (mem.c): no later
                                  grant waits for that request again */
     struct sd_member *evict_for; /* whose ROOM it serves, NULL once answered */
+    bool evict_beside_exit;   /* that ROOM chose it over a departed client's exit */
     bool exiting;             /* an EVICT found its driver shut down: its process
                                  is exiting, its memory goes with it (depart.c) */
     uint64_t exit_asked;      /* what that EVICT asked, for a ROOM waiting for the exit */
@@ -352,6 +356,8 @@ struct sd_gpu {
     uint64_t evict_bps;       /* smoothed rate of its EVICTs of SD_RATE_MIN_BYTES or
                                  more, timed here (sent to answered), at most
                                  SD_RATE_MAX_BPS; 0 = none yet (room.c) */
+    uint64_t exit_copy_bps;   /* the same, of those a ROOM chose over a departed
+                                 client's exit (room.c copy_beats_exits); 0 = none yet */
     uint64_t overhead_seen;   /* largest overhead of the members measured (the
                                  last one while none is): the reserve of members
                                  not measured yet and of the next process */

@@ -33,7 +33,8 @@
  * needs out of others costs less, both ways, than the exit is still
  * expected to take (copy_beats_exits), with both figures learnt here: how
  * long exits take after the client left (a prior until one was seen), and
- * how fast EVICTs move; backing that the victims lack and the pool cannot
+ * how fast EVICTs move (those chosen over an exit apart: they run beside a
+ * driver's teardown); backing that the victims lack and the pool cannot
  * lend is priced as pinned on the spot. */
 #include <cuda.h>
 #include <stdlib.h>
@@ -65,6 +66,14 @@
  * empty, 15-16 ms each on the H200 (2026-11-30's logs: about 4 GB/s with
  * the round trip). */
 #define SD_SELF_PIN_BPS 4000000000.0
+/* How fast a copy chosen over an exit is expected to move before one was
+ * timed: it runs while the departed process's driver tears its context
+ * down, and the H200's two such copies with the pool's pieces at hand
+ * moved 2 GiB in 176 and 181 ms (the learnt rate of other EVICTs said
+ * 50 ms), beside the victim's own pin-ahead (bench/results/
+ * oversubscription.md, 2026-12-01). Learnt from them from then on
+ * (exit_copy_bps), apart from other EVICTs. */
+#define SD_EXIT_COPY_PRIOR_BPS 12000000000.0
 
 /* Not one whose last eviction moved less than asked (evict_stuck, until its
  * memory changes): it would answer the same again. */
@@ -238,7 +247,8 @@ static bool copy_beats_exits(const struct sd_policy *p, const struct sd_member *
     if (end <= now || movable_beside(g, m) < need)
         return false;
     uint64_t lack = backing_lack(p, m, need);
-    double copy_ns = 2.0 * (double)need / (double)g->evict_bps * 1e9 +
+    double out_bps = g->exit_copy_bps ? (double)g->exit_copy_bps : SD_EXIT_COPY_PRIOR_BPS;
+    double copy_ns = (double)need / out_bps * 1e9 + (double)need / (double)g->evict_bps * 1e9 +
                      (double)lack / SD_SELF_PIN_BPS * 1e9;
     if (copy_ns >= (double)(end - now)) {
         if (lack)
@@ -271,7 +281,8 @@ static void wait_for_exits(const struct sd_policy *p, struct sd_member *m, uint6
         *need -= amount;
         wait_for_exit(v, m, amount);
     }
-    if (copy_beats_exits(p, m, *need, now))
+    m->room_copies = copy_beats_exits(p, m, *need, now);
+    if (m->room_copies)
         return;
     for (size_t i = 0; i < g->ndep && *need > 0; i++) {
         struct sd_departed *d = &g->dep[i];
@@ -416,15 +427,16 @@ int sd_policy_room(struct sd_policy *p, struct sd_client *c, const struct cs_msg
     return SD_OK;
 }
 
-/* g's EVICT rate (copy_beats_exits), from an EVICT that moved `bytes` in
- * ns, sent to answered. */
-static void learn_rate(struct sd_gpu *g, uint64_t bytes, uint64_t ns)
+/* g's EVICT rates (copy_beats_exits), from an EVICT that moved `bytes` in
+ * ns, sent to answered: one chosen over an exit teaches that rate alone. */
+static void learn_rate(struct sd_gpu *g, uint64_t bytes, uint64_t ns, bool beside_exit)
 {
     if (bytes < SD_RATE_MIN_BYTES)
         return;
     double bps = (double)bytes / (double)(ns ? ns : 1) * 1e9;
     uint64_t s = bps >= (double)SD_RATE_MAX_BPS ? SD_RATE_MAX_BPS : (uint64_t)bps;
-    g->evict_bps = sd_ewma(g->evict_bps, s ? s : 1);
+    uint64_t *rate = beside_exit ? &g->exit_copy_bps : &g->evict_bps;
+    *rate = sd_ewma(*rate, s ? s : 1);
 }
 
 int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_msg_evicted *e,
@@ -449,7 +461,8 @@ int sd_policy_evicted(struct sd_policy *p, struct sd_client *c, const struct cs_
         return SD_OK;
     uint64_t asked = v->evict_bytes;
     uint64_t moved = sd_mem_on_evicted(v, e);
-    learn_rate(v->gpu, moved, now - v->evict_ns);
+    learn_rate(v->gpu, moved, now - v->evict_ns, v->evict_beside_exit);
+    v->evict_beside_exit = false;
     struct sd_member *asker = v->evict_for;
     v->evict_for = NULL;
     /* Waited for for SD_EXIT_WAIT_NS from its first such answer, once per

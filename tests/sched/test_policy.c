@@ -4926,6 +4926,46 @@ static void test_room_waits_for_exit_when_copy_must_pin(void **state)
     assert_int_equal(count(EV_EVICT, b), 0);
 }
 
+/* A copy chosen over an exit runs while the departed process's driver
+ * tears down, and is timed apart from other EVICTs: until one was, at
+ * 12 GB/s (the H200's two took 176-181 ms for 2 GiB, where the other
+ * EVICTs' rate said 50). With exits due in 200 ms and other EVICTs at
+ * 40 GB/s, 2 GiB (179 ms out, 54 back) is waited for and 1 GiB (89 + 27)
+ * copied; that copy takes 300 ms, and the next 1 GiB is waited for, while
+ * the rate of other EVICTs stays as it was. */
+static void test_room_copy_beside_exit_timed_apart(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b, *c;
+    room_rates_learnt(16 * GiB, 4 * GiB, 200, &a, &b, &c);
+    uint64_t xid = departs_with(2 * GiB);
+    assert_int_equal(room(a, 2, 2 * GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, NULL), 1); /* room_rates_learnt's */
+    advance(200 * MS);
+    sd_policy_process_gone(&pol, xid, now);
+    assert_false(a->room_active);
+    xid = departs_with(GiB);
+    assert_int_equal(room(a, 3, GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, c), 2);
+    const struct ev *e = last();
+    assert_int_equal(e->kind, EV_EVICT);
+    advance(300 * MS);
+    assert_int_equal(evicted(c, e->lease, 0, GiB), SD_OK);
+    assert_int_equal(gpu(0)->evict_bps, GiB * 40);
+    assert_true(gpu(0)->exit_copy_bps > 3500000000ull && gpu(0)->exit_copy_bps < 3600000000ull);
+    usage4(c, 3 * GiB, GiB, 0, 4 * GiB);
+    sd_policy_process_gone(&pol, xid, now);
+    xid = departs_with(GiB);
+    assert_int_equal(room(a, 4, GiB), SD_OK);
+    assert_int_equal(count(EV_EVICT, c), 2);
+    assert_true(a->room_active);
+    advance(200 * MS);
+    sd_policy_process_gone(&pol, xid, now);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    assert_int_equal(count(EV_EVICT, b), 0);
+}
+
 /* Mixed mode, one class side (the default, with jobs of one class): while
  * the holder runs, the next holder's missing memory comes in ahead into
  * what is free, less 1/16 of the GPU kept for the holder's growth; no third
@@ -5500,6 +5540,7 @@ int main(void)
         T(test_room_exit_prior),
         T(test_room_exit_expectation_capped),
         T(test_room_waits_for_exit_when_copy_must_pin),
+        T(test_room_copy_beside_exit_timed_apart),
         T(test_exit_claims_not_borne_out_are_distrusted),
         T(test_mixed_one_holder_per_side),
         T(test_mixed_to_exclusive_trims),
