@@ -525,13 +525,18 @@ struct cs_swap_result cs_swap_giveback(struct cs_dev *d, uint64_t bytes)
  * no copy into them is in flight (a swap-out synchronizes before it lets
  * go of the lock), pin-ahead is held off for good, and the pool lends a
  * piece a live process gave back only to that process's tenant until the
- * process is gone (lender.h). */
+ * process is gone (lender.h). Nothing is waited for: not the lock, not a
+ * piece the pinner is taking in. */
 void cs_swap_exit(struct cs_dev *d)
 {
     enum { BATCH = 64 };
     struct cs_segs *s = &cs_segs[d->ordinal];
     if (pthread_mutex_trylock(&s->mu) != 0)
         return;
+    if (s->pinning) { /* a piece in flight: its borrow may wait up to 2 s */
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
     cs_seg_hold_pinner_locked(s); /* never released: the process is ending */
     uint64_t took = 0;
     for (int n = BATCH; n == BATCH;) {

@@ -59,8 +59,9 @@ struct cs_swap_result cs_swap_giveback(struct cs_dev *d, uint64_t bytes);
 
 /* At the process's exit: gives the node's pool back, at once, its pieces
  * that back resident segments, without unmapping them, and stops pinning
- * ahead for good. Only tries segs.mu: nothing when the swap engine is busy
- * (those pieces come back when the daemon sees the process end). */
+ * ahead for good. Only tries segs.mu: nothing when the swap engine or the
+ * pinner is busy (those pieces come back when the daemon sees the process
+ * end). */
 void cs_swap_exit(struct cs_dev *d);
 
 /* Shows the backing of evicted segments at their addresses (seg.h,
