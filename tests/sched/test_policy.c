@@ -4840,6 +4840,22 @@ static void test_room_exit_prior(void **state)
     assert_int_equal(pol.exit_ewma_ns, 130 * MS); /* learnt from here on */
 }
 
+/* A ROOM of a's for `bytes` beside a departure of as much is waited for:
+ * no EVICT goes out, and the exit, `ms` later, answers it. */
+static void exit_waited_for(struct sd_member *a, uint64_t id, uint64_t bytes, uint64_t ms)
+{
+    size_t evicts = count(EV_EVICT, NULL);
+    uint64_t xid = departs_with(bytes);
+    assert_int_equal(room(a, id, bytes), SD_OK);
+    assert_int_equal(count(EV_EVICT, NULL), evicts);
+    assert_true(a->room_active);
+    advance(ms * MS);
+    sd_policy_process_gone(&pol, xid, now);
+    assert_int_equal(last()->kind, EV_ROOM);
+    assert_int_equal(last()->reason, 0);
+    assert_false(a->room_active);
+}
+
 /* A tenant whose processes linger after leaving (up to the departed wait)
  * cannot make every ROOM beside a departure copy others' memory: the exit
  * time learnt (900 ms here) is taken as at most 400 ms, so 8 GiB (400 ms
@@ -4849,14 +4865,7 @@ static void test_room_exit_expectation_capped(void **state)
     (void)state;
     struct sd_member *a, *b, *c;
     room_rates_learnt(32 * GiB, 12 * GiB, 900, &a, &b, &c);
-    uint64_t xid = departs_with(8 * GiB);
-    assert_int_equal(room(a, 2, 8 * GiB), SD_OK);
-    assert_int_equal(count(EV_EVICT, NULL), 1);
-    assert_true(a->room_active);
-    advance(100 * MS);
-    sd_policy_process_gone(&pol, xid, now);
-    assert_int_equal(last()->kind, EV_ROOM);
-    assert_false(a->room_active);
+    exit_waited_for(a, 2, 8 * GiB, 100);
 }
 
 /* c, now announcing CS_HELLO_PIN, says it has `bytes` pinned; the pool
@@ -4938,13 +4947,8 @@ static void test_room_copy_beside_exit_timed_apart(void **state)
     (void)state;
     struct sd_member *a, *b, *c;
     room_rates_learnt(16 * GiB, 4 * GiB, 200, &a, &b, &c);
-    uint64_t xid = departs_with(2 * GiB);
-    assert_int_equal(room(a, 2, 2 * GiB), SD_OK);
-    assert_int_equal(count(EV_EVICT, NULL), 1); /* room_rates_learnt's */
-    advance(200 * MS);
-    sd_policy_process_gone(&pol, xid, now);
-    assert_false(a->room_active);
-    xid = departs_with(GiB);
+    exit_waited_for(a, 2, 2 * GiB, 200);
+    uint64_t xid = departs_with(GiB);
     assert_int_equal(room(a, 3, GiB), SD_OK);
     assert_int_equal(count(EV_EVICT, c), 2);
     const struct ev *e = last();
@@ -4955,14 +4959,7 @@ static void test_room_copy_beside_exit_timed_apart(void **state)
     assert_true(gpu(0)->exit_copy_bps > 3500000000ull && gpu(0)->exit_copy_bps < 3600000000ull);
     usage4(c, 3 * GiB, GiB, 0, 4 * GiB);
     sd_policy_process_gone(&pol, xid, now);
-    xid = departs_with(GiB);
-    assert_int_equal(room(a, 4, GiB), SD_OK);
-    assert_int_equal(count(EV_EVICT, c), 2);
-    assert_true(a->room_active);
-    advance(200 * MS);
-    sd_policy_process_gone(&pol, xid, now);
-    assert_int_equal(last()->kind, EV_ROOM);
-    assert_int_equal(last()->reason, 0);
+    exit_waited_for(a, 4, GiB, 200);
     assert_int_equal(count(EV_EVICT, b), 0);
 }
 
