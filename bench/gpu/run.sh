@@ -496,6 +496,22 @@ switch_summary() { # FROM
               printf "; longest drain %.0f ms, longest restore %.0f ms; %.1f GB swapped out at revokes", d, rs, out / 1e9 }'
 }
 
+# How a shared run began and how its jobs ended (after line FROM): the first
+# lease's slice, how many clients had connected by its grant, and the pool
+# pieces each process still held when the daemon saw it exit. On the H200 a
+# first slice at the 100 ms floor (a job not yet connected at the first
+# grant) set up the runs that later swapped a 32 GB job 2 s before its end.
+ends_summary() { # FROM
+    awk -v s="$1" 'NR > s' "$OUT/cushared.log" | awk '
+        / info: client [0-9]+: pid / && !granted { n++ }
+        / grant lease / && !granted { granted = 1 }
+        /lease .* held .* its slice/ && !slice { for (i = 1; i <= NF; i++) if ($i == "slice") slice = $(i + 1) }
+        /exited holding/ { for (i = 1; i <= NF; i++) if ($i == "holding") held = held " " $(i + 1) $(i + 2) }
+        /rather than waited for from exits/ { copies++ }
+        END { printf "first slice %s ms, %d clients connected by the first grant; pieces held at exits:%s; copies chosen over an exit: %d",
+                     slice == "" ? "?" : slice, n, held == "" ? " none" : held, copies }'
+}
+
 # Every swap-out in one shared run: the daemon's revoke lines after line
 # FROM and the jobs' EVICT answers in LOGS..., one "end ms bytes" line each
 # (end: the log's time of day; ms: how long the move took, borrowing or
@@ -632,6 +648,7 @@ oversub_once() {
         printf "  %s GPU held %.2f s (first grant to last exit) for %.2f s of GPU work (%d x %.2f): ratio %.3f", l, h, n*w, n, w, h/(n*w) }')"
     say "  $label jobs' elapsed_s: $(cat "$OUT"/oversub-$label-*.log | grep -o '"elapsed_s": [0-9.]*' | awk '{printf "%.2f ", $2}')"
     say "  $label switches: $(switch_summary "$from")"
+    say "  $label start and ends: $(ends_summary "$from")"
     say "  $label backing: $(grep -h 'swap backing:' "$OUT"/oversub-$label-*.log | sed 's/.*swap backing: //' | paste -sd ';')"
     say "  $label swap-out: $(swapout_summary "$from" "$OUT"/oversub-$label-*.log)"
     say "  $label swap-out side by side: $(swapout_groups "$from" "$OUT"/oversub-$label-*.log)"
