@@ -173,8 +173,12 @@ enum cs_piece_kind {
 #define CS_HELLO_RESTORED 0x400u
 /* Capability of a GPU client that borrows from the pool (CS_HELLO_POOL):
  * it understands EVICT with CS_EVICT_GIVEBACK, and gives back the pool's
- * pieces that back its resident memory when asked. The daemon asks only
- * clients that set it. Same rules: the hook says it first (with RESTORED,
+ * pieces that back its resident memory when asked, and, holding the GPU,
+ * before each ROOM it sends (RETURN, then ROOM). The daemon asks only
+ * clients that set it, and leaves to their ROOMs the part of a move for
+ * them that would pin backing the pool cannot lend (takeback.c
+ * sd_takeback_paced); a client of the release before that promise gives
+ * nothing back with its ROOMs, and its victims pin as before, in parts. Same rules: the hook says it first (with RESTORED,
  * and LABELS when it has a label: a daemon that knows it knows those),
  * then as before. */
 #define CS_HELLO_GIVEBACK 0x800u

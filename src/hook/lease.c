@@ -11,6 +11,7 @@
 #include "hook/config.h"
 #include "hook/report.h"
 #include "hook/seg.h"
+#include "hook/swap.h"
 #include "hook/tsg.h"
 #include "hook/worker.h"
 #include "common/log.h"
@@ -554,8 +555,10 @@ static bool may_place(struct cs_dev *d)
     return ok;
 }
 
+/* Called with d's segs.mu held (seg.c create_locked). */
 static int make_room(struct cs_dev *d, uint64_t bytes)
 {
+    cs_swap_lend_back_locked(d);
     if (cs_client_request_room(d->ordinal, bytes) == 0)
         return 0;
     return cs_client_is_connected() ? -1 : -2;

@@ -513,6 +513,61 @@ struct cs_swap_result cs_swap_giveback(struct cs_dev *d, uint64_t bytes)
     return res;
 }
 
+/* A holder's allocation or restore that finds the GPU full gives the
+ * node's pool back the pieces behind its resident memory before it asks
+ * for room (issue 20): the victims' swap-outs for that room need backing,
+ * and when the pool is spent (the memory that is out holds most of it)
+ * they pinned their own at ~4 GB/s. On the H200 (4 x 45 GB, 8 s slices)
+ * a new holder's restore waited 5.8 s for victims pinning 18 GiB while it
+ * held, idle, the pieces of the 32 GB it had just restored; pin-ahead
+ * pieces likewise (2 GiB rooms at jobs' ends waited 33 ms for a GIVEBACK
+ * from someone else). The daemon cannot ask a holder (takeback.c: its
+ * hook holds segs.mu while its room is made), so the holder does it here.
+ * A real move now is worth more than a revoke's swap-out later, which
+ * borrows again. With segs.mu held: the restore's copies out of those
+ * pieces are waited for first (they are then confirmed: unconfirm_locked
+ * must not count them again), and a segment the pinner is taking a piece
+ * in for is left alone (its borrow may wait up to 2 s). Nothing when the
+ * stream cannot be synchronized: the pieces stay. */
+uint64_t cs_swap_lend_back_locked(struct cs_dev *d)
+{
+    enum { BATCH = 64 };
+    struct cs_segs *s = &cs_segs[d->ordinal];
+    bool any = false;
+    for (struct cs_seg *g = s->head; g && !any; g = g->next)
+        any = g != s->pinning && g->state == CS_SEG_RESIDENT && cs_backing_lent(&g->backing);
+    if (!any || !cs_segs_ready_locked(s, d->ordinal) ||
+        cs_real.cuCtxPushCurrent_v2(s->pctx) != CUDA_SUCCESS)
+        return 0;
+    CUresult sync = cs_real.cuStreamSynchronize(s->stream);
+    uint64_t took = 0;
+    if (sync == CUDA_SUCCESS) {
+        for (struct cs_seg *g = s->head; g; g = g->next)
+            g->copied = false;
+        for (int n = BATCH; n == BATCH;) {
+            struct cs_backing drop[BATCH];
+            n = 0;
+            for (struct cs_seg *g = s->head; g && n < BATCH; g = g->next) {
+                if (g == s->pinning || g->state != CS_SEG_RESIDENT ||
+                    !cs_backing_lent(&g->backing))
+                    continue;
+                took += g->backing.pinned;
+                s->backing -= g->backing.pinned;
+                drop[n++] = g->backing;
+                memset(&g->backing, 0, sizeof g->backing);
+            }
+            for (int i = 0; i < n; i++)
+                cs_backing_free(&drop[i]);
+        }
+    }
+    CUcontext popped;
+    cs_real.cuCtxPopCurrent_v2(&popped);
+    if (took)
+        cs_debug("GPU %d: gave the pool back %llu bytes of pieces behind resident memory "
+                 "before asking for room", d->ordinal, (unsigned long long)took);
+    return took;
+}
+
 /* A process's end frees its memory 0.1-0.4 s after its exit handlers run
  * (the driver tears its contexts down meanwhile), and the daemon gets the
  * pool's pieces lent to it back only when it sees the process gone. On the

@@ -57,6 +57,13 @@ struct cs_swap_result cs_swap_prepare(struct cs_dev *d, uint64_t bytes);
  * backing freed. Takes segs.mu briefly; the freeing runs unlocked. */
 struct cs_swap_result cs_swap_giveback(struct cs_dev *d, uint64_t bytes);
 
+/* Before a holder asks for room (segs.mu held): gives the node's pool
+ * back its pieces that back resident segments, after waiting for the
+ * restore's copies out of them, so that the victims' swap-outs borrow them
+ * rather than pin. Returns the bytes given back (0: none lent, or the
+ * stream could not be synchronized). */
+uint64_t cs_swap_lend_back_locked(struct cs_dev *d);
+
 /* At the process's exit: gives the node's pool back, at once, its pieces
  * that back resident segments, without unmapping them, and stops pinning
  * ahead for good. Only tries segs.mu: nothing when the swap engine or the

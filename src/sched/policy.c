@@ -1001,10 +1001,16 @@ static void make_room(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w
      * move it while they drain, and what they cannot give is asked of the
      * holder once it is idle (mem.c, before the grant). */
     uint64_t need = sd_mem_shortfall_allocated(p, g, w);
+    /* What the leaving holders would pin of their own is left to w's
+     * ROOMs, which come with the pieces of what w restored since
+     * (sd_takeback_paced): on the H200 a 32 GB revoke lacked 15 GiB with
+     * the pool spent on memory that was out, and pinned it in 4.7 s. */
+    uint64_t returns = w->client->info.giveback ? w->swapped : 0;
     for (size_t i = 0; i < take; i++) {
         uint64_t movable = sd_mem_movable(v[i]);
         uint64_t ev = need < movable ? need : movable;
         need -= ev;
+        ev = sd_takeback_paced(p, v[i], ev, &returns);
         uint32_t why = revoke_reason_for(p, g, v[i], w, now);
         forfeit_credit(v[i], w, why, now);
         revoke(p, v[i], why, ev, now);

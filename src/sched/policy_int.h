@@ -174,6 +174,19 @@ void sd_takeback_forget(struct sd_policy *p, struct sd_member *m);
  * the lender's free bytes less every such request's due. */
 uint64_t sd_takeback_lendable(const struct sd_policy *p);
 
+/* Moves paced by the backing at hand (issue 20). The next holder's
+ * restore gives the pool back its pieces as it goes (its hook returns
+ * them before each ROOM: hook/swap.c cs_swap_lend_back_locked; a client
+ * with CS_HELLO_GIVEBACK), so the
+ * part of a move for it that would pin backing of its own (beyond v's own,
+ * the pool's lendable bytes and what members could give back) is left to
+ * its ROOMs, up to *returns bytes in all (what its restore still brings
+ * back, lowered by what this defers). Returns what v is asked to move
+ * now: all of `amount` where the pool does not lend, v does not report
+ * what it pins (an older client), or nothing is left of *returns. */
+uint64_t sd_takeback_paced(const struct sd_policy *p, const struct sd_member *v,
+                           uint64_t amount, uint64_t *returns);
+
 /* tslice.c, called by policy.c */
 /* After every decision on g: TIMESLICE to each member whose desired
  * timeslice changed. */

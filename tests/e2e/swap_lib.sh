@@ -44,6 +44,16 @@ log_level = debug
 EOF
 }
 
+# start_pool_daemon: cushared on $T/cushared.conf, its pool (pool_min_mb)
+# warmed with nobody connected (pinning at 2 GB/s), waited for. Not through
+# start_daemon: its status polls are events of their own.
+start_pool_daemon() {
+    FAKECUDA_PIN_GBPS=2 "$B/bin/cushared" --socket "$SOCK" --config "$T/cushared.conf" \
+        --state "$T/cushared.state" 2>>"$T/cushared.log" &
+    DAEMON_PID=$!
+    wait_log "pinned pool: [0-9.]+ MiB pinned, its target" >/dev/null
+}
+
 start_daemon() {
     [ -f "$T/cushared.conf" ] || write_conf
     "$B/bin/cushared" --socket "$SOCK" --config "$T/cushared.conf" \

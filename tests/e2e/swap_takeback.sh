@@ -37,12 +37,7 @@ printf '%s\n' "pool_min_mb = 64" "pool_max_mb = 72" "pool_piece_mb = 16" \
     "metrics = 127.0.0.1:0" >>"$T/cushared.conf"
 sed -i -e 's/^quantum_floor_ms = .*/quantum_floor_ms = 300/' \
     -e 's/^quantum_cap_ms = .*/quantum_cap_ms = 300/' "$T/cushared.conf"
-# Started without start_daemon, as in swap_pool.sh: the pool warms with
-# nobody connected.
-FAKECUDA_PIN_GBPS=2 "$B/bin/cushared" --socket "$SOCK" --config "$T/cushared.conf" \
-    --state "$T/cushared.state" 2>>"$T/cushared.log" &
-DAEMON_PID=$!
-wait_log "pinned pool: [0-9.]+ MiB pinned, its target" >/dev/null
+start_pool_daemon
 free0=$(free_mem)
 export FAKECUDA_PIN_GBPS=0.2
 from=$(log_lines)

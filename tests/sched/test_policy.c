@@ -1973,19 +1973,29 @@ static void test_evict_order_and_partial(void **state)
 
 /* The next holder's memory fits beside the current one's: it is restored
  * during the current slice, and the switch moves nothing. */
+/* On a 10 GiB GPU: holder a with a_bytes resident and waiter b with 4 GiB,
+ * all of it swapped out. Returns the PREFETCH b is sent. */
+static const struct ev *prefetch_scene(struct sd_member **a, struct sd_member **b,
+                                       uint64_t a_bytes)
+{
+    *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
+    *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    gpu(0)->mem_total = 10 * GiB;
+    usage4(*a, a_bytes, 0, 0, a_bytes);
+    usage4(*b, 0, 4 * GiB, 0, 4 * GiB);
+    acquire(*a);
+    acquire(*b);
+    const struct ev *e = find(EV_PREFETCH, *b);
+    assert_non_null(e);
+    return e;
+}
+
 static void test_prefetch_when_it_fits(void **state)
 {
     (void)state;
-    struct sd_member *a = attach(client(CS_PRIO_NORMAL, 1, "a"), 0);
-    struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+    struct sd_member *a, *b;
+    const struct ev *e = prefetch_scene(&a, &b, 4 * GiB);
     struct sd_gpu *g = gpu(0);
-    g->mem_total = 10 * GiB;
-    usage4(a, 4 * GiB, 0, 0, 4 * GiB);
-    usage4(b, 0, 4 * GiB, 0, 4 * GiB);
-    acquire(a);
-    acquire(b);
-    const struct ev *e = find(EV_PREFETCH, b);
-    assert_non_null(e);
     assert_int_equal(e->evict, 4 * GiB); /* the byte budget: all of it fits */
     assert_int_equal(b->st.prefetches, 1);
     acquire(b); /* one outstanding at a time */
@@ -2043,6 +2053,43 @@ static void test_prefetch_limits(void **state)
     assert_int_equal(count(EV_PREFETCH, b), 1);
     usage4(a, 5 * GiB, 0, 0, 5 * GiB);
     assert_int_equal(count(EV_PREFETCH, b), 2);
+}
+
+/* A prefetch offered less than its member misses (what was free) and
+ * answered 0 placed what fit in the offer, not everything: the member is
+ * counted with what it brought back, not as resident, and one that
+ * brought back less than offered (whole segments: none of 16 MiB in a 4
+ * MiB offer, tests/e2e/swap_paced.sh) is not offered again until memory
+ * is freed; one that took the whole offer may be offered more. */
+static void test_prefetch_partial_offer(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b;
+    const struct ev *e = prefetch_scene(&a, &b, 8 * GiB);
+    assert_int_equal(e->evict, 2 * GiB); /* what is free */
+    prefetched(b, e->lease, 0, GiB, 20 * MS);
+    assert_int_equal(b->resident, GiB);
+    assert_int_equal(b->swapped, 3 * GiB);
+    assert_true(b->prefetch_stuck);
+    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
+    assert_int_equal(count(EV_PREFETCH, b), 1);
+    /* a frees 1 GiB: offered again (2 GiB of the 3 it misses), and all
+     * of the offer taken: not stuck; then the rest. */
+    usage4(a, 7 * GiB, 0, 0, 7 * GiB);
+    e = find(EV_PREFETCH, b);
+    assert_int_equal(count(EV_PREFETCH, b), 2);
+    assert_int_equal(e->evict, 2 * GiB);
+    prefetched(b, e->lease, 0, 2 * GiB, 40 * MS);
+    assert_int_equal(b->resident, 3 * GiB);
+    assert_int_equal(b->swapped, GiB);
+    assert_false(b->prefetch_stuck);
+    usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+    e = find(EV_PREFETCH, b);
+    assert_int_equal(count(EV_PREFETCH, b), 3);
+    assert_int_equal(e->evict, GiB);
+    prefetched(b, e->lease, 0, GiB, 20 * MS);
+    assert_int_equal(b->resident, 4 * GiB);
+    assert_int_equal(b->swapped, 0);
 }
 
 /* A holder granted before its first USAGE (a new job, or any job right
@@ -3490,13 +3537,16 @@ static void test_takeback_after_a_swap_out(void **state)
 /* GPU 0: holder a (8 GiB, nothing pinned) and waiter b, which needs 2 GiB
  * of a's at a's revoke; GPU 1: c (4 GiB, all backed) evicted for holder
  * e's 2 GiB ROOM. Then a's quantum ends: its revoke lacks 2 GiB, and c,
- * the only member with backing to spare, is busy. Returns c's EVICT
- * (*ce) and a's REVOKE (*r). */
+ * the only member with backing to spare, is busy. b does not give back
+ * (an older client): its ROOMs would bring no pieces back, so a's revoke
+ * asks all b needs (sd_takeback_paced). Returns c's EVICT (*ce) and a's
+ * REVOKE (*r). */
 static void busy_donor_scene(struct sd_member **a, struct sd_member **c, const struct ev **ce,
                              const struct ev **r, uint64_t pool)
 {
     struct sd_member *b;
     two_gpu_pool_scene(a, &b, c, 4 * GiB);
+    b->client->info.giveback = false;
     struct sd_member *e = pool_member_on(1, "e", 7, true);
     usage4(e, 5 * GiB, 0, 0, 5 * GiB);
     pinned(e, 5 * GiB);
@@ -3550,6 +3600,130 @@ static void test_takeback_asks_busy_member_later(void **state)
     assert_int_equal(evicted(c, ce->lease, 0, 2 * GiB), SD_OK);
     assert_int_equal(count(EV_GIVEBACK, NULL), 0);
     assert_int_equal(a->gb_short, 0);
+}
+
+/* A switch the pool is too small for (issue 20): on the H200, 4 x 45 GB
+ * with 8 s slices, a holder's 32 GB revoke lacked 15 GiB of backing with
+ * the pool spent on memory that was out (4.7 s pinning its own), and the
+ * next holder's restore then waited 5.8 s for victims pinning theirs,
+ * while its own restored memory held the pool's pieces. So where the pool
+ * lends, what a move for the next holder would pin of its own is left to
+ * that holder's ROOMs, which come with the pieces of what it restored
+ * since (its hook gives them back first), as long as it has memory still
+ * out: the revoke, the grant's third-party evictions and each ROOM move
+ * only what is backed (a ROOM at least its allocation). On a 10 GiB GPU:
+ * holder a (8 GiB, 1 GiB of it backed), waiter b (6 GiB, all of it out),
+ * an empty pool. */
+static void paced_scene(struct sd_member **a, struct sd_member **b)
+{
+    cfg.client_reserve_mb = 0;
+    cfg.quantum_cap_ms = 1000;
+    pol.pool_lends = true;
+    *a = pool_member("a", 7, true);
+    *b = pool_member("b", 7, true);
+    gpu(0)->mem_total = 10 * GiB;
+    sd_policy_pool_changed(&pol, 0, now);
+    usage4(*a, 8 * GiB, 0, 0, 8 * GiB);
+    pinned(*a, GiB);
+    acquire(*a);
+    usage4(*b, 0, 6 * GiB, 0, 6 * GiB);
+    pinned(*b, 6 * GiB);
+    acquire(*b);
+    run_until(sd_policy_deadline(&pol));
+    /* b lacks 4 GiB beside a; a has 1 GiB of backing: that much goes out
+     * at the revoke, the 3 GiB it would pin wait for b's pieces. */
+    const struct ev *r = find(EV_REVOKE, *a);
+    assert_non_null(r);
+    assert_int_equal(r->evict, GiB);
+}
+
+static void test_moves_paced_by_backing(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b;
+    paced_scene(&a, &b);
+    now += 10 * MS;
+    release_swap(a, 0, 10 * MS, GiB);
+    /* Nor does the grant wait for a to pin them: b restores what fits. */
+    assert_int_equal(b->state, CS_STATE_HELD);
+    assert_int_equal(count(EV_EVICT, a), 0);
+    /* b restored 3 GiB and gave back their pieces, of which the pool can
+     * lend 1 GiB now: its ROOM for 512 MiB moves the 1 GiB that is backed
+     * and leaves 2 GiB to its next ROOM. */
+    usage4(b, 3 * GiB, 3 * GiB, 0, 6 * GiB);
+    pol.pool_free = GiB;
+    assert_int_equal(room(b, 77, GiB / 2), SD_OK);
+    const struct ev *e = find(EV_EVICT, a);
+    assert_non_null(e);
+    assert_int_equal(e->evict, GiB);
+    /* A ROOM moves at least its own allocation, backed or not: nothing
+     * else comes with the pieces it needs now. */
+    assert_int_equal(evicted(a, e->lease, 0, GiB), SD_OK);
+    usage4(b, 3 * GiB, 3 * GiB, 0, 6 * GiB);
+    pol.pool_free = 0;
+    assert_int_equal(room(b, 78, 2 * GiB), SD_OK);
+    e = find(EV_EVICT, a);
+    assert_int_equal(e->evict, 2 * GiB);
+    assert_int_equal(count(EV_EVICT, a), 2);
+    /* And no more is left to its next ROOM than b still has out beyond
+     * this allocation: 256 MiB of the 2 GiB it needs. */
+    assert_int_equal(evicted(a, e->lease, 0, 2 * GiB), SD_OK);
+    usage4(b, 4 * GiB, GiB / 2, 0, 6 * GiB);
+    usage4(a, 6 * GiB, 2 * GiB, 0, 8 * GiB);
+    assert_int_equal(room(b, 79, GiB / 4), SD_OK);
+    e = find(EV_EVICT, a);
+    assert_int_equal(e->evict, 2 * GiB - GiB / 4);
+    assert_int_equal(count(EV_EVICT, a), 3);
+    /* A holder that does not give back (an older client) brings no
+     * pieces with its ROOMs: nothing is left to them. */
+    assert_int_equal(evicted(a, e->lease, 0, 2 * GiB - GiB / 4), SD_OK);
+    usage4(b, 4 * GiB, GiB / 2, 0, 6 * GiB);
+    usage4(a, 6 * GiB, 2 * GiB, 0, 8 * GiB);
+    b->client->info.giveback = false;
+    assert_int_equal(room(b, 80, GiB / 4), SD_OK);
+    assert_int_equal(find(EV_EVICT, a)->evict, 2 * GiB);
+}
+
+/* Likewise before the grant: with a waiter that does not give back, the
+ * grant waits for the rest of the room, moved out of a whether or not it
+ * must pin. */
+static void test_moves_paced_not_for_older_clients(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b;
+    paced_scene(&a, &b);
+    b->client->info.giveback = false;
+    now += 10 * MS;
+    release_swap(a, 0, 10 * MS, GiB);
+    assert_int_equal(b->state, CS_STATE_WAITING);
+    const struct ev *e = find(EV_EVICT, a);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 3 * GiB);
+}
+
+/* What members could give back counts as backing at hand: only the rest
+ * waits for the next holder's pieces. As above, with c on another GPU of
+ * the node holding 2 GiB of pieces behind its resident memory, and a
+ * that has pinned nothing (it has sent no PINNED: a client that reports
+ * what it pins reports changes): a's revoke moves 2 GiB of the 4, and c is
+ * asked for the 2 GiB it lacks. */
+static void test_moves_paced_counts_givebacks(void **state)
+{
+    (void)state;
+    struct sd_member *a, *b, *c;
+    two_gpu_pool_scene(&a, &b, &c, 2 * GiB);
+    usage4(a, 8 * GiB, 0, 0, 8 * GiB);
+    acquire(a);
+    usage4(b, 0, 6 * GiB, 0, 6 * GiB);
+    pinned(b, 6 * GiB);
+    acquire(b);
+    run_until(sd_policy_deadline(&pol));
+    const struct ev *r = find(EV_REVOKE, a);
+    assert_non_null(r);
+    assert_int_equal(r->evict, 2 * GiB);
+    const struct ev *e = find(EV_GIVEBACK, c);
+    assert_non_null(e);
+    assert_int_equal(e->evict, 2 * GiB);
 }
 
 /* What the pool had for a move when it was ordered stays spoken for it
@@ -5460,6 +5634,7 @@ int main(void)
         T(test_evict_order_and_partial),
         T(test_prefetch_when_it_fits),
         T(test_prefetch_limits),
+        T(test_prefetch_partial_offer),
         T(test_unreported_holder_blocks_prefetch),
         T(test_unknown_member_blocks_prefetch),
         T(test_stale_usage_keeps_restoring),
@@ -5500,6 +5675,9 @@ int main(void)
         T(test_takeback_for_revoke_swap_out),
         T(test_takeback_after_a_swap_out),
         T(test_takeback_asks_busy_member_later),
+        T(test_moves_paced_by_backing),
+        T(test_moves_paced_counts_givebacks),
+        T(test_moves_paced_not_for_older_clients),
         T(test_takeback_counts_the_pool_once),
         T(test_takeback_short_answer_asked_again),
         T(test_switch_overhead_counts_room_waited),
