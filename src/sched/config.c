@@ -51,6 +51,7 @@ static const struct knob knobs[] = {
     KNOB(pool_pace_pct, K_U32, true, 1, 100),
     KNOB(prepare_holder_lead_ms, K_U32, true, 0, 3600000),
     KNOB(pool_share_tenants, K_BOOL, true, 0, 0),
+    KNOB(swap_in_turns, K_BOOL, true, 0, 0),
     KNOB(host_reserve_mb, K_U32, true, 0, 1024u * 1024 * 1024),
     KNOB(switch_cost_target, K_DOUBLE, true, 0.001, 1.0),
     KNOB(log_level, K_LEVEL, true, 0, 0),
@@ -149,6 +150,7 @@ void sd_config_defaults(struct sd_config *c)
     c->pool_piece_mb = 64;      /* the hook's CUSHARE_PIN_PIECE: pinning's driver lock (mem.c) */
     c->pool_linger_ms = 120000; /* a node between two oversubscribed runs keeps it */
     c->pool_pace_pct = 50;      /* growth nobody waits for: half the time (configuration.md) */
+    c->swap_in_turns = true;    /* issue 20: a switch the pool cannot back at once */
     cs_strlcpy(c->gpus, "auto", sizeof c->gpus);
     c->max_conns_per_uid = 32; /* a job needs one; a user's tools a few more */
     c->hello_timeout_ms = 2000; /* the hook says HELLO at once after connecting */

@@ -60,6 +60,8 @@ struct sd_config {
                                         before its slice ends; 0 = at once (mem.c) */
     bool pool_share_tenants;     /* lend a piece a live process of another tenant
                                     gave back (it may still hold an import) */
+    bool swap_in_turns;          /* moves for the next holder leave what they would
+                                    pin to its ROOMs (takeback.c sd_takeback_paced) */
     uint32_t host_reserve_mb;    /* pinning leaves the host this much available;
                                     0 = 10% of RAM, at least 4 GiB, at most half */
     double switch_cost_target;

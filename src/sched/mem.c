@@ -397,15 +397,19 @@ static bool plannable(const struct sd_member *v, const struct sd_member *w)
 static struct sd_member **by_eviction_order(const struct sd_gpu *g);
 
 /* Evicts from third parties, furthest from running first, until `need`
- * bytes are on their way out or nobody is left. Paced (before w's grant,
- * where the pool lends): what a victim would pin of its own is left to
- * w's ROOMs, which come with the pieces of what w has restored since
- * (sd_takeback_paced). */
+ * bytes are on their way out or nobody is left. Paced where the pool
+ * lends: what a victim would pin of its own is left to w's ROOMs, which
+ * come with the pieces of what w has restored since (sd_takeback_paced).
+ * While a holder runs too: on the H200 (4 x 45 GB, 8 s slices) the part
+ * of a revoke's swap-out left to the next holder was asked at once of a
+ * third party that lacked all of it, whose 14.9 GB pinned beside the
+ * revoke's swap-out, both at a crawl, and held every other process's
+ * allocations up (pinning holds a driver lock); jobs pinning their own
+ * took the host to its reserve. */
 static void evict_third_parties(struct sd_policy *p, struct sd_gpu *g, struct sd_member *w,
-                                uint64_t need, bool paced, uint64_t now)
+                                uint64_t need, uint64_t now)
 {
-    uint64_t fp = sd_mem_expected(g, w), returns =
-        paced && w->client->info.giveback ? w->swapped : 0;
+    uint64_t fp = sd_mem_expected(g, w), returns = w->client->info.giveback ? w->swapped : 0;
     bool said = fp <= w->footprint;
     if (need <= SD_MEM_SLACK)
         return;
@@ -468,7 +472,7 @@ bool sd_mem_grant_ready(struct sd_policy *p, struct sd_gpu *g, struct sd_member 
         g->room_wait_since = 0;
         return true;
     }
-    evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w), true, now);
+    evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w), now);
     if (!evictions_in_flight(g)) {
         /* Nothing more can move: grant, and let ROOM sort out whatever the
          * model got wrong (or the client learn it does not fit). */
@@ -978,7 +982,7 @@ void sd_mem_plan(struct sd_policy *p, struct sd_gpu *g, uint64_t now)
         return;
     }
     if (running)
-        evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w), false, now);
+        evict_third_parties(p, g, w, sd_mem_shortfall(p, g, w), now);
     plan_prefetch(p, g, w, cap, 0, now);
 }
 

@@ -178,8 +178,8 @@ uint64_t sd_takeback_lendable(const struct sd_policy *p);
  * restore gives the pool back its pieces as it goes (its hook returns
  * them before each ROOM: hook/swap.c cs_swap_lend_back_locked; a client
  * with CS_HELLO_GIVEBACK), so the
- * part of a move for it that would pin backing of its own (beyond v's own,
- * the pool's lendable bytes and what members could give back) is left to
+ * part of a move for it that would pin backing of its own (beyond v's own
+ * and the pool's lendable bytes) is left to
  * its ROOMs, up to *returns bytes in all (what its restore still brings
  * back, lowered by what this defers). Returns what v is asked to move
  * now: all of `amount` where the pool does not lend, v does not report

@@ -33,8 +33,10 @@ ARGS=(--mem-mb 80 --allocs 5 --iters "$ITERS" --kernel-ns 10000000)
 export CUSHARE_LOG_LEVEL=info # the jobs' exit summaries
 
 write_conf
+# swap_in_turns off: what the moves lack is asked back rather than left to
+# the next holder's ROOMs (swap_paced.sh covers that).
 printf '%s\n' "pool_min_mb = 64" "pool_max_mb = 72" "pool_piece_mb = 16" \
-    "metrics = 127.0.0.1:0" >>"$T/cushared.conf"
+    "metrics = 127.0.0.1:0" "swap_in_turns = false" >>"$T/cushared.conf"
 sed -i -e 's/^quantum_floor_ms = .*/quantum_floor_ms = 300/' \
     -e 's/^quantum_cap_ms = .*/quantum_cap_ms = 300/' "$T/cushared.conf"
 start_pool_daemon
