@@ -26,7 +26,10 @@
  *      is still missing (partial eviction): third parties by EVICT, the
  *      outgoing holder by REVOKE.evict_bytes (policy.c make_room). The
  *      grant waits for those answers; it goes ahead anyway when nothing is
- *      left to move (ROOM then decides) or after revoke_timeout_ms.
+ *      left to move (ROOM then decides) or after revoke_timeout_ms. Where
+ *      the pool lends, what the movers would pin of their own is left to
+ *      w's ROOMs, which bring back the pool's pieces of what w restored
+ *      (takeback.c sd_takeback_paced, swap_in_turns).
  *   2. Overlap: while a holder still runs, third parties are evicted for w
  *      at once (the copy engines are idle while kernels run), and w is sent
  *      PREFETCH as soon as its missing memory, or at least PREFETCH_MIN of

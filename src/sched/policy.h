@@ -210,6 +210,9 @@ struct sd_member {
                                  behind its resident memory; not asked again
                                  until a PREPARE lends it more or its PINNED
                                  rises */
+    uint64_t paced_said;      /* what a move of it last left to the next
+                                 holder's ROOMs, as logged (takeback.c:
+                                 said once per amount, not per plan) */
     uint64_t gb_short;        /* its move's backing nobody could be asked for
                                  yet: asked as members finish (takeback.c) */
     uint64_t move_due;        /* pool bytes spoken for its move (EVICT, revoke's

@@ -184,8 +184,8 @@ uint64_t sd_takeback_lendable(const struct sd_policy *p);
  * back, lowered by what this defers). Returns what v is asked to move
  * now: all of `amount` where the pool does not lend, v does not report
  * what it pins (an older client), or nothing is left of *returns. */
-uint64_t sd_takeback_paced(const struct sd_policy *p, const struct sd_member *v,
-                           uint64_t amount, uint64_t *returns);
+uint64_t sd_takeback_paced(const struct sd_policy *p, struct sd_member *v, uint64_t amount,
+                           uint64_t *returns);
 
 /* tslice.c, called by policy.c */
 /* After every decision on g: TIMESLICE to each member whose desired

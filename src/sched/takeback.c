@@ -169,8 +169,8 @@ void sd_takeback_for(struct sd_policy *p, struct sd_member *v, uint64_t bytes, u
                  (unsigned long long)v->gb_short);
 }
 
-uint64_t sd_takeback_paced(const struct sd_policy *p, const struct sd_member *v,
-                           uint64_t amount, uint64_t *returns)
+uint64_t sd_takeback_paced(const struct sd_policy *p, struct sd_member *v, uint64_t amount,
+                           uint64_t *returns)
 {
     /* A client that reports what it pins (CS_HELLO_PIN) and has not yet
      * has pinned nothing: it reports changes only. */
@@ -186,11 +186,12 @@ uint64_t sd_takeback_paced(const struct sd_policy *p, const struct sd_member *v,
     lack = sub0(lack, sd_takeback_lendable(p));
     uint64_t wait = min64(lack, *returns);
     *returns -= wait;
-    if (wait)
+    if (wait && wait != v->paced_said)
         cs_debug("gpu %u: pid %u moves %llu of %llu bytes now: the %llu it would pin "
                  "wait for the pieces the next holder's restore gives back",
                  v->gpu->index, v->client->info.pid, (unsigned long long)(amount - wait),
                  (unsigned long long)amount, (unsigned long long)wait);
+    v->paced_said = wait;
     return amount - wait;
 }
 
