@@ -178,9 +178,9 @@ enum cs_piece_kind {
  * clients that set it, and leaves to their ROOMs the part of a move for
  * them that would pin backing the pool cannot lend (takeback.c
  * sd_takeback_paced); a client of the release before that promise gives
- * nothing back with its ROOMs, and its victims pin as before, in parts. Same rules: the hook says it first (with RESTORED,
- * and LABELS when it has a label: a daemon that knows it knows those),
- * then as before. */
+ * nothing back with its ROOMs, and its victims pin as before, in parts.
+ * Same rules: the hook says it first (with RESTORED, and LABELS when it
+ * has a label: a daemon that knows it knows those), then as before. */
 #define CS_HELLO_GIVEBACK 0x800u
 
 /* ATTACH.flags: the client's state on that GPU, meaningful on reconnect.

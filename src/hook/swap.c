@@ -481,13 +481,14 @@ static void drop_backings(struct cs_segs *s, backing_pick pick, uint64_t arg, ui
 }
 
 /* Takes up to max backings holding pieces of the node's pool off resident
- * segments into drop[], until `bytes` (counted in *took) are off. */
+ * segments into drop[], until `bytes` (counted in *took) are off; not the
+ * one the pinner is taking a piece in for (none while it is held off). */
 static int giveback_pick_locked(struct cs_segs *s, uint64_t bytes, uint64_t *took,
                                 struct cs_backing *drop, int max)
 {
     int n = 0;
     for (struct cs_seg *g = s->head; g && n < max && *took < bytes; g = g->next) {
-        if (g->state == CS_SEG_RESIDENT && cs_backing_lent(&g->backing)) {
+        if (g != s->pinning && g->state == CS_SEG_RESIDENT && cs_backing_lent(&g->backing)) {
             *took += g->backing.pinned;
             drop[n++] = g->backing;
             s->backing -= g->backing.pinned;
@@ -546,16 +547,7 @@ uint64_t cs_swap_lend_back_locked(struct cs_dev *d)
             g->copied = false;
         for (int n = BATCH; n == BATCH;) {
             struct cs_backing drop[BATCH];
-            n = 0;
-            for (struct cs_seg *g = s->head; g && n < BATCH; g = g->next) {
-                if (g == s->pinning || g->state != CS_SEG_RESIDENT ||
-                    !cs_backing_lent(&g->backing))
-                    continue;
-                took += g->backing.pinned;
-                s->backing -= g->backing.pinned;
-                drop[n++] = g->backing;
-                memset(&g->backing, 0, sizeof g->backing);
-            }
+            n = giveback_pick_locked(s, CS_ALL_BYTES, &took, drop, BATCH);
             for (int i = 0; i < n; i++)
                 cs_backing_free(&drop[i]);
         }

@@ -54,6 +54,19 @@ start_pool_daemon() {
     wait_log "pinned pool: [0-9.]+ MiB pinned, its target" >/dev/null
 }
 
+# pool_all_back WHAT: fails unless every piece of the pool is back (none
+# lent) within 10 s; WHAT names what ended, for the message.
+pool_all_back() {
+    local lent i
+    lent=$(pool_metric cushare_pool_lent_bytes)
+    for i in $(seq 100); do
+        [ "$lent" = 0 ] && return 0
+        sleep 0.1
+        lent=$(pool_metric cushare_pool_lent_bytes)
+    done
+    [ "$lent" = 0 ] || fail "$lent bytes of the pool still lent after $1"
+}
+
 start_daemon() {
     [ -f "$T/cushared.conf" ] || write_conf
     "$B/bin/cushared" --socket "$SOCK" --config "$T/cushared.conf" \

@@ -52,13 +52,7 @@ done
 echo "moves paced: $paced; pieces given back before a ROOM: $lent_back times"
 [ "$paced" -gt 0 ] || fail "no move was left to the next holder's ROOMs"
 [ "$lent_back" -gt 0 ] || fail "no holder gave its pieces back before asking for room"
-lent=$(pool_metric cushare_pool_lent_bytes)
-for i in $(seq 100); do
-    [ "$lent" = 0 ] && break
-    sleep 0.1
-    lent=$(pool_metric cushare_pool_lent_bytes)
-done
-[ "$lent" = 0 ] || fail "$lent bytes of the pool still lent after both jobs exited"
+pool_all_back "both jobs exited"
 stop_daemon
 expect_free "$free0"
 echo "swap_paced: ok"

@@ -74,13 +74,7 @@ echo "$asked GIVEBACKs ($answered answered), $((given >> 20)) MiB given back;" \
     fail "cushare_gpu_givebacks_total $(pool_metric cushare_gpu_givebacks_total), $asked sent"
 [ "$(pool_metric cushare_gpu_given_back_bytes_total)" = "$given" ] ||
     fail "cushare_gpu_given_back_bytes_total $(pool_metric cushare_gpu_given_back_bytes_total), $given given back"
-lent=$(pool_metric cushare_pool_lent_bytes)
-for i in $(seq 100); do
-    [ "$lent" = 0 ] && break
-    sleep 0.1
-    lent=$(pool_metric cushare_pool_lent_bytes)
-done
-[ "$lent" = 0 ] || fail "$lent bytes of the pool still lent after every job exited"
+pool_all_back "every job exited"
 stop_daemon
 expect_free "$free0"
 echo "swap_takeback: ok"
