@@ -9,8 +9,10 @@
  *             a device's segments (what each one's addresses show), the
  *             placeholder, the swap engine's state, the pinner's
  *             hold-off. Held across placing memory on the GPU, which may
- *             wait for the scheduler's answer to ROOM: so the client I/O
- *             thread, which delivers that answer, never takes it.
+ *             wait for the scheduler's answer to ROOM (and first gives the
+ *             pool back its pieces, RETURN: swap.c
+ *             cs_swap_lend_back_locked): so the client I/O thread, which
+ *             delivers that answer, never takes it.
  *     vmm_mu      (vmm.c) the application's VMM objects and mappings;
  *                 an object's mappings change only with both held
  *     exp_mu      (ipc.c) the export table (registering an export)
