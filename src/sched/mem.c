@@ -699,6 +699,16 @@ uint64_t sd_mem_backing_covered(const struct sd_member *m)
     return have;
 }
 
+uint64_t sd_mem_backing_lack(const struct sd_member *m, uint64_t bytes)
+{
+    return sub0(min64(bytes, sd_mem_movable(m)), sd_mem_backing_covered(m));
+}
+
+bool sd_mem_pins_known(const struct sd_member *m)
+{
+    return m->pinned_known || m->client->info.pin;
+}
+
 /* Whether m is asked to pin ahead at all. */
 static bool preparable(const struct sd_member *m)
 {
@@ -768,8 +778,7 @@ static uint64_t holders_uncovered(const struct sd_policy *p, const struct sd_gpu
     for (size_t i = 0; need && i < g->n; i++) {
         const struct sd_member *h = g->m[i];
         if (sd_is_holder(h) && preparable(h))
-            lack = sd_add_sat(lack, sub0(min64(need, sd_mem_movable(h)),
-                                         sd_mem_backing_covered(h)));
+            lack = sd_add_sat(lack, sd_mem_backing_lack(h, need));
     }
     return lack;
 }

@@ -154,6 +154,13 @@ void sd_mem_forget_requests(struct sd_policy *p, struct sd_member *m, uint64_t n
 /* What m has pinned for its resident memory: what a PREPARE covered, or
  * what it reports pinned beyond its swapped bytes, if more. */
 uint64_t sd_mem_backing_covered(const struct sd_member *m);
+/* What moving `bytes` out of m (at most what it can move) needs beyond
+ * that: backing it would borrow or pin. */
+uint64_t sd_mem_backing_lack(const struct sd_member *m, uint64_t bytes);
+/* Whether what m has pinned is known: it said so (PINNED), or it reports
+ * what it pins (CS_HELLO_PIN) and has not yet, so it has pinned nothing
+ * (it reports changes only). An older client's is not. */
+bool sd_mem_pins_known(const struct sd_member *m);
 
 /* takeback.c, called by mem.c, policy.c and room.c */
 /* v is asked to move `bytes` out (an EVICT, a revoke's swap-out): what its

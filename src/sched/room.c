@@ -211,11 +211,10 @@ static uint64_t backing_lack(const struct sd_policy *p, const struct sd_member *
     if (!p->pool_lends)
         return 0;
     while (need > 0 && (v = victim_after(g, m, w, v))) {
-        if (!v->pinned_known)
+        if (!sd_mem_pins_known(v))
             return 0;
         uint64_t take = sd_mem_movable(v) < need ? sd_mem_movable(v) : need;
-        uint64_t covered = sd_mem_backing_covered(v);
-        lack = sd_add_sat(lack, take > covered ? take - covered : 0);
+        lack = sd_add_sat(lack, sd_mem_backing_lack(v, take));
         need -= take;
     }
     uint64_t lendable = sd_takeback_lendable(p);

@@ -153,7 +153,7 @@ void sd_takeback_for(struct sd_policy *p, struct sd_member *v, uint64_t bytes, u
     v->move_due = 0;
     if (!p->pool_lends || !bytes)
         return;
-    uint64_t need = sub0(min64(bytes, sd_mem_movable(v)), sd_mem_backing_covered(v));
+    uint64_t need = sd_mem_backing_lack(v, bytes);
     uint64_t free = sd_takeback_lendable(p);
     v->move_due = min64(need, free);
     if (need <= free || !p->ops.giveback)
@@ -172,12 +172,9 @@ void sd_takeback_for(struct sd_policy *p, struct sd_member *v, uint64_t bytes, u
 uint64_t sd_takeback_paced(const struct sd_policy *p, struct sd_member *v, uint64_t amount,
                            uint64_t *returns)
 {
-    /* A client that reports what it pins (CS_HELLO_PIN) and has not yet
-     * has pinned nothing: it reports changes only. */
-    if (!p->cfg->swap_in_turns || !p->pool_lends || !*returns ||
-        !(v->pinned_known || v->client->info.pin))
+    if (!p->cfg->swap_in_turns || !p->pool_lends || !*returns || !sd_mem_pins_known(v))
         return amount;
-    uint64_t lack = sub0(min64(amount, sd_mem_movable(v)), sd_mem_backing_covered(v));
+    uint64_t lack = sd_mem_backing_lack(v, amount);
     /* What members could give back (EVICT GIVEBACK) is not counted: the
      * daemon cannot tell their lent pieces from backing they pinned
      * themselves, which they keep, and on the H200 a member asked for
