@@ -26,21 +26,44 @@ start_daemon "mode = exclusive" "quantum_floor_ms = $QUANTUM_MS" "quantum_cap_ms
 
 launch sleeper normal 1 --mem-mb 2 --iters 400 --kernel-ns 5000000 --sync-every 1 --seed 21
 wait_trace "${JOB_PID[sleeper]}"
-launch waiter normal 1 --mem-mb 2 --iters 20 --kernel-ns 2000000 --sync-every 1 --seed 22
+launch waiter normal 1 --mem-mb 2 --iters 500 --kernel-ns 2000000 --sync-every 1 --seed 22
 sp=${JOB_PID[sleeper]} wp=${JOB_PID[waiter]}
 
-# Stop the sleeper while it holds the GPU and the waiter waits for it.
+# Stop the sleeper at the start of one of its slices, once the waiter has
+# run and waits for it again: the grant's log line is watched (every
+# 2 ms), not the status, whose read takes two processes (on a slow 2-core
+# VM of 2026-12-01 a slice ended between the read and the stop, and the
+# sleeper was stopped waiting, which is not what this tests). The status
+# read after the stop says whether it held then (stopped, it cannot give
+# the lease back); if not, it is continued and stopped at a later slice.
+# The waiter has five quanta of work, so that it is still there for that.
+alive() { kill -0 "$sp" 2>/dev/null && kill -0 "$wp" 2>/dev/null; }
+next_grant() {
+    local who=$1 from=$2 i
+    for i in $(seq 5000); do
+        awk -v s="$from" -v p="grant lease .* to $who " 'NR > s && $0 ~ p { f = 1 } END { exit !f }' \
+            "$T/cushared.log" && return 0
+        alive || return 1
+        sleep 0.002
+    done
+    return 1
+}
 tstop=
-for _ in $(seq 1000); do
-    if status "$T/st"; then
-        s=$(client_line "$T/st" "$sp") w=$(client_line "$T/st" "$wp")
-        if [ "$(field "$s" state)" = holding ] && [ "$(field "$w" state)" = waiting ]; then
-            tstop=$("$EU" now)
-            kill -STOP "$sp"
-            break
-        fi
+for attempt in 1 2 3 4 5; do
+    # After the waiter's first grant: a sleeper grant then follows a slice of the waiter.
+    [ "$attempt" -gt 1 ] || next_grant waiter 0 || fail "the waiter was never granted the GPU"
+    from=$(wc -l <"$T/cushared.log")
+    next_grant sleeper "$from" || fail "no slice of the sleeper's came while both jobs ran"
+    tstop=$("$EU" now)
+    kill -STOP "$sp"
+    status "$T/st" || fail "cushared stopped answering"
+    s=$(client_line "$T/st" "$sp") w=$(client_line "$T/st" "$wp")
+    if [ "$(field "$s" state)" = holding ] && [ "$(field "$w" state)" = waiting ]; then
+        break
     fi
-    sleep 0.005
+    echo "at the stop the sleeper was $(field "$s" state), the waiter $(field "$w" state): tried again"
+    tstop=
+    kill -CONT "$sp"
 done
 [ -n "$tstop" ] || fail "never saw the sleeper holding and the waiter waiting: $(cat "$T/st")"
 cat "$T/st"

@@ -24,6 +24,10 @@ source "$(dirname "$0")/swap_lib.sh"
 
 ARGS=(--mem-mb 150 --allocs 15 --kernel-ns 2000000)
 SLOW=0.25
+# The contending jobs' least iterations: they run until the stop file in
+# any case, and at 12 they went on for seconds after it (each of their
+# slices is mostly swapping), half the test's time on a 2-core VM.
+MIN_ITERS=3
 
 # Short slices whatever the switches cost (the slow victim's make them
 # expensive): the point here is many swaps, not the makespan.
@@ -47,9 +51,9 @@ kill_job_phase() { # KIND
     slow_job "v$kind" 7 400
     v=$JOB_PID
     wait_log "client .*: pid $v " "$from" >/dev/null
-    job "a$kind" 1 "${ARGS[@]}" --iters 12 --until-file "$stop"
+    job "a$kind" 1 "${ARGS[@]}" --iters "$MIN_ITERS" --until-file "$stop"
     a=$JOB_PID
-    job "b$kind" 2 "${ARGS[@]}" --iters 12 --until-file "$stop"
+    job "b$kind" 2 "${ARGS[@]}" --iters "$MIN_ITERS" --until-file "$stop"
     b=$JOB_PID
     case $kind in
     revoke) # its second REVOKE (at the first, the others' memory may not be
@@ -100,12 +104,12 @@ kill_daemon() { # WHAT
 }
 from=$(log_lines)
 stop="$T/stop-daemon"
-slow_job s 3 16 --until-file "$stop"
+slow_job s 3 "$MIN_ITERS" --until-file "$stop"
 s=$JOB_PID
 wait_log "client .*: pid $s " "$from" >/dev/null
-job da 4 "${ARGS[@]}" --iters 12 --until-file "$stop"
+job da 4 "${ARGS[@]}" --iters "$MIN_ITERS" --until-file "$stop"
 da=$JOB_PID
-job db 5 "${ARGS[@]}" --iters 12 --until-file "$stop"
+job db 5 "${ARGS[@]}" --iters "$MIN_ITERS" --until-file "$stop"
 db=$JOB_PID
 n=$(wait_log "revoke lease .*\\(pid $s\\)" "$from")
 n=$(wait_log "revoke lease .*\\(pid $s\\)" "$n")

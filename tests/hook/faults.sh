@@ -77,15 +77,27 @@ in_list() { # WORD LIST: whether WORD is one of LIST's words
     return 1
 }
 
+# The hook's settings of each scenario, as hook_faults sets them when it
+# re-executes itself under the hook: each run starts preloaded instead (one
+# process start, not two; hook_faults refuses other settings).
+PRELOAD="${SAN_RUNTIME:+$SAN_RUNTIME }$BUILD/lib/libcushare.so"
+settings() { # SCENARIO DIR
+    local backing=CUSHARE_PIN_PIECE=2M
+    [ "$1" = grant-retry ] && backing=CUSHARE_HOST_BACKING=hostalloc
+    echo "LD_PRELOAD=$PRELOAD CUSHARE_SOCKET=$2/mock.sock $backing CUSHARE_SEG_PART=2M" \
+        "CUSHARE_HOST_RESERVE=64M"
+}
+
 # run ID SCENARIO SPEC [NAME=VALUE...]: one run in $WORK/ID; writes its
 # exit status to $WORK/ID/rc.
 run() {
     local id=$1 sc=$2 spec=$3 dir=$WORK/$1
     shift 3
     mkdir -p "$dir"
-    env FAKECUDA_SHM="$SHM-$id" TEST_TMP="$dir" ${spec:+FAKECUDA_FAIL=$spec} \
-        FAKECUDA_FAIL_LOG="$dir/fired" "$@" \
-        timeout --kill-after=5 "$LIMIT" "$BIN" "$sc" >"$dir/log" 2>&1
+    # shellcheck disable=SC2046 # settings are NAME=VALUE words
+    timeout --kill-after=5 "$LIMIT" env FAKECUDA_SHM="$SHM-$id" TEST_TMP="$dir" \
+        ${spec:+FAKECUDA_FAIL=$spec} FAKECUDA_FAIL_LOG="$dir/fired" "$@" \
+        $(settings "$sc" "$dir") "$BIN" "$sc" >"$dir/log" 2>&1
     echo $? >"$dir/rc"
     echo "$sc $spec $*" >"$dir/what"
     rm -f "/dev/shm/fakecuda-$SHM-$id"

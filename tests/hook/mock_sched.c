@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -39,7 +40,10 @@ struct mock_sched {
     uint64_t next_lease;   /* guarded by mu */
     uint64_t lease[CS_MAX_DEVICES]; /* guarded by mu */
     pthread_t thread;
-    _Atomic int stop;      /* set once by mock_stop; the thread polls with a timeout */
+    _Atomic int stop;      /* set once by mock_stop, which then writes to wake[1] */
+    int wake[2];           /* a pipe: its read end is polled with the socket, so that
+                            * mock_stop does not wait out the poll's timeout (50 ms a
+                            * test process; 509 of them in the fault sweep) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct entry *log;     /* guarded by mu */
@@ -145,8 +149,9 @@ static void *serve(void *arg)
         pthread_mutex_lock(&m->mu);
         int fd = m->cfd;
         pthread_mutex_unlock(&m->mu);
-        struct pollfd p = {.fd = fd >= 0 ? fd : m->lfd, .events = POLLIN};
-        if (poll(&p, 1, 50) <= 0)
+        struct pollfd p[2] = {{.fd = fd >= 0 ? fd : m->lfd, .events = POLLIN},
+                              {.fd = m->wake[0], .events = POLLIN}};
+        if (poll(p, 2, 50) <= 0 || !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
         if (fd < 0) {
             int c = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -190,8 +195,10 @@ struct mock_sched *mock_start(const char *path, uint32_t idle_ms)
     unlink(path);
     m->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (!m->log || m->lfd < 0 || bind(m->lfd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-        listen(m->lfd, 8) < 0) {
+        listen(m->lfd, 8) < 0 || pipe2(m->wake, O_CLOEXEC) < 0) {
         perror("mock_sched");
+        if (m->lfd >= 0)
+            close(m->lfd);
         free(m->log);
         free(m);
         return NULL;
@@ -203,7 +210,11 @@ struct mock_sched *mock_start(const char *path, uint32_t idle_ms)
 void mock_stop(struct mock_sched *m)
 {
     m->stop = 1;
+    if (write(m->wake[1], "", 1) < 0)
+        perror("mock_sched: wake"); /* the poll's timeout still ends the thread */
     pthread_join(m->thread, NULL);
+    close(m->wake[0]);
+    close(m->wake[1]);
     if (m->cfd >= 0)
         close(m->cfd);
     close(m->lfd);
