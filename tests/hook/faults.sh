@@ -80,7 +80,8 @@ in_list() { # WORD LIST: whether WORD is one of LIST's words
 # The hook's settings of each scenario, as hook_faults sets them when it
 # re-executes itself under the hook: each run starts preloaded instead (one
 # process start, not two; hook_faults refuses other settings).
-PRELOAD="${SAN_RUNTIME:+$SAN_RUNTIME }$BUILD/lib/libcushare.so"
+# (LD_PRELOAD's list separated by a colon: settings are split into words.)
+PRELOAD="${SAN_RUNTIME:+$SAN_RUNTIME:}$BUILD/lib/libcushare.so"
 settings() { # SCENARIO DIR
     local backing=CUSHARE_PIN_PIECE=2M
     [ "$1" = grant-retry ] && backing=CUSHARE_HOST_BACKING=hostalloc
