@@ -60,12 +60,18 @@ static uint64_t class_goal(const struct sd_pool *p, int c)
     return round_up(p->target - p->small_target, p->cfg.piece);
 }
 
+/* In whole big pieces, up where that stays within max_bytes, else down:
+ * pin_allowed never pins past max_bytes, and a target rounded up past it
+ * (half of a 125 GiB host's RAM is 1006.7 pieces of 64 MiB) could never be
+ * reached: the pool never said it was warm, and a benchmark waiting for
+ * that waited out its time (2026-12-01). */
 static uint64_t target_of(const struct sd_pool_cfg *cfg, uint64_t want)
 {
     uint64_t t = want < cfg->min_bytes ? cfg->min_bytes : want;
     if (t > cfg->max_bytes)
         t = cfg->max_bytes;
-    return round_up(t, cfg->piece);
+    uint64_t up = round_up(t, cfg->piece);
+    return up <= cfg->max_bytes ? up : t - t % cfg->piece;
 }
 
 /* D (pool.h): the small demand's high-water, raised at once, halved once

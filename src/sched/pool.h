@@ -12,8 +12,9 @@
  *
  * Target: the policy says how many bytes the node should have pinned now
  * (sd_pool_set_want); the target is clamp(want, min_bytes, max_bytes)
- * rounded up to whole big pieces. max_bytes and max_pieces bound everything
- * pinned, both classes together, whatever the target.
+ * rounded up to whole big pieces, or down where up would pass max_bytes
+ * (the target is always reachable). max_bytes and max_pieces bound
+ * everything pinned, both classes together, whatever the target.
  *
  * Two classes of pieces: big ones (cfg.piece, 64 MiB by default) make the
  * bulk of a backing, small ones (SD_POOL_SMALL, the host granularity) its

@@ -44,8 +44,15 @@ for _ in $(seq 500); do
     sleep 0.01
 done
 [ $((free0 - $(free_mem))) -ge $((90 << 20)) ] || fail "c never set up its 90 MiB"
+# ... and written it: under AddressSanitizer on a slow 2-core VM, c was still
+# filling its memory when b came, wanted the GPU back and took a's first pause.
+wait_idle c "$cpid"
 job b 2 --mem-mb 90 --allocs 3 --iters 1 --kernel-ns 5000000 --until-file "$T/stop"
 bpid=$JOB_PID
+# a starts once b's memory is set up: b must be there to take each of a's
+# pauses (under AddressSanitizer on a slow 2-core VM, a's first pause came
+# while b was still allocating, and 5 of 6 were handed over).
+wait_footprint b "$bpid" $((90 << 20))
 job a 1 --mem-mb 90 --allocs 3 --iters 6 --kernel-ns 2000000 --gap-ms 300
 apid=$JOB_PID
 job_ok a "$apid"

@@ -173,6 +173,38 @@ log_lines() { wc -l <"$T/cushared.log"; }
 
 status_json() { "$CTL" --socket "$SOCK" status --json; }
 
+# wait_footprint NAME PID BYTES: waits until the daemon knows job NAME (pid
+# PID) has at least BYTES of memory (its USAGE), failing if the job ends
+# first or within 10 s. Where a test needs a job set up before the next
+# step: on a 2-core VM whose first writes of fresh pages cost 1.3 ms/MiB
+# (2026-12-01), a fixed pause was not enough for a 150 MiB job.
+wait_footprint() {
+    local name=$1 pid=$2 bytes=$3 fp i
+    for i in $(seq 1000); do
+        fp=$(status_json | grep "\"name\": \"$name\"" |
+             grep -o '"mem_footprint_bytes": [0-9]*' | sed 's/.*: //')
+        [ "${fp:-0}" -ge "$bytes" ] && return 0
+        kill -0 "$pid" 2>/dev/null || fail "job $name ended before its footprint reached $bytes bytes"
+        sleep 0.01
+    done
+    fail "job $name's footprint stayed at ${fp:-?} bytes, not $bytes"
+}
+
+# wait_idle NAME PID: waits until the daemon has job NAME (pid PID) as idle
+# (its hook's idle report: nothing submitted for idle_report_ms), failing
+# if the job ends first or within 10 s. A job that allocated its memory may
+# still be filling it (slowly where fresh pages are slow to write), and a
+# job still at work wants the GPU back.
+wait_idle() {
+    local name=$1 pid=$2 i
+    for i in $(seq 1000); do
+        status_json | grep "\"name\": \"$name\"" | grep -q '"idle": true' && return 0
+        kill -0 "$pid" 2>/dev/null || fail "job $name ended before it was idle"
+        sleep 0.01
+    done
+    fail "job $name was never idle"
+}
+
 # json_num FILE KEY: the first number after "KEY": in FILE (GPU-level keys
 # come before the clients' in the status JSON).
 json_num() {

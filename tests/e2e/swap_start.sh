@@ -47,13 +47,7 @@ n=$(wait_log "grant lease .* to first " "$from") || fail "the first job was neve
 # 1.3 ms/MiB (2026-12-01): the first had reported two allocations of three,
 # the second was expected to grow to 100 MiB, which fit, and the quantum
 # stayed at the floor.
-for i in $(seq 1000); do
-    fp=$(status_json | grep '"name": "first"' | grep -o '"mem_footprint_bytes": [0-9]*' | sed 's/.*: //')
-    [ "${fp:-0}" -ge $((150 << 20)) ] && break
-    kill -0 "$first" 2>/dev/null || fail "the first job ended before it had allocated"
-    sleep 0.01
-done
-[ "${fp:-0}" -ge $((150 << 20)) ] || fail "the first job's footprint stayed at ${fp:-?} bytes"
+wait_footprint first "$first" $((150 << 20))
 job second 2 "${ARGS[@]}"
 second=$JOB_PID
 q=

@@ -311,15 +311,19 @@ static void test_target_clamp(void **state)
     want(GiB + 1);
     assert_int_equal(stats().target_bytes, GiB);
 
-    /* max_bytes not a multiple of the piece: the target rounds up, but
-     * nothing beyond max_bytes is pinned */
+    /* max_bytes not a multiple of the piece: the target rounds down to
+     * what can be pinned within it, and is reached */
     cfg.min_bytes = 0;
     cfg.max_bytes = 100 * MiB;
     restart();
     want(GiB);
-    assert_int_equal(stats().target_bytes, 128 * MiB);
+    assert_int_equal(stats().target_bytes, 64 * MiB);
     assert_int_equal(fill(), 1);
     assert_int_equal(stats().pinned_bytes, BIG);
+    assert_true(stats().pinned_bytes >= stats().target_bytes);
+    /* below max_bytes it still rounds up */
+    want(10 * MiB);
+    assert_int_equal(stats().target_bytes, 64 * MiB);
 
     /* min above max: max wins */
     cfg.min_bytes = 2 * GiB;
