@@ -102,12 +102,17 @@ void sd_lender_init(struct sd_server *s)
         return;
     }
     s->policy.pool_lends = true;
+    /* What it will pin at start is its target (pool_min_mb within the
+     * most, in whole pieces), not pool_min_mb: the line said 62.92 GiB
+     * where 62.88 were pinned and called the target. */
+    struct sd_pool_stats st;
+    sd_pool_get_stats(&l->pool, &st);
     char a[32], b[32], r[32], m[32];
     cs_info("pinned pool: on, up to %s in %s pieces (%u at most), keeping %s of host memory "
             "available; %s pinned at start",
             cs_format_size(pc.max_bytes, a, sizeof a), cs_format_size(pc.piece, b, sizeof b),
             max_pieces, cs_format_size(pc.reserve_bytes, r, sizeof r),
-            pc.min_bytes ? cs_format_size(pc.min_bytes, m, sizeof m) : "nothing");
+            st.target_bytes ? cs_format_size(st.target_bytes, m, sizeof m) : "nothing");
 }
 
 static void release_piece(struct sd_lender *l, const struct sd_piece *pc)

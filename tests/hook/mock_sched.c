@@ -42,8 +42,8 @@ struct mock_sched {
     pthread_t thread;
     _Atomic int stop;      /* set once by mock_stop, which then writes to wake[1] */
     int wake[2];           /* a pipe: its read end is polled with the socket, so that
-                            * mock_stop does not wait out the poll's timeout (50 ms a
-                            * test process; 509 of them in the fault sweep) */
+                            * mock_stop does not wait out the poll's timeout (up to
+                            * 50 ms a mock) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct entry *log;     /* guarded by mu */
