@@ -173,16 +173,19 @@ log_lines() { wc -l <"$T/cushared.log"; }
 
 status_json() { "$CTL" --socket "$SOCK" status --json; }
 
+# client_json NAME: job NAME's line of the status JSON (empty if none).
+client_json() { status_json | grep "\"name\": \"$1\""; }
+
 # wait_footprint NAME PID BYTES: waits until the daemon knows job NAME (pid
 # PID) has at least BYTES of memory (its USAGE), failing if the job ends
-# first or within 10 s. Where a test needs a job set up before the next
-# step: on a 2-core VM whose first writes of fresh pages cost 1.3 ms/MiB
-# (2026-12-01), a fixed pause was not enough for a 150 MiB job.
+# first or after 1000 looks (10 s of pauses, and a status read each). Where
+# a test needs a job set up before the next step: on a 2-core VM whose
+# first writes of fresh pages cost 1.3 ms/MiB (2026-12-01), a fixed pause
+# was not enough for a 150 MiB job.
 wait_footprint() {
     local name=$1 pid=$2 bytes=$3 fp i
     for i in $(seq 1000); do
-        fp=$(status_json | grep "\"name\": \"$name\"" |
-             grep -o '"mem_footprint_bytes": [0-9]*' | sed 's/.*: //')
+        fp=$(client_json "$name" | grep -o '"mem_footprint_bytes": [0-9]*' | sed 's/.*: //')
         [ "${fp:-0}" -ge "$bytes" ] && return 0
         kill -0 "$pid" 2>/dev/null || fail "job $name ended before its footprint reached $bytes bytes"
         sleep 0.01
@@ -192,13 +195,13 @@ wait_footprint() {
 
 # wait_idle NAME PID: waits until the daemon has job NAME (pid PID) as idle
 # (its hook's idle report: nothing submitted for idle_report_ms), failing
-# if the job ends first or within 10 s. A job that allocated its memory may
-# still be filling it (slowly where fresh pages are slow to write), and a
-# job still at work wants the GPU back.
+# if the job ends first or after 1000 looks. A job that allocated its
+# memory may still be filling it (slowly where fresh pages are slow to
+# write), and a job still at work wants the GPU back.
 wait_idle() {
     local name=$1 pid=$2 i
     for i in $(seq 1000); do
-        status_json | grep "\"name\": \"$name\"" | grep -q '"idle": true' && return 0
+        client_json "$name" | grep -q '"idle": true' && return 0
         kill -0 "$pid" 2>/dev/null || fail "job $name ended before it was idle"
         sleep 0.01
     done
