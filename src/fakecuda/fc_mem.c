@@ -84,8 +84,7 @@ static CUresult dev_alloc(struct fc_ctx *c, size_t size, int kind, struct fc_poo
     bool charged = kind == FC_R_DEVICE;
     if (charged && fc_shm_charge(c->dev, len) != CUDA_SUCCESS)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = fc_map_anon(len, false);
     if (p == MAP_FAILED) {
         if (charged)
             fc_shm_uncharge(c->dev, len);
@@ -261,8 +260,7 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned int Flags)
     /* Pinned memory is resident: populate it now, so that copies into it
      * do not pay page faults inside their simulated time. */
     size_t len = fc_page_round(bytesize);
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    void *p = fc_map_anon(len, true);
     if (p == MAP_FAILED)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct fc_range rg = {

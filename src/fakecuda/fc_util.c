@@ -8,9 +8,11 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -159,4 +161,62 @@ size_t fc_page_round(size_t n)
 {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     return (n + pg - 1) & ~(pg - 1);
+}
+
+int fc_fill_fd(int fd, size_t size, unsigned char byte)
+{
+    size_t chunk = size < ((size_t)1 << 20) ? size : (size_t)1 << 20;
+    unsigned char *buf = malloc(chunk ? chunk : 1);
+    if (!buf)
+        return -1;
+    memset(buf, byte, chunk);
+    size_t off = 0;
+    while (off < size) {
+        size_t n = size - off < chunk ? size - off : chunk;
+        ssize_t w = pwrite(fd, buf, n, (off_t)off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            free(buf);
+            errno = e;
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    free(buf);
+    return 0;
+}
+
+void *fc_map_anon(size_t len, bool populate)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (len < huge) {
+        int fl = MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : MAP_NORESERVE);
+        return mmap(NULL, len, PROT_READ | PROT_WRITE, fl, -1, 0);
+    }
+    /* Over-map by a huge page less one page and trim both ends, so that the
+     * mapping starts on a 2 MiB boundary (the kernel aligns only lengths
+     * that are whole huge pages). */
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), span = len + huge - pg;
+    if (span < len)
+        return MAP_FAILED;
+    char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        return MAP_FAILED;
+    char *p = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+    if (p > raw)
+        munmap(raw, (size_t)(p - raw));
+    if (raw + span > p + len)
+        munmap(p + len, (size_t)(raw + span - (p + len)));
+    (void)madvise(p, len, MADV_HUGEPAGE);
+#ifdef MADV_POPULATE_WRITE
+    /* Pinned memory is resident: allocate its pages now (after the advice,
+     * so that they are huge). Before Linux 5.14 this fails and the pages
+     * come at first touch. */
+    if (populate)
+        (void)madvise(p, len, MADV_POPULATE_WRITE);
+#endif
+    return p;
 }
