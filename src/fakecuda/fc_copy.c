@@ -47,12 +47,26 @@ static bool sides_ok_locked(const struct fc_copy *cp)
     return true;
 }
 
+/* One row: memcpy unless the two sides overlap (only a device-to-device
+ * copy within one allocation can). Under AddressSanitizer memmove is a
+ * byte loop (its interceptor's internal_memmove) and memcpy the C
+ * library's: the swap tests' copies, hundreds of MiB, took a fifth of the
+ * fault sweep's time in memmove. */
+static void copy_row(char *dst, const char *src, size_t n)
+{
+    uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+    if (d + n <= s || s + n <= d)
+        memcpy(dst, src, n);
+    else
+        memmove(dst, src, n);
+}
+
 static void do_copy(const struct fc_copy *cp)
 {
     for (size_t z = 0; z < cp->depth; z++)
         for (size_t y = 0; y < cp->height; y++)
-            memmove((char *)cp->dst + z * cp->dslice + y * cp->dpitch,
-                    (const char *)cp->src + z * cp->sslice + y * cp->spitch, cp->width);
+            copy_row((char *)cp->dst + z * cp->dslice + y * cp->dpitch,
+                     (const char *)cp->src + z * cp->sslice + y * cp->spitch, cp->width);
 }
 
 CUresult fc_copy_run(struct fc_ctx *c, const struct fc_copy *cp)

@@ -87,13 +87,13 @@ uint64_t fc_proc_start(pid_t pid);
 /* True when pid is alive and still the process that started at `start`. */
 bool fc_proc_alive(pid_t pid, uint64_t start);
 size_t fc_page_round(size_t n);
-/* Fills bytes [0, size) of a file (a memfd) with `byte` through write
+/* Fills bytes [0, size) of a file (a memfd) with FC_POISON through write
  * calls, not a mapping: on a VM whose hypervisor shadows the page tables,
  * the first touch of each page through each new mapping costs ~5 us (on
  * the CI's 2-core VMs, 2026-12-02: poisoning 150 MiB through a mapping
  * took 240 ms, through pwrite 30 ms), and the memory is mapped again
  * where it is used anyway. 0, or -1 with errno set. */
-int fc_fill_fd(int fd, size_t size, unsigned char byte);
+int fc_fill_fd(int fd, size_t size);
 /* A private anonymous mapping of len bytes (MAP_FAILED on failure), with
  * MAP_POPULATE when populate, advised to use transparent huge pages: the
  * simulated device's and pinned host memory is touched whole, and on such

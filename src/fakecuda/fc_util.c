@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -163,28 +164,34 @@ size_t fc_page_round(size_t n)
     return (n + pg - 1) & ~(pg - 1);
 }
 
-int fc_fill_fd(int fd, size_t size, unsigned char byte)
+/* fc_fill_fd's source: FC_POISON, written once (pthread_once) and only read
+ * after. A buffer of the process's own: a malloc'd one is fresh pages each
+ * time under AddressSanitizer (its allocator maps large blocks), whose
+ * first touch cost more than the writes. */
+static unsigned char fill_buf[64 << 10];
+static pthread_once_t fill_once = PTHREAD_ONCE_INIT;
+
+static void fill_init(void)
 {
-    size_t chunk = size < ((size_t)1 << 20) ? size : (size_t)1 << 20;
-    unsigned char *buf = malloc(chunk ? chunk : 1);
-    if (!buf)
-        return -1;
-    memset(buf, byte, chunk);
+    memset(fill_buf, FC_POISON, sizeof fill_buf);
+}
+
+int fc_fill_fd(int fd, size_t size)
+{
+    pthread_once(&fill_once, fill_init);
     size_t off = 0;
     while (off < size) {
-        size_t n = size - off < chunk ? size - off : chunk;
-        ssize_t w = pwrite(fd, buf, n, (off_t)off);
+        size_t n = size - off < sizeof fill_buf ? size - off : sizeof fill_buf;
+        ssize_t w = pwrite(fd, fill_buf, n, (off_t)off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
-            int e = w < 0 ? errno : ENOSPC;
-            free(buf);
-            errno = e;
+            if (w == 0)
+                errno = ENOSPC;
             return -1;
         }
         off += (size_t)w;
     }
-    free(buf);
     return 0;
 }
 

@@ -187,7 +187,7 @@ static int make_memfd(size_t size, const CUmemAllocationProp *prop, int dev)
         close(fd);
         return -1;
     }
-    if (poison && fc_fill_fd(fd, size, FC_POISON) != 0) {
+    if (poison && fc_fill_fd(fd, size) != 0) {
         close(fd);
         return -1;
     }
