@@ -30,6 +30,17 @@ HOOK=$B/lib/libcushare.so
 PRELOAD="${SAN_RUNTIME:+$SAN_RUNTIME }$HOOK"
 CTL=$B/bin/cusharectl
 
+# sleep SECONDS: the same wait without a process. The tests poll in loops
+# (`sleep 0.02` between looks), and on CI's 2-core VMs a process start
+# costs ~3.4 ms: in swap_pool.sh, 8% of the machine's time went to sleep
+# processes and more to bash forking them (2026-12-02). bash's read times
+# out on a descriptor that never has data: a pipe this shell holds both
+# ends of (inherited by what it starts, which never read it).
+exec {E2E_NAP_FD}<> <(:)
+sleep() {
+    read -r -t "$1" -u "$E2E_NAP_FD" _ || true
+}
+
 # require FILE...: the build products a test needs.
 require() {
     local f
