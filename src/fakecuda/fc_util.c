@@ -208,8 +208,10 @@ void *fc_map_anon(size_t len, bool populate)
     size_t pg = (size_t)sysconf(_SC_PAGESIZE), span = len + huge - pg;
     if (span < len)
         return MAP_FAILED;
+    /* Pinned memory is committed (no MAP_NORESERVE), as MAP_POPULATE's
+     * was: what the host cannot hold fails here, not at first touch. */
     char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                     MAP_PRIVATE | MAP_ANONYMOUS | (populate ? 0 : MAP_NORESERVE), -1, 0);
     if (raw == MAP_FAILED)
         return MAP_FAILED;
     char *p = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
