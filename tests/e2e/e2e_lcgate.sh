@@ -52,7 +52,8 @@ export FAKECUDA_TIMESLICE_US=30000
 # tree for the four pairs.
 SECS=2
 
-start_at() { awk -v t="$(date +%s.%N)" 'BEGIN { printf "%.3f", t + 1.5 }'; }
+LEAD=1.5 # start-up allowance before the common start time
+start_at() { awk -v t="$(date +%s.%N)" -v l="$LEAD" 'BEGIN { printf "%.3f", t + l }'; }
 val() { tr ' ' '\n' <"$1" | sed -n "s/^$2=//p"; }
 
 # run_pair native|gated: both jobs, same start time; gated: under the hook
@@ -73,7 +74,7 @@ run_pair() {
     local lpid=$!
     JOB_PIDS+=($lpid)
     if [ "$tag" != native ]; then
-        sleep 2.5 # the middle of the measured window (1.5 s lead, then SECS)
+        sleep "$(awk -v l="$LEAD" -v s="$SECS" 'BEGIN { print l + s / 2 }')" # mid-window
         status "$T/st" || fail "status while gated"
         "$CTL" --socket "$SOCK" status >"$T/table" || fail "cusharectl status failed"
     fi
