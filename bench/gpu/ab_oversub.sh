@@ -29,6 +29,7 @@ for v in ${ORDER:-old new}; do
     b=build conf=${CONF_NEW:-}
     [ "$v" = old ] && b=$OLD_BUILD conf=${CONF_OLD:-}
     pkill cushared
+    pkill -f workloads/occupy.py # OVERSUB_GPU_MB's, of an entry its timeout cut
     rm -rf "${OUT:?}/$i-$v"
     mkdir -p "$OUT/$i-$v"
     made+=("./$i-$v")

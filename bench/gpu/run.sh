@@ -33,6 +33,9 @@
 #             pytorch-add jobs of G GB, e.g. add4x45 on an H200);
 #             OVERSUB_ITERS sets the pytorch-add iterations (800; 2900
 #             gives issue 20's 33 s jobs at 45 GB on an H200);
+#             OVERSUB_GPU_MB runs them on GPU 0 shown as that many MiB
+#             (81559: an H100 80 GB; occupy_start; not with the r3
+#             cases, whose own mem_reserve_mb replaces it);
 #             OVERSUB_FLOOR_MS (1000; `default`: the daemon's); OVERSUB_REPS
 #             repeats each case (solo run included); OVERSUB_SOLOS runs
 #             each repetition's solo that many times (medians, default 1); OVERSUB_CONF adds lines
@@ -655,6 +658,48 @@ oversub_once() {
     say "  $label pool: $(pool_summary "$from"); now pinned $(pool_metric cushare_pool_pinned_bytes) B, lent $(pool_metric cushare_pool_lent_bytes) B, pin $(pool_metric cushare_pool_pin_seconds_total) s in all, missed pieces $(pool_metric cushare_pool_missed_pieces_total)"
 }
 
+# MIB: makes GPU 0 look like a GPU of MIB MiB (nvidia-smi's memory.total;
+# an H100 80 GB shows 81559) for the oversub section: a native process
+# outside cushare (workloads/occupy.py) holds the rest of the driver's
+# memory, its context included, and the daemon is told of it in
+# mem_reserve_mb (its default 512 plus what is held), sets OCC_RESERVE and
+# OCC_PID. The solo runs run beside it too. So the jobs' allocations meet
+# the smaller GPU's limit at the driver, and the daemon plans for it, as
+# on that GPU; what is not the smaller GPU's is its speed (the H200's
+# memory is faster, so give the jobs the issue's seconds, not its
+# iterations) and its host.
+occupy_start() {
+    local total take
+    total=$(nvidia-smi -i 0 --query-gpu=memory.total --format=csv,noheader,nounits)
+    take=$((total - $1))
+    if [ "$take" -le 0 ]; then
+        fail "OVERSUB_GPU_MB=$1: GPU 0 has $total MiB, nothing to hold"
+        return 1
+    fi
+    python3 $W/occupy.py --take-mb "$take" >"$OUT/occupy.log" 2>&1 &
+    OCC_PID=$!
+    trap occupy_stop EXIT
+    trap 'occupy_stop; exit 143' TERM INT
+    for _ in $(seq 600); do
+        grep -q '"took_mb"' "$OUT/occupy.log" 2>/dev/null && break
+        kill -0 "$OCC_PID" 2>/dev/null || break
+        sleep 0.2
+    done
+    if ! grep -q '"ok": true' "$OUT/occupy.log"; then
+        fail "occupy.py did not hold $take MiB: $(tail -2 "$OUT/occupy.log")"
+        occupy_stop
+        return 1
+    fi
+    OCC_RESERVE=$((512 + take))
+    say "GPU 0 shown as $1 MiB: $(grep '^{' "$OUT/occupy.log" | tail -1) (of $total MiB); daemon mem_reserve_mb = $OCC_RESERVE"
+}
+occupy_stop() {
+    [ -n "${OCC_PID:-}" ] || return 0
+    kill "$OCC_PID" 2>/dev/null
+    wait "$OCC_PID" 2>/dev/null
+    OCC_PID=
+}
+
 section_oversub() {
     say "## oversubscription (sum of job memory > GPU memory)"
     # The switch summaries read the daemon's debug lines.
@@ -676,6 +721,11 @@ client_reserve_mb = 768
 revoke_timeout_ms = 60000
 ${OVERSUB_CONF:-}"
     wait_host_memory
+    if [ -n "${OVERSUB_GPU_MB:-}" ]; then
+        occupy_start "$OVERSUB_GPU_MB" || return
+        base+="
+mem_reserve_mb = $OCC_RESERVE"
+    fi
     local t0=$(now) from=0
     [ -f "$OUT/cushared.log" ] && from=$(wc -l <"$OUT/cushared.log")
     start_daemon "$base"
@@ -774,6 +824,7 @@ mem_reserve_mb = 51200"
     done
     ours "$B/bin/cusharectl" --socket "$SOCK" status >"$OUT/oversub-status.txt" 2>&1
     stop_daemon
+    occupy_stop
 }
 
 # graphs_case LABEL N GB ENV CMD...: CMD alone natively, then N of it at
