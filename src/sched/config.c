@@ -371,6 +371,16 @@ int sd_config_check(const struct sd_config *c, char *err, size_t errlen)
         seterr(err, errlen, "pool_piece_mb (%u) is not a multiple of 2 (MiB)", c->pool_piece_mb);
         return -1;
     }
+    /* The pool grows to what pin-ahead would have the clients hold, which
+     * the pin budget bounds (mem.c pin_budget): a larger pool_max_mb would
+     * never be reached, and says two things at once. */
+    if (c->pin_budget_mb && c->pool_max_mb > c->pin_budget_mb) {
+        seterr(err, errlen,
+               "pool_max_mb (%u) is above pin_budget_mb (%u): the pool pins within the pin "
+               "budget; raise pin_budget_mb or leave it 0 (then pool_max_mb is the budget)",
+               c->pool_max_mb, c->pin_budget_mb);
+        return -1;
+    }
     if (c->quantum_floor_ms > c->quantum_cap_ms) {
         seterr(err, errlen, "quantum_floor_ms (%u) is above quantum_cap_ms (%u)",
                c->quantum_floor_ms, c->quantum_cap_ms);

@@ -582,16 +582,24 @@ static uint64_t prepare_target(const struct sd_member *m, uint64_t over)
     return min64(sd_mem_movable(m), sd_add_sat(over, over / 4));
 }
 
-/* The node's pin-ahead budget: pin_budget_mb, or half the host's RAM. Pinned
- * memory cannot be reclaimed; each client's target alone is bounded (the
- * overflow), but n clients on one GPU each pinning the overflow pinned 120
- * GB for 4 x 30 GB jobs on a 125 GiB host, and the kernel OOM-killed one. */
+/* The node's pin-ahead budget: pin_budget_mb, or half the host's RAM, or
+ * pool_max_mb where that is set above half. Pinned memory cannot be
+ * reclaimed; each client's target alone is bounded (the overflow), but n
+ * clients on one GPU each pinning the overflow pinned 120 GB for 4 x 30 GB
+ * jobs on a 125 GiB host, and the kernel OOM-killed one. The pool pins
+ * what pin-ahead would have the clients hold, within this budget
+ * (sd_policy_pool_want), so a pool_max_mb above half the RAM was never
+ * reached: on the H200 shown as an H100 (2026-12-02) a pool allowed 80 GiB
+ * stopped at 62.9, half of 125. A pool_max_mb above a pin_budget_mb that
+ * is set is refused (sd_config_check). */
 static uint64_t pin_budget(const struct sd_policy *p)
 {
     if (p->cfg->pin_budget_mb)
         return (uint64_t)p->cfg->pin_budget_mb << 20;
-    uint64_t ram = cs_host_mem_total();
-    return ram ? ram / 2 : UINT64_MAX;
+    uint64_t ram = cs_host_mem_total(), pool = (uint64_t)p->cfg->pool_max_mb << 20;
+    if (!ram)
+        return UINT64_MAX;
+    return pool > ram / 2 ? pool : ram / 2;
 }
 
 /* What one member holds pinned for swapping. A client that reports it

@@ -152,6 +152,24 @@ static void test_floor_above_cap(void **state)
     assert_int_equal(sd_config_check(&c, err, sizeof err), 0);
 }
 
+/* The pool pins within the pin budget (mem.c pin_budget): a pool_max_mb
+ * above a pin_budget_mb that is set could never be reached, and is
+ * refused; with the budget left at 0, pool_max_mb is the budget. */
+static void test_pool_max_above_pin_budget(void **state)
+{
+    (void)state;
+    struct sd_config c;
+    sd_config_defaults(&c);
+    char err[300];
+    assert_int_equal(sd_config_set(&c, "pool_max_mb", "81920", true, err, sizeof err), 0);
+    assert_int_equal(sd_config_check(&c, err, sizeof err), 0);
+    assert_int_equal(sd_config_set(&c, "pin_budget_mb", "65536", true, err, sizeof err), 0);
+    assert_int_equal(sd_config_check(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "pool_max_mb (81920) is above pin_budget_mb (65536)"));
+    assert_int_equal(sd_config_set(&c, "pin_budget_mb", "81920", true, err, sizeof err), 0);
+    assert_int_equal(sd_config_check(&c, err, sizeof err), 0);
+}
+
 static void test_overrides(void **state)
 {
     (void)state;
@@ -516,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_every_knob),
         cmocka_unit_test(test_runtime_refusals),
         cmocka_unit_test(test_floor_above_cap),
+        cmocka_unit_test(test_pool_max_above_pin_budget),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_ini_file),
         cmocka_unit_test(test_shipped_example_config),

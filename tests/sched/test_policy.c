@@ -2975,6 +2975,32 @@ static void test_prepare_within_budget(void **state)
     assert_int_equal(count(EV_PREPARE, w), 1);
 }
 
+/* What the node's pool should pin (sd_policy_pool_want) stays within the
+ * pin budget, which left at 0 is half the RAM, or pool_max_mb where that
+ * is set above half: a pool allowed 80 GiB on a 125 GiB host stopped at
+ * 62.9 (the H200 shown as an H100, 2026-12-02). Two jobs each as large as
+ * the host's RAM on a GPU as large: the want, 1.1 RAM each, is the cap. */
+static void test_pool_want_within_budget(void **state)
+{
+    (void)state;
+    uint64_t ram = cs_host_mem_total();
+    if (!ram)
+        skip();
+    struct sd_member *a = ran(attach(client(CS_PRIO_NORMAL, 1, "a"), 0));
+    struct sd_member *b = ran(attach(client(CS_PRIO_NORMAL, 1, "b"), 0));
+    gpu(0)->mem_total = ram;
+    usage4(a, ram, 0, 0, ram);
+    usage4(b, ram, 0, 0, ram);
+    cfg.pin_budget_mb = 0;
+    assert_int_equal(sd_policy_pool_want(&pol), ram / 2);
+    cfg.pool_max_mb = (uint32_t)((ram / 4 * 3) >> 20);
+    assert_int_equal(sd_policy_pool_want(&pol), (uint64_t)cfg.pool_max_mb << 20);
+    cfg.pool_max_mb = (uint32_t)((ram / 4) >> 20); /* below half: half */
+    assert_int_equal(sd_policy_pool_want(&pol), ram / 2);
+    cfg.pin_budget_mb = 1024;
+    assert_int_equal(sd_policy_pool_want(&pol), 1024 * MiB);
+}
+
 /* Backing a client keeps for resident memory (CUSHARE_PIN_KEEP) is only
  * seen through its PINNED reports. The same set-up as above, but the
  * waiter says it holds 3 GiB pinned (its 1 GiB swapped and 2 kept): the
@@ -5682,6 +5708,7 @@ int main(void)
         T(test_quantum_waiter_that_ran_not_expected_to_grow),
         T(test_quantum_expected_growth_capped),
         T(test_prepare_within_budget),
+        T(test_pool_want_within_budget),
         T(test_prepare_counts_reported_pinned),
         T(test_prepare_borrows_from_pool),
         T(test_prepare_keeps_pool_for_holder),
