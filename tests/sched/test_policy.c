@@ -2979,7 +2979,8 @@ static void test_prepare_within_budget(void **state)
  * pin budget, which left at 0 is half the RAM, or pool_max_mb where that
  * is set above half: a pool allowed 80 GiB on a 125 GiB host stopped at
  * 62.9 (the H200 shown as an H100, 2026-12-02). Two jobs each as large as
- * the host's RAM on a GPU as large: the want, 1.1 RAM each, is the cap. */
+ * the host's RAM on a GPU as large: each wants its whole footprint (the
+ * overflow is 1.1 RAM), twice the RAM in all, past every budget below. */
 static void test_pool_want_within_budget(void **state)
 {
     (void)state;
