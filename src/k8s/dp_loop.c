@@ -54,7 +54,7 @@ static void slot_restart(struct dp_slot *s)
     }
 }
 
-void dp_slot_srv_gone(struct dp_slot *s, struct dp_srv *srv)
+static void slot_srv_gone(struct dp_slot *s, struct dp_srv *srv)
 {
     if (s->old == srv)
         s->old = NULL;
@@ -65,7 +65,7 @@ void dp_slot_srv_gone(struct dp_slot *s, struct dp_srv *srv)
     }
 }
 
-void dp_slot_reg_done(struct dp_slot *s, bool ok)
+static void slot_reg_done(struct dp_slot *s, bool ok)
 {
     if (s->p->stopping)
         return;
@@ -80,6 +80,9 @@ void dp_slot_reg_done(struct dp_slot *s, bool ok)
     if (s->srv && s->backoff_ms < DP_BACKOFF_MAX_MS)
         s->backoff_ms *= 2;
 }
+
+static const struct dp_slot_ops slot_ops = {.srv_gone = slot_srv_gone,
+                                             .reg_done = slot_reg_done};
 
 static bool socket_intact(const struct dp_slot *s)
 {
@@ -132,6 +135,7 @@ int dp_plugin_init(struct dp_plugin *p, const struct dp_config *cfg, const struc
 {
     memset(p, 0, sizeof *p);
     p->cfg = cfg;
+    p->ops = &slot_ops;
     p->node = *node;
     dp_podres_init(&p->podres, p);
     p->sig_fd = p->watch_fd = -1;

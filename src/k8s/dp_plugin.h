@@ -37,8 +37,19 @@ struct dp_slot {
     unsigned backoff_ms;
 };
 
+/* What the servers and Register calls (dp_server.c, dp_register.c) tell
+ * the loop that owns the slots (dp_loop.c), which registers these at init:
+ * they sit below it and never call into it. */
+struct dp_slot_ops {
+    /* A stopped server is gone (its socket unlinked): the next may start. */
+    void (*srv_gone)(struct dp_slot *s, struct dp_srv *srv);
+    /* A Register call ended, accepted by the kubelet or not. */
+    void (*reg_done)(struct dp_slot *s, bool ok);
+};
+
 struct dp_plugin {
     const struct dp_config *cfg;
+    const struct dp_slot_ops *ops;
     struct dp_node node;
     grpc_completion_queue *cq;
     size_t nslots;
@@ -59,7 +70,7 @@ struct dp_plugin {
 struct dp_srv *dp_srv_start(struct dp_slot *s, char *err, size_t cap);
 /* The device list changed: every ListAndWatch stream gets the new one. */
 void dp_srv_changed(struct dp_srv *srv);
-/* Ends the streams, shuts down; dp_slot_srv_gone() runs when it is gone. */
+/* Ends the streams, shuts down; ops->srv_gone runs when it is gone. */
 void dp_srv_stop(struct dp_srv *srv);
 /* Cancels the calls of a server whose shutdown takes too long. */
 void dp_srv_tick(struct dp_srv *srv, uint64_t now);
@@ -93,9 +104,5 @@ void dp_plugin_free(struct dp_plugin *p);
 /* Compares the directory with what the slots expect and acts: (re)starts
  * servers, (re)registers. Idempotent; run after anything changes. */
 void dp_plugin_check(struct dp_plugin *p);
-/* Called by dp_server.c when a stopped server is gone. */
-void dp_slot_srv_gone(struct dp_slot *s, struct dp_srv *srv);
-/* Called by dp_register.c when a Register call ends. */
-void dp_slot_reg_done(struct dp_slot *s, bool ok);
 
 #endif

@@ -44,7 +44,7 @@ static void reg_done(struct dp_op *op, bool ok)
         s->reg = NULL;
     reg_free(g);
     if (current)
-        dp_slot_reg_done(s, good);
+        s->p->ops->reg_done(s, good);
 }
 
 static grpc_byte_buffer *request(const struct dp_slot *s)

@@ -386,7 +386,7 @@ static void srv_maybe_gone(struct dp_srv *srv)
         return;
     grpc_server_destroy(srv->server);
     srv->slot->p->live--;
-    dp_slot_srv_gone(srv->slot, srv);
+    srv->slot->p->ops->srv_gone(srv->slot, srv);
     free(srv);
 }
 
