@@ -15,7 +15,8 @@
 # 2026-11-30 found in its tarball a 6-old it had not made, whose daemon had
 # started hours before the call).
 #
-# A knob's A/B in one build: OLD_BUILD=build runs `old` from build/ too, and
+# Each entry gets ENTRY_S seconds (280; add4x30 with 33 s jobs and a warm-up
+# takes ~230). A knob's A/B in one build: OLD_BUILD=build runs `old` from build/ too, and
 # CONF_OLD / CONF_NEW add lines to that entry's OVERSUB_CONF, e.g.
 #   OLD_BUILD=build CONF_NEW="prepare_holder_lead_ms = 5000" bench/gpu/ab_oversub.sh
 set -u
@@ -36,7 +37,7 @@ for v in ${ORDER:-old new}; do
     CUSHARE_BUILD=$b OUT=$OUT/$i-$v OVERSUB_FLOOR_MS=default \
         OVERSUB_CONF="pool_min_mb = ${POOLMIN:-8192}${conf:+
 $conf}" OVERSUB_CASES=${OVERSUB_CASES:-add4x45} \
-        timeout 280 bench/gpu/run.sh oversub >/dev/null 2>&1
+        timeout "${ENTRY_S:-280}" bench/gpu/run.sh oversub >/dev/null 2>&1
     echo "== $i $v rc=$?"
     grep -E 'makespan|GPU held|solo runs|swap-out|switches|backing|warm-up|pool:' "$OUT/$i-$v/summary.md" | cut -c1-400
 done
