@@ -610,10 +610,23 @@ gpu_held() {
 # (the GPU work), and solo_all to every run's "wall/work". The start-up
 # (wall less work) of one solo run spread 3.2-6.7 s on an H200 (a 45 GB
 # job's import, context and exit), a +-0.04 swing of issue 20's ratio.
+# FILE [WALL]: a pytorch_add result's start-up split (since_start in
+# workloads/common.py): "imported/first tensor/result" in seconds from the
+# process's start, and with WALL (the run's wall time, from its launch)
+# "+exit" the rest. Empty for a workload that does not say.
+startup_of() {
+    local i f r
+    i=$(jfield "$1" imported_s) f=$(jfield "$1" first_s) r=$(jfield "$1" result_s)
+    [ -n "$i" ] && [ -n "$f" ] && [ -n "$r" ] || return 0
+    awk -v i="$i" -v f="$f" -v r="$r" -v w="${2:-}" 'BEGIN {
+        printf "%.2f/%.2f/%.2f", i, f, r; if (w != "") printf "+%.2f", w - r }'
+}
+
 oversub_solos() {
     local label=$1 i t0 t1 walls=() works=() f w
     shift
     solo_all=
+    solo_starts=
     for i in $(seq "${OVERSUB_SOLOS:-1}"); do
         f="$OUT/oversub-solo-$label.log"
         [ "$i" -gt 1 ] && f="$OUT/oversub-solo-$label.s$i.log"
@@ -624,6 +637,7 @@ oversub_solos() {
         w=$(jfield "$f" elapsed_s)
         [ -n "$w" ] && works+=("$w")
         solo_all+="$(awk -v s="${walls[-1]}" -v w="${w:-0}" 'BEGIN {printf "%.2f/%.2f ", s, w}')"
+        solo_starts+="$(startup_of "$f" "${walls[-1]}") "
     done
     solo=$(printf '%s\n' "${walls[@]}" | median)
     work=
@@ -632,7 +646,7 @@ oversub_solos() {
 }
 
 oversub_once() {
-    local label=$1 n=$2 gb=$3 envs=$4 solo r from work solo_all
+    local label=$1 n=$2 gb=$3 envs=$4 solo r from work solo_all solo_starts
     shift 4
     oversub_solos "$label" "$@"
     [ "${OVERSUB_SOLOS:-1}" -gt 1 ] &&
@@ -650,6 +664,10 @@ oversub_once() {
     [ -n "$held" ] && [ -n "$work" ] && say "$(awk -v h="$held" -v w="$work" -v n="$n" -v l="$label" 'BEGIN {
         printf "  %s GPU held %.2f s (first grant to last exit) for %.2f s of GPU work (%d x %.2f): ratio %.3f", l, h, n*w, n, w, h/(n*w) }')"
     say "  $label jobs' elapsed_s: $(cat "$OUT"/oversub-$label-*.log | grep -o '"elapsed_s": [0-9.]*' | awk '{printf "%.2f ", $2}')"
+    local f starts=
+    for f in "$OUT"/oversub-$label-*.log; do starts+="$(startup_of "$f") "; done
+    [ -n "${solo_starts// /}" ] &&
+        say "  $label start-up, s from each process's start to torch imported/first tensor/result (+exit to the run's end): solo ${solo_starts% }; shared ${starts% }"
     say "  $label switches: $(switch_summary "$from")"
     say "  $label start and ends: $(ends_summary "$from")"
     say "  $label backing: $(grep -h 'swap backing:' "$OUT"/oversub-$label-*.log | sed 's/.*swap backing: //' | paste -sd ';')"

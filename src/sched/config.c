@@ -365,6 +365,43 @@ int sd_config_set(struct sd_config *c, const char *key, const char *value, bool 
     return -1;
 }
 
+uint64_t sd_config_host_reserve(const struct sd_config *c, uint64_t ram)
+{
+    if (c->host_reserve_mb)
+        return (uint64_t)c->host_reserve_mb << 20;
+    uint64_t r = ram / 10;
+    if (r < (4ull << 30))
+        r = 4ull << 30;
+    return r > ram / 2 ? ram / 2 : r;
+}
+
+/* Half the RAM alone was too little where a GPU's memory is most of the
+ * RAM's half: 4 x 30 GB jobs on 80 GB beside 125 GiB of RAM keep 43-53 GB
+ * swapped out while the holder's next eviction is pinned ahead, and a pool
+ * held to 62.9 GiB missed 770-3174 pieces a run (swap-out 23-27 GB/s a move;
+ * 80 GiB allowed: 665 missed, 51.7 GB/s; H200 shown as an H100,
+ * 2026-12-02). One GPU's worth of memory out at once is what a whole switch
+ * moves. What swapping keeps out must be in the host's RAM either way,
+ * pinned or not; the three quarters and the reserve leave the host's own
+ * memory reclaimable, and the pool pins nothing until a GPU nears
+ * oversubscription (mem.c sd_policy_pool_want). */
+uint64_t sd_config_pin_budget(const struct sd_config *c, uint64_t ram, uint64_t gpu_bytes)
+{
+    if (c->pin_budget_mb)
+        return (uint64_t)c->pin_budget_mb << 20;
+    if (!ram)
+        return UINT64_MAX;
+    uint64_t b = ram / 2, room = ram / 4 * 3, reserve = sd_config_host_reserve(c, ram);
+    if (room > ram - reserve)
+        room = ram - reserve;
+    if (gpu_bytes > room)
+        gpu_bytes = room;
+    if (gpu_bytes > b)
+        b = gpu_bytes;
+    uint64_t pool = (uint64_t)c->pool_max_mb << 20;
+    return pool > b ? pool : b;
+}
+
 int sd_config_check(const struct sd_config *c, char *err, size_t errlen)
 {
     if (c->pool_piece_mb % 2) {

@@ -48,7 +48,8 @@ struct sd_config {
     uint32_t mem_sample_ms;      /* the driver's per-process figures read every
                                     (meter.c); 0: never */
     uint32_t pin_budget_mb;      /* host memory the clients' pin-ahead may bring the
-                                    node's pinned swap backing to; 0 = half the RAM */
+                                    node's pinned swap backing to; 0 = from the
+                                    RAM and the GPUs' memory (sd_config_pin_budget) */
     /* issue 20: the node's pool of pinned host memory (pool.c, pinner.c) */
     bool pool;                   /* lend swap backing from a pool the daemon pins */
     uint32_t pool_max_mb;        /* never more pinned; 0 = the pin budget */
@@ -126,6 +127,18 @@ void sd_config_defaults(struct sd_config *c);
 /* The idle period a client is told in WELCOME: the smaller of
  * idle_report_ms and idle_release_ms. */
 uint32_t sd_config_idle_report(const struct sd_config *c);
+
+/* What pinning must leave the host of `ram` bytes: host_reserve_mb, else
+ * 10% of the RAM, at least 4 GiB, at most half (the hook's
+ * CUSHARE_HOST_RESERVE default). */
+uint64_t sd_config_host_reserve(const struct sd_config *c, uint64_t ram);
+
+/* The node's pin budget (what the clients' pin-ahead and the pool may bring
+ * its pinned swap backing to): pin_budget_mb; left at 0, half the RAM,
+ * raised to gpu_bytes (the GPUs' memory less mem_reserve_mb) as far as
+ * three quarters of the RAM and the host reserve allow, and to pool_max_mb.
+ * UINT64_MAX when the RAM is not known (ram 0). */
+uint64_t sd_config_pin_budget(const struct sd_config *c, uint64_t ram, uint64_t gpu_bytes);
 
 /* Sets one global knob from text. runtime: refuse knobs that only take
  * effect at start-up. Returns 0, or -1 with a reason in err. Does not check

@@ -19,30 +19,21 @@
 
 /* ---- settings ------------------------------------------------------------- */
 
-/* What pinning must leave the host: host_reserve_mb, else 10% of RAM, at
- * least 4 GiB, at most half (the hook's CUSHARE_HOST_RESERVE default). */
-static uint64_t host_reserve(const struct sd_config *cfg)
-{
-    if (cfg->host_reserve_mb)
-        return (uint64_t)cfg->host_reserve_mb << 20;
-    uint64_t ram = cs_host_mem_total(), r = ram / 10;
-    if (r < (4ull << 30))
-        r = 4ull << 30;
-    return r > ram / 2 ? ram / 2 : r;
-}
-
-/* The most the pool pins: pool_max_mb, else the pin budget (pin_budget_mb,
- * else half the RAM), and never more than one and a half times the node's
- * GPU memory (more than that is never out at once). */
+/* The most the pool pins: pool_max_mb, else the pin budget
+ * (sd_config_pin_budget over the node's GPUs), and never more than one and
+ * a half times the node's GPU memory (more than that is never out at
+ * once). The policy bounds what it wants by the budget over the GPUs that
+ * have clients (mem.c pin_budget), never more than this. */
 static uint64_t pool_max(const struct sd_server *s)
 {
     if (s->cfg.pool_max_mb)
         return (uint64_t)s->cfg.pool_max_mb << 20;
-    uint64_t max = s->cfg.pin_budget_mb ? (uint64_t)s->cfg.pin_budget_mb << 20
-                                        : cs_host_mem_total() / 2;
-    uint64_t gpus = 0;
-    for (size_t i = 0; i < s->node.n; i++)
+    uint64_t gpus = 0, usable = 0, reserve = (uint64_t)s->cfg.mem_reserve_mb << 20;
+    for (size_t i = 0; i < s->node.n; i++) {
         gpus += s->node.gpu[i].mem_total;
+        usable += s->node.gpu[i].mem_total > reserve ? s->node.gpu[i].mem_total - reserve : 0;
+    }
+    uint64_t max = sd_config_pin_budget(&s->cfg, cs_host_mem_total(), usable);
     if (gpus && max > gpus + gpus / 2)
         max = gpus + gpus / 2;
     return max;
@@ -53,7 +44,7 @@ static void pool_cfg(const struct sd_server *s, uint32_t max_pieces, struct sd_p
     *pc = (struct sd_pool_cfg){
         .max_bytes = pool_max(s),
         .min_bytes = (uint64_t)s->cfg.pool_min_mb << 20,
-        .reserve_bytes = host_reserve(&s->cfg),
+        .reserve_bytes = sd_config_host_reserve(&s->cfg, cs_host_mem_total()),
         .piece = (uint64_t)s->cfg.pool_piece_mb << 20,
         .linger_ns = (uint64_t)s->cfg.pool_linger_ms * 1000000ull,
         .max_pieces = max_pieces,

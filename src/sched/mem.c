@@ -582,24 +582,23 @@ static uint64_t prepare_target(const struct sd_member *m, uint64_t over)
     return min64(sd_mem_movable(m), sd_add_sat(over, over / 4));
 }
 
-/* The node's pin-ahead budget: pin_budget_mb, or half the host's RAM, or
- * pool_max_mb where that is set above half. Pinned memory cannot be
- * reclaimed; each client's target alone is bounded (the overflow), but n
- * clients on one GPU each pinning the overflow pinned 120 GB for 4 x 30 GB
- * jobs on a 125 GiB host, and the kernel OOM-killed one. The pool pins
- * what pin-ahead would have the clients hold, within this budget
- * (sd_policy_pool_want), so a pool_max_mb above half the RAM was never
- * reached: on the H200 shown as an H100 (2026-12-02) a pool allowed 80 GiB
- * stopped at 62.9, half of 125. A pool_max_mb above a pin_budget_mb that
- * is set is refused (sd_config_check). */
+/* The node's pin-ahead budget (sd_config_pin_budget), the GPUs' memory
+ * counted over the GPUs that have clients (their mem_total is the node's
+ * figure: dispatch.c). Pinned memory cannot be reclaimed; each client's
+ * target alone is bounded (the overflow), but n clients on one GPU each
+ * pinning the overflow pinned 120 GB for 4 x 30 GB jobs on a 125 GiB host,
+ * and the kernel OOM-killed one. The pool pins what pin-ahead would have
+ * the clients hold, within this budget (sd_policy_pool_want), so the
+ * budget, not pool_max_mb, is what bounds the pool: on the H200 shown as
+ * an H100 (2026-12-02) a pool allowed 80 GiB stopped at 62.9 while the
+ * budget was half of 125 GiB. A pool_max_mb above a pin_budget_mb that is
+ * set is refused (sd_config_check). */
 static uint64_t pin_budget(const struct sd_policy *p)
 {
-    if (p->cfg->pin_budget_mb)
-        return (uint64_t)p->cfg->pin_budget_mb << 20;
-    uint64_t ram = cs_host_mem_total(), pool = (uint64_t)p->cfg->pool_max_mb << 20;
-    if (!ram)
-        return UINT64_MAX;
-    return pool > ram / 2 ? pool : ram / 2;
+    uint64_t gpus = 0, reserve = (uint64_t)p->cfg->mem_reserve_mb << 20;
+    for (size_t i = 0; i < p->ngpu; i++)
+        gpus = sd_add_sat(gpus, sub0(p->gpu[i]->mem_total, reserve));
+    return sd_config_pin_budget(p->cfg, cs_host_mem_total(), gpus);
 }
 
 /* What one member holds pinned for swapping. A client that reports it

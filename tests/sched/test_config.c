@@ -170,6 +170,43 @@ static void test_pool_max_above_pin_budget(void **state)
     assert_int_equal(sd_config_check(&c, err, sizeof err), 0);
 }
 
+/* The pin budget left at 0 (sd_config_pin_budget): half the RAM, raised
+ * to the GPUs' memory as far as three quarters of the RAM and the host
+ * reserve allow, and to pool_max_mb; pin_budget_mb when set. */
+static void test_pin_budget_default(void **state)
+{
+    (void)state;
+    const uint64_t G = 1ull << 30;
+    struct sd_config c;
+    sd_config_defaults(&c);
+    char err[200];
+    /* 125 GiB of RAM: reserve 12.5 GiB, three quarters 93.75 */
+    assert_int_equal(sd_config_host_reserve(&c, 125 * G), 125 * G / 10);
+    assert_int_equal(sd_config_pin_budget(&c, 125 * G, 0), 125 * G / 2);
+    assert_int_equal(sd_config_pin_budget(&c, 125 * G, 40 * G), 125 * G / 2);
+    assert_int_equal(sd_config_pin_budget(&c, 125 * G, 79 * G), 79 * G);
+    assert_int_equal(sd_config_pin_budget(&c, 125 * G, 640 * G), 125 * G / 4 * 3);
+    /* 16 GiB: the 4 GiB reserve floor is the bound */
+    assert_int_equal(sd_config_host_reserve(&c, 16 * G), 4 * G);
+    assert_int_equal(sd_config_pin_budget(&c, 16 * G, 80 * G), 12 * G);
+    /* 6 GiB: the reserve is at most half, and so is the budget */
+    assert_int_equal(sd_config_host_reserve(&c, 6 * G), 3 * G);
+    assert_int_equal(sd_config_pin_budget(&c, 6 * G, 80 * G), 3 * G);
+    /* a set host reserve bounds it */
+    assert_int_equal(sd_config_set(&c, "host_reserve_mb", "51200", true, err, sizeof err), 0);
+    assert_int_equal(sd_config_host_reserve(&c, 125 * G), 50 * G);
+    assert_int_equal(sd_config_pin_budget(&c, 125 * G, 640 * G), 75 * G);
+    /* pool_max_mb above it raises it */
+    assert_int_equal(sd_config_set(&c, "pool_max_mb", "102400", true, err, sizeof err), 0);
+    assert_int_equal(sd_config_pin_budget(&c, 125 * G, 79 * G), 100 * G);
+    /* the RAM unknown: no bound */
+    assert_int_equal(sd_config_pin_budget(&c, 0, 79 * G), UINT64_MAX);
+    /* pin_budget_mb set: it, whatever else */
+    assert_int_equal(sd_config_set(&c, "pin_budget_mb", "204800", true, err, sizeof err), 0);
+    assert_int_equal(sd_config_pin_budget(&c, 125 * G, 79 * G), 200 * G);
+    assert_int_equal(sd_config_pin_budget(&c, 0, 0), 200 * G);
+}
+
 static void test_overrides(void **state)
 {
     (void)state;
@@ -535,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_runtime_refusals),
         cmocka_unit_test(test_floor_above_cap),
         cmocka_unit_test(test_pool_max_above_pin_budget),
+        cmocka_unit_test(test_pin_budget_default),
         cmocka_unit_test(test_overrides),
         cmocka_unit_test(test_ini_file),
         cmocka_unit_test(test_shipped_example_config),

@@ -2976,28 +2976,37 @@ static void test_prepare_within_budget(void **state)
 }
 
 /* What the node's pool should pin (sd_policy_pool_want) stays within the
- * pin budget, which left at 0 is half the RAM, or pool_max_mb where that
- * is set above half: a pool allowed 80 GiB on a 125 GiB host stopped at
- * 62.9 (the H200 shown as an H100, 2026-12-02). Two jobs each as large as
- * the host's RAM on a GPU as large: each wants its whole footprint (the
- * overflow is 1.1 RAM), twice the RAM in all, past every budget below. */
+ * pin budget, which left at 0 follows the memory of the GPUs that have
+ * clients (less mem_reserve_mb) between half and three quarters of the
+ * RAM, or is pool_max_mb where that is larger: a pool allowed 80 GiB on a
+ * 125 GiB host stopped at 62.9, half the RAM (the H200 shown as an H100,
+ * 2026-12-02). Two jobs each as large as the host's RAM: each wants its
+ * whole footprint (the overflow is past the RAM), twice the RAM in all,
+ * past every budget below. The arithmetic of the default is
+ * test_config's; this is the policy's use of it. */
 static void test_pool_want_within_budget(void **state)
 {
     (void)state;
     uint64_t ram = cs_host_mem_total();
-    if (!ram)
+    if (ram < (8ull << 30))
         skip();
     struct sd_member *a = ran(attach(client(CS_PRIO_NORMAL, 1, "a"), 0));
     struct sd_member *b = ran(attach(client(CS_PRIO_NORMAL, 1, "b"), 0));
-    gpu(0)->mem_total = ram;
+    cfg.pin_budget_mb = 0;
+    cfg.mem_reserve_mb = 512;
+    cfg.host_reserve_mb = (uint32_t)((ram / 8) >> 20);
+    gpu(0)->mem_total = ram / 4; /* below half the RAM: half */
     usage4(a, ram, 0, 0, ram);
     usage4(b, ram, 0, 0, ram);
-    cfg.pin_budget_mb = 0;
     assert_int_equal(sd_policy_pool_want(&pol), ram / 2);
-    cfg.pool_max_mb = (uint32_t)((ram / 4 * 3) >> 20);
+    gpu(0)->mem_total = ram / 8 * 5; /* between: the GPU, less its reserve */
+    assert_int_equal(sd_policy_pool_want(&pol), ram / 8 * 5 - 512 * MiB);
+    gpu(0)->mem_total = ram; /* beyond: three quarters */
+    assert_int_equal(sd_policy_pool_want(&pol), ram / 4 * 3);
+    cfg.host_reserve_mb = (uint32_t)((ram / 2) >> 20); /* the reserve bounds it */
+    assert_int_equal(sd_policy_pool_want(&pol), ram - ((uint64_t)cfg.host_reserve_mb << 20));
+    cfg.pool_max_mb = (uint32_t)((ram / 8 * 7) >> 20);
     assert_int_equal(sd_policy_pool_want(&pol), (uint64_t)cfg.pool_max_mb << 20);
-    cfg.pool_max_mb = (uint32_t)((ram / 4) >> 20); /* below half: half */
-    assert_int_equal(sd_policy_pool_want(&pol), ram / 2);
     cfg.pin_budget_mb = 1024;
     assert_int_equal(sd_policy_pool_want(&pol), 1024 * MiB);
 }

@@ -15,6 +15,21 @@ def result(**kw):
     print(json.dumps(kw), flush=True)
 
 
+def since_start():
+    """Seconds since this process started (the kernel's start time, to its
+    clock tick: /proc/self/stat against /proc/uptime); None where /proc
+    does not say. Lets a benchmark split a job's wall time into its start-up
+    (interpreter, imports, CUDA context), its work and its exit."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        return up - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def timed_steps(step, steps, warmup):
     """Runs step() warmup+steps times; returns per-step seconds (after warmup)."""
     for _ in range(warmup):
