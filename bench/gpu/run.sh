@@ -73,6 +73,10 @@
 #             pool's warm-up time beside it; then the same allocations
 #             in a new job with the pool idle; PACE_HOLD_GPU=1 has the jobs
 #             hold their GPU while allocating (not in the default list)
+#   startup   issue 20: STARTUP_N (2) small PyTorch jobs launched together,
+#             natively and under cushared, against one alone: each
+#             process's start-up (torch import, CUDA context, result, exit),
+#             STARTUP_REPS rounds (not in the default list)
 #   ctxmem    issue 21: a daemon at its defaults measures each PyTorch
 #             client's overhead (context, modules) through NVML: beside
 #             nvidia-smi's per-process figure (not in the default list)
@@ -458,6 +462,60 @@ section_lctorch() {
             tee "$OUT/lctorch.md" >>"$SUM"
         tar czf "$OUT/lctorch-logs.tar.gz" -C "$OUT" lctorch-logs && rm -rf "$logs"
     else say "SKIP bench/lc/torch.sh not present"; fi
+}
+
+# Start-up of jobs launched together (issue 20's pair reached its first
+# grant about 1.2 s later than its solo run's start-up says): pytorch_add
+# at 1 GB (STARTUP_ITERS, default 20), one natively, STARTUP_N (2) natively
+# at once, and STARTUP_N under cushared at once (they fit: nothing moves),
+# STARTUP_REPS (5) rounds in that order. Medians over the rounds' processes
+# of each one's times from its start (since_start in workloads/common.py):
+# torch imported, first tensor (the CUDA context; under cushared also the
+# connection and the grant), result; and its exit, from the result to its
+# end as its parent saw it. Every result checked. Not in the default list.
+startup_round() { # KIND N TAG: N jobs at once, natively or under cushared
+    local kind=$1 n=$2 tag=$3 i pids=() t0 pre=env
+    [ "$kind" = shared ] && pre="env CUSHARE_SOCKET=$SOCK LD_PRELOAD=$HOOK"
+    for i in $(seq "$n"); do
+        t0=$(now)
+        ( $pre CUSHARE_NAME="$tag-$i" python3 $W/pytorch_add.py --gb 1 \
+            --iters "${STARTUP_ITERS:-20}" >"$OUT/$tag-$i.log" 2>&1
+          echo "$t0 $(now) $?" >"$OUT/$tag-$i.end" ) &
+        pids+=($!)
+    done
+    wait "${pids[@]}"
+    for i in $(seq "$n"); do
+        grep -q '"ok": true' "$OUT/$tag-$i.log" || fail "startup $tag-$i: no correct result"
+    done
+}
+
+startup_medians() { # KIND: "imported/first/result/+exit" medians over its logs
+    local f e field out=
+    for field in imported_s first_s result_s; do
+        out+="$(for f in "$OUT"/startup-$1-*.log; do jfield "$f" $field; done | median |
+            awk '{ printf "%.2f", $1 }')/"
+    done
+    out+="+$(for f in "$OUT"/startup-$1-*.log; do
+        e=${f%.log}.end
+        [ -s "$e" ] && awk -v r="$(jfield "$f" result_s)" '{ if (r != "") printf "%.3f\n", $2 - $1 - r }' "$e"
+    done | median | awk '{ printf "%.2f", $1 }')"
+    echo "$out"
+}
+
+section_startup() {
+    local n=${STARTUP_N:-2} r kind k
+    say "## start-up of $n jobs launched together, natively and under cushared"
+    start_daemon "[cushared]"
+    for r in $(seq "${STARTUP_REPS:-5}"); do
+        startup_round native 1 "startup-solo-r$r"
+        startup_round native "$n" "startup-native-r$r"
+        startup_round shared "$n" "startup-shared-r$r"
+    done
+    stop_daemon
+    for kind in solo native shared; do
+        k=$(ls "$OUT"/startup-$kind-*.log 2>/dev/null | wc -l)
+        say "  $kind ($k processes): s from each process's start to torch imported/first tensor/result, +exit (medians): $(startup_medians "$kind")"
+    done
 }
 
 section_k8s() {
