@@ -190,13 +190,17 @@ uint32_t cs_report_interval_ms(void)
     return t;
 }
 
-/* Waits for the device's work; if nothing was submitted meanwhile, either
- * the GPU was already idle (the wait was short: confirm at once) or it just
- * finished (restart the idle clock from now). "Short" is 10 ms: a
- * synchronize with nothing to wait for takes microseconds, but up to a few
- * milliseconds on a loaded machine or under a sanitizer, and confirming up
- * to 10 ms before the GPU's last work ends costs nothing that matters (the
- * revoke drains it anyway). */
+/* Waits for the device's work. A long wait means the GPU was busy until
+ * now: the idle clock restarts from now, whether or not something was
+ * submitted meanwhile (a probe queued before a submission and waiting
+ * behind it returned as the GPU finished; ignored, the next probe found
+ * the GPU done at once and the holder was called idle a tick after its
+ * last kernel, not an idle period after). A short wait with nothing
+ * submitted meanwhile means the GPU was already idle: confirm at once.
+ * "Short" is 10 ms: a synchronize with nothing to wait for takes
+ * microseconds, but up to a few milliseconds on a loaded machine or under
+ * a sanitizer, and confirming up to 10 ms before the GPU's last work ends
+ * costs nothing that matters (the revoke drains it anyway). */
 #define IDLE_PROBE_INSTANT_NS 10000000ull
 
 void cs_report_idle_probe(struct cs_dev *d, const struct cs_job *job)
@@ -207,11 +211,13 @@ void cs_report_idle_probe(struct cs_dev *d, const struct cs_job *job)
     pthread_mutex_lock(&d->mu);
     d->rep.probe_pending = false;
     uint32_t entries = (uint32_t)(atomic_load_explicit(&d->gate.subm, memory_order_relaxed) >> 32);
-    if (d->lease.state == CS_LEASE_HELD && entries == (uint32_t)job->id) {
-        if (t1 - t0 < IDLE_PROBE_INSTANT_NS)
+    if (d->lease.state == CS_LEASE_HELD) {
+        if (t1 - t0 >= IDLE_PROBE_INSTANT_NS) {
+            if (t1 > d->rep.last_activity_ns)
+                d->rep.last_activity_ns = t1;
+        } else if (entries == (uint32_t)job->id) {
             d->rep.gpu_done = true;
-        else
-            d->rep.last_activity_ns = t1;
+        }
     }
     pthread_mutex_unlock(&d->mu);
 }

@@ -3,7 +3,8 @@
  * With a 100 ms idle period: a holder blocked in a synchronize on a 600 ms
  * kernel is not reported idle while the kernel runs; once the kernel is done
  * and nothing new comes, USAGE IDLE arrives no earlier than 100 ms after the
- * kernel ended and not much later; new work clears it. A holder that
+ * kernel ended and not much later; new work clears it. So also when more
+ * work was queued behind the kernel while the hook waited for it. A holder that
  * submits nothing for a second because it is allocating (device memory is
  * created at 0.25 GB/s here: 64 MiB takes ~270 ms) is not idle either: on
  * the H100 a job allocating its tensors right after its grant was revoked
@@ -80,6 +81,43 @@ static void busy_holder_is_not_idle(void **state)
     while (!busy && mock_wait(mock, CS_MSG_USAGE, 2000, &m, NULL))
         busy = !(m.u.usage.flags & CS_USAGE_IDLE);
     assert_true(busy);
+    CK(cuMemFree(p));
+}
+
+/* Work queued while the hook's idle probe waits for a kernel: the probe
+ * was asked about the work before it, and returns as the GPU finishes
+ * both. The GPU was busy until then, so idle comes an idle period later,
+ * not at the next probe (which finds the GPU done at once: before
+ * 2026-12-02 that confirmed idle a tick after the last kernel ended). */
+static void work_queued_during_probe(void **state)
+{
+    (void)state;
+    CUdeviceptr p = holding();
+    struct cs_msg m;
+    while (mock_wait(mock, CS_MSG_USAGE, 0, NULL, NULL))
+        ;
+    const uint64_t kernel_ns = 600000000ull;
+    uint64_t t0 = ht_now_ns();
+    CK(fck_sleep(0, kernel_ns));
+    ht_sleep_ms(300); /* an idle period without a submission: the probe waits */
+    CK(fck_fill32(0, p, 1024, 3)); /* behind the kernel: ends after t0 + 600 ms */
+    CK(cuCtxSynchronize());
+    uint64_t t_end = ht_now_ns();
+    bool idle = false;
+    uint64_t at = 0;
+    while (!idle && mock_wait(mock, CS_MSG_USAGE, 2000, &m, &at))
+        idle = m.u.usage.flags & CS_USAGE_IDLE;
+    assert_true(idle);
+    double since_ms = (double)(at - t0) / 1e6;
+    double after_ms = (double)(int64_t)(at - t_end) / 1e6;
+    print_message("idle reported %.1f ms after the launch of a 600 ms kernel with work queued "
+                  "behind it, %.1f ms after the synchronize returned (idle period 100 ms)\n",
+                  since_ms, after_ms);
+    /* The fill cannot end before t0 + 600 ms; 5 ms of slack as above. */
+    if (since_ms < 695.0)
+        fail_msg("idle %.1f ms after the launch: less than an idle period after the GPU's "
+                 "last work", since_ms);
+    assert_true(after_ms <= 250.0);
     CK(cuMemFree(p));
 }
 
@@ -289,6 +327,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(process_without_lease_ticks_slowly),
         cmocka_unit_test(busy_holder_is_not_idle),
+        cmocka_unit_test(work_queued_during_probe),
         cmocka_unit_test(allocating_holder_is_not_idle),
         cmocka_unit_test(copying_holder_is_not_idle),
         cmocka_unit_test(peer_waiter_is_not_idle),
