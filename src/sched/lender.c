@@ -22,8 +22,8 @@
 /* The most the pool pins: pool_max_mb, else the pin budget
  * (sd_config_pin_budget over the node's GPUs), and never more than one and
  * a half times the node's GPU memory (more than that is never out at
- * once). The policy bounds what it wants by the budget over the GPUs that
- * have clients (mem.c pin_budget), never more than this. */
+ * once). The policy bounds what it wants by the budget over the GPUs
+ * clients attached (mem.c pin_budget), never more than this. */
 static uint64_t pool_max(const struct sd_server *s)
 {
     if (s->cfg.pool_max_mb)

@@ -583,8 +583,8 @@ static uint64_t prepare_target(const struct sd_member *m, uint64_t over)
 }
 
 /* The node's pin-ahead budget (sd_config_pin_budget), the GPUs' memory
- * counted over the GPUs that have clients (their mem_total is the node's
- * figure: dispatch.c). Pinned memory cannot be reclaimed; each client's
+ * counted over the GPUs clients attached since the daemon started (their
+ * mem_total is the node's figure: dispatch.c). Pinned memory cannot be reclaimed; each client's
  * target alone is bounded (the overflow), but n clients on one GPU each
  * pinning the overflow pinned 120 GB for 4 x 30 GB jobs on a 125 GiB host,
  * and the kernel OOM-killed one. The pool pins what pin-ahead would have

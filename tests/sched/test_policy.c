@@ -2976,8 +2976,8 @@ static void test_prepare_within_budget(void **state)
 }
 
 /* What the node's pool should pin (sd_policy_pool_want) stays within the
- * pin budget, which left at 0 follows the memory of the GPUs that have
- * clients (less mem_reserve_mb) between half and three quarters of the
+ * pin budget, which left at 0 follows the memory of the GPUs clients
+ * attached (less mem_reserve_mb) between half and three quarters of the
  * RAM, or is pool_max_mb where that is larger: a pool allowed 80 GiB on a
  * 125 GiB host stopped at 62.9, half the RAM (the H200 shown as an H100,
  * 2026-12-02). Two jobs each as large as the host's RAM: each wants its
