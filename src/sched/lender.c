@@ -225,6 +225,31 @@ static void ask_next_piece(struct sd_server *s, struct sd_lender *l, uint64_t no
     pin_next(l, &st, now);
 }
 
+/* While the pool holds pieces it does not lend, the host's available
+ * memory is read once a second: below the reserve, free pieces go back
+ * until it is made up (pool.h, Host pressure). The pool grows only above
+ * the reserve, but the host's own memory (the jobs' pageable memory, page
+ * cache that must be written) can grow after it did, and a pinned page
+ * cannot be reclaimed. */
+static void release_for_host(struct sd_lender *l, uint64_t now)
+{
+    struct sd_pool_stats st;
+    sd_pool_get_stats(&l->pool, &st);
+    if (!st.free_bytes || (l->avail_at && now - l->avail_at < SD_LENDER_RETRY_NS))
+        return;
+    l->avail_at = now;
+    uint64_t avail = cs_host_mem_available();
+    uint64_t short_bytes = avail && avail < l->reserve ? l->reserve - avail : 0;
+    sd_pool_set_short(&l->pool, short_bytes);
+    if (short_bytes && !l->pressure_warned) {
+        char a[32], r[32];
+        cs_warn("pinned pool: the host has %s available, under the %s it keeps: releasing "
+                "pieces nobody borrows",
+                cs_format_size(avail, a, sizeof a), cs_format_size(l->reserve, r, sizeof r));
+    }
+    l->pressure_warned = short_bytes != 0;
+}
+
 void sd_lender_drive(struct sd_server *s, uint64_t now)
 {
     struct sd_lender *l = &s->lend;
@@ -242,23 +267,18 @@ void sd_lender_drive(struct sd_server *s, uint64_t now)
     l->reserve = pc.reserve_bytes;
     sd_pool_set_want(&l->pool, sd_policy_pool_want(&s->policy), now);
     ask_next_piece(s, l, now);
+    release_for_host(l, now);
     for (const struct sd_piece *pc2; (pc2 = sd_pool_shrink(&l->pool, now));)
         release_piece(l, pc2);
     tell_policy(s, now);
 }
 
-uint64_t sd_lender_deadline(const struct sd_server *s)
+/* When the pool's growth has something to do without an event (0: never). */
+static uint64_t growth_deadline(const struct sd_server *s, const struct sd_lender *l,
+                                const struct sd_pool_stats *st, uint64_t now)
 {
-    const struct sd_lender *l = &s->lend;
-    if (!l->pinner)
-        return 0;
-    struct sd_pool_stats st;
-    sd_pool_get_stats(&l->pool, &st);
-    /* Pieces past the need: look again once a second for their linger. */
-    if (st.pinned_bytes > st.target_bytes)
-        return sd_server_now(s) + 1000000000ull;
-    uint64_t until = 0, now = sd_server_now(s);
-    if (l->inflight || st.pinned_bytes >= st.target_bytes)
+    uint64_t until = 0;
+    if (l->inflight || st->pinned_bytes >= st->target_bytes)
         return 0;
     /* Pinning held for a move: again when the move's deadline passes (its
      * answer, the usual end, is an event of its own). */
@@ -274,6 +294,24 @@ uint64_t sd_lender_deadline(const struct sd_server *s)
     if (l->pacing)
         return pin_at(s, l, now);
     return 0;
+}
+
+uint64_t sd_lender_deadline(const struct sd_server *s)
+{
+    const struct sd_lender *l = &s->lend;
+    if (!l->pinner)
+        return 0;
+    struct sd_pool_stats st;
+    sd_pool_get_stats(&l->pool, &st);
+    uint64_t now = sd_server_now(s);
+    /* Pieces past the need: look again once a second for their linger. */
+    if (st.pinned_bytes > st.target_bytes)
+        return now + SD_LENDER_RETRY_NS;
+    uint64_t d = growth_deadline(s, l, &st, now);
+    /* Free pieces: the host's memory once a second (release_for_host). */
+    if (st.free_bytes && (!d || d > now + SD_LENDER_RETRY_NS))
+        d = now + SD_LENDER_RETRY_NS;
+    return d;
 }
 
 void sd_lender_pinned_event(struct sd_server *s, uint64_t now)

@@ -67,6 +67,9 @@ struct sd_lender {
     uint64_t retry_at;       /* a pin was refused (the host's reserve, the pinner's
                                 request, the driver): none asked before this */
     uint64_t pins_ns;        /* time the pinner spent, all pieces */
+    uint64_t avail_at;       /* when the host's available memory was last read for
+                                free pieces (release_for_host, once a second) */
+    bool pressure_warned;    /* pieces went for the host's memory (said once a stretch) */
 };
 
 /* Starts the pool when the `pool` setting is on and the driver can pin

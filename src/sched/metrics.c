@@ -492,6 +492,10 @@ static void render_pool(const struct sd_server *s, struct sd_buf *b)
               st.missed_pieces_total);
     pool_line(b, "cushare_pool_reserve_refusals_total", "counter",
               "Pins held back to keep host_reserve_mb available.", st.reserve_refusals_total);
+    pool_line(b, "cushare_pool_pressure_releases_total", "counter",
+              "Free pieces released because the host's available memory fell below "
+              "host_reserve_mb.",
+              st.pressure_releases_total);
     pool_line(b, "cushare_pool_bad_returns_total", "counter",
               "Pieces given back that were not lent to the client (ignored).",
               st.bad_returns_total);

@@ -516,9 +516,16 @@ static bool taint_releasable(const struct sd_pool *p, uint64_t taint, bool stale
 static bool releasable(const struct sd_pool *p, const struct sd_piece *pc, const bool over[],
                        bool stale, uint64_t now)
 {
-    return pc->state == SD_PIECE_FREE && over[class_of(p, pc->size)] &&
-           sub0(now, pc->free_since) >= p->cfg.linger_ns &&
-           pinned_bytes(p) - pc->size >= p->cfg.min_bytes && taint_releasable(p, pc->taint, stale);
+    if (pc->state != SD_PIECE_FREE || !taint_releasable(p, pc->taint, stale))
+        return false;
+    return p->short_bytes ||
+           (over[class_of(p, pc->size)] && sub0(now, pc->free_since) >= p->cfg.linger_ns &&
+            pinned_bytes(p) - pc->size >= p->cfg.min_bytes);
+}
+
+void sd_pool_set_short(struct sd_pool *p, uint64_t bytes)
+{
+    p->short_bytes = bytes;
 }
 
 const struct sd_piece *sd_pool_shrink(struct sd_pool *p, uint64_t now)
@@ -528,7 +535,7 @@ const struct sd_piece *sd_pool_shrink(struct sd_pool *p, uint64_t now)
         uint64_t pinned = class_pinned(p, c), goal = class_goal(p, c);
         over[c] = pinned > goal && pinned - goal >= class_size(p, c);
     }
-    if (!over[CL_BIG] && !over[CL_SMALL])
+    if (!over[CL_BIG] && !over[CL_SMALL] && !p->short_bytes)
         return NULL;
     bool stale = any_stale_tenant(p);
     const struct sd_piece *best = NULL;
@@ -538,6 +545,10 @@ const struct sd_piece *sd_pool_shrink(struct sd_pool *p, uint64_t now)
             (!best || pc->free_since < best->free_since ||
              (pc->free_since == best->free_since && pc->id < best->id)))
             best = pc;
+    }
+    if (best && p->short_bytes) {
+        p->short_bytes = sub0(p->short_bytes, best->size);
+        p->st.pressure_releases_total++;
     }
     return best;
 }

@@ -34,6 +34,16 @@
  * is at least min_bytes. With cfg.piece == SD_POOL_SMALL there is one class
  * (big) and D is not used.
  *
+ * Host pressure: the lender says how far the host's available memory is
+ * below reserve_bytes (sd_pool_set_short). While it is, any free piece may
+ * go, within its target or not, lingered or not, min_bytes or not (the
+ * longest free first, taint as below), until the pieces chosen make up the
+ * shortfall: the pool grows only above the reserve (sd_pool_next_pin, for
+ * min_bytes too), and a pool that had grown gives back what it does not
+ * lend when the host's own memory needs it; it grows again once the host
+ * has the room. Lent pieces back memory that is swapped out, which would
+ * be in the host's RAM pinned or not.
+ *
  * Taint (tenancy): a process that was lent a piece may keep its import
  * after RETURN (the daemon cannot revoke it), so a returned piece may go
  * only to the same tenant until every process of that tenant that ever
@@ -116,6 +126,7 @@ struct sd_pool_stats {
     uint64_t free_big_bytes;        /* of free_bytes, in big pieces */
     uint64_t pieces_pinned_total, pieces_released_total, lends_total, returns_total,
         missed_pieces_total, reserve_refusals_total, bad_returns_total;
+    uint64_t pressure_releases_total; /* of the released, chosen for host pressure */
 };
 
 /* A client registered at its first lend: kept while it is live (no exit
@@ -156,6 +167,7 @@ struct sd_pool {
     size_t orphan_at;               /* where sd_pool_orphan_next looks first */
     uint64_t pace_until;            /* a paced pin starts no sooner (ns) */
     uint64_t urgent_until;          /* growth is urgent before this (ns): a borrow missed */
+    uint64_t short_bytes;           /* host pressure not yet met by releases (see above) */
     uint32_t count[SD_POOL_CLASSES]; /* pieces per class */
     uint32_t lent[SD_POOL_CLASSES];  /* of them LENT */
     struct sd_pool_stats st;        /* the counters (byte figures: sd_pool_get_stats) */
@@ -184,10 +196,14 @@ void sd_pool_pace(struct sd_pool *p, uint64_t pin_ns, uint64_t now);
 /* When the next pin may start, never before now: now when unpaced (see
  * Pacing above), else the end of the last pin's pause. */
 uint64_t sd_pool_pin_at(const struct sd_pool *p, bool alone, uint64_t now);
+/* The host's available memory is `bytes` below reserve_bytes (0: not; see
+ * Host pressure above). */
+void sd_pool_set_short(struct sd_pool *p, uint64_t bytes);
 /* A FREE piece to release now, or NULL: clean (or tainted by an unwatched
- * tenant without live borrowers), its class beyond its target by at least
- * the piece, free for linger_ns, and min_bytes still pinned without it; the
- * one free the longest. The caller releases its fd/handle and calls
+ * tenant without live borrowers); its class beyond its target by at least
+ * the piece, free for linger_ns, and min_bytes still pinned without it; or
+ * any such piece while the host is short (counted against the shortfall);
+ * the one free the longest. The caller releases its fd/handle and calls
  * sd_pool_remove. */
 const struct sd_piece *sd_pool_shrink(struct sd_pool *p, uint64_t now);
 /* Takes piece id out of the pool (unknown ids: nothing). */

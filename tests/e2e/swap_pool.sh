@@ -5,7 +5,7 @@
 # job pinning its own 150 MiB backing would spend 1.6 s; not slower, since
 # every job also pins its 16 MiB staging buffer and the hook's 66 MiB
 # placeholder at its start, 4.3 s at 20 MB/s) and fast for the
-# daemon, whose pool is pinned at start (pool_min_mb). Five checks:
+# daemon, whose pool is pinned at start (pool_min_mb). Six checks:
 #
 #  1. the pool (pool_min_mb) warms with nobody connected; then a pair that
 #     does not fit on the GPU swaps on every switch, and no job
@@ -26,7 +26,12 @@
 #     alone took half the pinning;
 #  5. a holder that ends its work holding pieces it pinned ahead for its
 #     revoke gives them back from its exit handler, before its process
-#     ends (run before check 4, which leaves its job running).
+#     ends (run before check 4, which leaves its job running);
+#  6. the host's available memory below the reserve after the pool grew
+#     (here: the reserve raised past it with cusharectl set): the pieces
+#     nobody borrows go back to the host, pool_min_mb's too, within about
+#     a second, and it says so; with the reserve lowered again the pool
+#     grows back to pool_min_mb (run before check 4 too).
 # The pool's metrics (docs/metrics.md) say the same each time.
 source "$(dirname "$0")/swap_lib.sh"
 
@@ -189,6 +194,27 @@ done
 if grep -E "pinned pool: pid $a exited holding" "$T/cushared.log"; then
     fail "the holder's pinned-ahead pieces came back only when its process ended"
 fi
+stop_daemon
+
+# ---- 6: the host's memory under the reserve ----------------------------------------
+pool_conf "pool_min_mb = 256" "pool_piece_mb = 16"
+: >"$T/cushared.log"
+FAKECUDA_PIN_GBPS=2 start_daemon
+n=$(wait_log "pinned pool: 256.00 MiB pinned, its target")
+"$CTL" --socket "$SOCK" set host_reserve_mb=$((kib / 1024)) >/dev/null ||
+    fail "set host_reserve_mb=$((kib / 1024))"
+wait_log "pinned pool: the host has .* available, under the .* it keeps: releasing" "$n" >/dev/null
+for i in $(seq 300); do
+    [ "$(pool_metric cushare_pool_pinned_bytes)" = 0 ] && break
+    sleep 0.01
+done
+[ "$(pool_metric cushare_pool_pinned_bytes)" = 0 ] ||
+    fail "$(pool_metric cushare_pool_pinned_bytes) bytes still pinned with the host under its reserve"
+rel=$(pool_metric cushare_pool_pressure_releases_total)
+[ "${rel:-0}" -ge 16 ] || fail "cushare_pool_pressure_releases_total ${rel:-?} (16 pieces expected)"
+echo "the host under its reserve: $rel pieces released"
+"$CTL" --socket "$SOCK" set host_reserve_mb=0 >/dev/null || fail "set host_reserve_mb=0"
+wait_log "pinned pool: 256.00 MiB pinned, its target" "$n" >/dev/null
 stop_daemon
 
 # ---- 4: growth beside a job is paced ----------------------------------------------

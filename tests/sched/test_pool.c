@@ -781,6 +781,38 @@ static void test_shrink_never_lent_or_tainted(void **state)
     assert_int_equal(pool.n, 0);
 }
 
+/* The host short of its reserve (sd_pool_set_short): free pieces go within
+ * the target, before their linger and below min_bytes, the longest free
+ * first, until the shortfall is made up; never a lent one. The pool grows
+ * again once the host has room. */
+static void test_shrink_for_host(void **state)
+{
+    (void)state;
+    cfg.min_bytes = 192 * MiB;
+    assert_int_equal(start_filled(384 * MiB), 6);
+    want(384 * MiB);
+    uint32_t a[2];
+    assert_int_equal(borrow_ids(1, TA, BIG, 2, a), 2);
+    now += 10 * LINGER;
+    assert_null(sd_pool_shrink(&pool, now)); /* all within the target */
+    sd_pool_set_short(&pool, 100 * MiB);
+    assert_int_equal(shrink_all(), 2); /* 2 x 64 MiB make up 100 */
+    assert_int_equal(stats().pinned_bytes, 256 * MiB);
+    assert_int_equal(stats().pressure_releases_total, 2);
+    assert_int_equal(pool.short_bytes, 0);
+    sd_pool_set_short(&pool, GiB); /* more than there is to give */
+    assert_int_equal(shrink_all(), 2); /* every free piece, min_bytes or not */
+    assert_int_equal(stats().pinned_bytes, 128 * MiB);
+    assert_int_equal(stats().free_bytes, 0);
+    assert_int_equal(stats().pressure_releases_total, 4);
+    assert_non_null(sd_pool_find(&pool, a[0])); /* lent: never */
+    assert_non_null(sd_pool_find(&pool, a[1]));
+    sd_pool_set_short(&pool, 0);
+    assert_null(sd_pool_shrink(&pool, now));
+    assert_int_equal(stats().pieces_released_total, 4);
+    assert_int_equal(sd_pool_next_pin(&pool, 100 * GiB), BIG); /* room again: it grows */
+}
+
 /* ---- small pieces -------------------------------------------------------------------- */
 
 static void test_small_demand(void **state)
@@ -1009,6 +1041,7 @@ int main(void)
         T(test_lost_without_taint_is_not_sticky),
         T(test_orphan_many),
         T(test_shrink_beyond_target_after_linger),
+        T(test_shrink_for_host),
         T(test_shrink_never_below_min),
         T(test_shrink_never_lent_or_tainted),
         T(test_small_demand),
