@@ -228,3 +228,15 @@ pool_metric() {
     echo "$page" | awk -v n="$1" '($1 == n || index($1, n "{") == 1) { print $2; f = 1; exit }
         END { if (!f) print "missing" }'
 }
+
+# wait_pool_zero NAME SECONDS WHAT: waits until the pool's series NAME reads
+# 0, looking every 20 ms; fails with "<value> WHAT" after SECONDS.
+wait_pool_zero() {
+    local i v
+    for i in $(seq $(($2 * 50))); do
+        v=$(pool_metric "$1")
+        [ "$v" = 0 ] && return 0
+        sleep 0.02
+    done
+    fail "$v $3"
+}

@@ -185,12 +185,7 @@ job_ok ends "$a"
 job_ok waits "$b"
 # Every piece back means both exits were seen (a piece held at an exit
 # comes back only then, and is logged as such).
-for i in $(seq 1000); do
-    [ "$(pool_metric cushare_pool_lent_bytes)" = 0 ] && break
-    sleep 0.02
-done
-[ "$(pool_metric cushare_pool_lent_bytes)" = 0 ] ||
-    fail "$(pool_metric cushare_pool_lent_bytes) bytes still lent 20 s after both jobs ended"
+wait_pool_zero cushare_pool_lent_bytes 20 "bytes still lent 20 s after both jobs ended"
 if grep -E "pinned pool: pid $a exited holding" "$T/cushared.log"; then
     fail "the holder's pinned-ahead pieces came back only when its process ended"
 fi
@@ -204,12 +199,7 @@ n=$(wait_log "pinned pool: 256.00 MiB pinned, its target")
 "$CTL" --socket "$SOCK" set host_reserve_mb=$((kib / 1024)) >/dev/null ||
     fail "set host_reserve_mb=$((kib / 1024))"
 wait_log "pinned pool: the host has .* available, under the .* it keeps: releasing" "$n" >/dev/null
-for i in $(seq 300); do
-    [ "$(pool_metric cushare_pool_pinned_bytes)" = 0 ] && break
-    sleep 0.01
-done
-[ "$(pool_metric cushare_pool_pinned_bytes)" = 0 ] ||
-    fail "$(pool_metric cushare_pool_pinned_bytes) bytes still pinned with the host under its reserve"
+wait_pool_zero cushare_pool_pinned_bytes 3 "bytes still pinned 3 s after the host went under its reserve"
 rel=$(pool_metric cushare_pool_pressure_releases_total)
 [ "${rel:-0}" -ge 16 ] || fail "cushare_pool_pressure_releases_total ${rel:-?} (16 pieces expected)"
 echo "the host under its reserve: $rel pieces released"
