@@ -3161,6 +3161,66 @@ static void test_prepare_keeps_pool_for_holder(void **state)
     assert_int_equal(e->evict, GiB);
 }
 
+/* Pin-ahead and the pool plan with the footprints expected (mem.c,
+ * expected_footprint): on a 10 GiB GPU holder a (6 GiB, it has run) and
+ * new waiter b (2 GiB, a's tenant, expected to reach 6) have allocated 8,
+ * below nine tenths, but b's first lease moves 2 GiB of a out. The pool
+ * wants both targets against 12 GiB; the first 2 GiB it lends go to a,
+ * whose move is on the switch's critical path, although b is first in
+ * line; then b. A waiter of another tenant is planned at what it has:
+ * nothing is pinned ahead, as before. */
+static void test_prepare_for_expected_growth(void **state)
+{
+    (void)state;
+    for (int other_tenant = 0; other_tenant < 2; other_tenant++) {
+        if (other_tenant) {
+            teardown(state);
+            setup(state);
+        }
+        cfg.client_reserve_mb = 0;
+        cfg.pin_budget_mb = 8192;
+        pol.pool_lends = true;
+        struct sd_member *a = ran(attach(client(CS_PRIO_NORMAL, 1, "a"), 0));
+        struct sd_member *b = attach(client(CS_PRIO_NORMAL, 1, "b"), 0);
+        if (other_tenant)
+            b->client->info.tenant = 2;
+        gpu(0)->mem_total = 10 * GiB;
+        sd_policy_pool_changed(&pol, 0, now);
+        usage4(a, 6 * GiB, 0, 0, 6 * GiB);
+        acquire(a);
+        usage4(b, 2 * GiB, 0, 0, 2 * GiB);
+        acquire(b);
+        assert_int_equal(b->state, CS_STATE_WAITING);
+        if (other_tenant) {
+            assert_int_equal(sd_mem_expected(gpu(0), b), 2 * GiB);
+            assert_int_equal(sd_policy_pool_want(&pol), 0);
+            sd_policy_pool_changed(&pol, 4 * GiB, now);
+            run_until(now + 2 * SEC);
+            assert_int_equal(count(EV_PREPARE, NULL), 0);
+            continue;
+        }
+        assert_int_equal(sd_mem_expected(gpu(0), b), 6 * GiB);
+        /* 3 GiB over nine tenths: a's target 3.75, b's all it has, 2. */
+        assert_int_equal(sd_policy_pool_want(&pol), 3 * GiB + 3 * GiB / 4 + 2 * GiB);
+        sd_policy_pool_changed(&pol, 2 * GiB, now);
+        assert_int_equal(count(EV_PREPARE, NULL), 1);
+        const struct ev *e = find(EV_PREPARE, a);
+        assert_non_null(e);
+        assert_int_equal(e->evict, 2 * GiB);
+        sd_policy_pool_changed(&pol, 0, now);
+        assert_int_equal(evicted(a, e->lease, 0, 2 * GiB), SD_OK);
+        /* a is covered for b's growth: the next pieces go to b, then a. */
+        sd_policy_pool_changed(&pol, 4 * GiB, now);
+        e = find(EV_PREPARE, b);
+        assert_non_null(e);
+        assert_int_equal(e->evict, 2 * GiB);
+        assert_int_equal(evicted(b, e->lease, 0, 2 * GiB), SD_OK);
+        e = find(EV_PREPARE, a);
+        assert_int_equal(count(EV_PREPARE, a), 2);
+        assert_int_equal(e->evict, GiB + 3 * GiB / 4); /* 3.75, 2 covered */
+    }
+}
+
 /* On a full 10 GiB GPU with 30 s slices and prepare_holder_lead_ms =
  * lead_ms: holder a (6 GiB, nothing backed) owes waiter b (4 of its 6 GiB
  * resident) 2 GiB at its revoke, and the pool has 2 GiB to lend. Returns
@@ -5722,6 +5782,7 @@ int main(void)
         T(test_prepare_counts_reported_pinned),
         T(test_prepare_borrows_from_pool),
         T(test_prepare_keeps_pool_for_holder),
+        T(test_prepare_for_expected_growth),
         T(test_prepare_holder_near_its_revoke),
         T(test_prepare_holder_not_during_its_room),
         T(test_takeback_for_room_eviction),
