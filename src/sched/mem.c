@@ -785,7 +785,10 @@ struct sd_member *sd_next_holder(const struct sd_gpu *g)
  * had allocated, 65 of 82 GB, was below nine tenths): the eviction borrowed
  * its backing on the spot, 15 GB in 328-349 ms (43-46 GB/s, five runs) with
  * the GPU idle; planned with the growth, 276 and 283 ms (53-54 GB/s, two
- * runs), and 4 x 30 GB jobs pinned none of their own (oversubscription.md). */
+ * runs), and 4 x 30 GB jobs pinned none of their own (oversubscription.md).
+ * A wrong guess (a job that does not grow) lends pieces for a move that
+ * never comes: they go back at the borrower's next grant (its trim), when
+ * the pool asks for them (GIVEBACK) or at its exit, as any pin-ahead's do. */
 static uint64_t expected_footprint(const struct sd_gpu *g)
 {
     uint64_t s = 0;
