@@ -411,10 +411,10 @@ static void test_slice_renews_while_alone(void **state)
         fail_msg("only %d of A's kernels ran after B (the slice must end by time)", o.a_after);
 }
 
-/* A SIGKILLed slice owner (1 s slice, holding the engine with a 30 s
- * kernel) gives the engine and its slice back within the engine's dead
- * owner polling, not when its slice would have ended. */
-static void test_slice_owner_killed(void **state)
+/* One round of test_slice_owner_killed: A (1 s slice, a 30 s kernel) is
+ * SIGKILLed 50 ms after B queued its kernel; returns when B's kernel
+ * started, in ms after the kill (negative: before it). */
+static double owner_killed_round(void)
 {
     char shm_env[192], path[192], trace[512], trace_env[600];
     const char *tmp = getenv("TEST_TMP");
@@ -440,10 +440,33 @@ static void test_slice_owner_killed(void **state)
     unlink(path);
     unsigned long long st[2], en[2];
     assert_int_equal(trace_spans(trace, b.pid, st, en, 2), 1);
-    double ms = (double)(st[0] - killed) / 1e6;
-    if (ms > 500)
-        fail_msg("B started %.0f ms after the slice owner died (want < 500; its slice "
-                 "would have lasted until about 950)", ms);
+    return (double)((int64_t)st[0] - (int64_t)killed) / 1e6;
+}
+
+/* A SIGKILLed slice owner (1 s slice, holding the engine with a 30 s
+ * kernel) gives the engine and its slice back within the engine's dead
+ * owner polling, not when its slice would have ended. The round means
+ * something only when A's kernel took the engine before B's came: "launched"
+ * is said just before A's worker queues it, and on a loaded machine (CI,
+ * 2026-12-02: B ran 49 ms before the kill) the worker can be descheduled
+ * past B's arrival, 1 ms later; then B runs first and the round is
+ * repeated. B running first in every round fails the test: so does an
+ * engine that ignores a live slice. */
+static void test_slice_owner_killed(void **state)
+{
+    for (int attempt = 0; attempt < 5; attempt++) {
+        double ms = owner_killed_round();
+        if (ms >= 0) {
+            if (ms > 500)
+                fail_msg("B started %.0f ms after the slice owner died (want < 500; its "
+                         "slice would have lasted until about 950)",
+                         ms);
+            return;
+        }
+        fprintf(stderr, "B started %.1f ms before the kill: A had not taken the engine; again\n",
+                -ms);
+    }
+    fail_msg("B started before the slice owner was killed in 5 rounds of 5");
 }
 
 /* Runs `init` with env; returns its cuInit result and its stderr. */
