@@ -447,10 +447,10 @@ static double owner_killed_round(void)
  * kernel) gives the engine and its slice back within the engine's dead
  * owner polling, not when its slice would have ended. The round means
  * something only when A's kernel took the engine before B's came: "launched"
- * is said just before A's worker queues it, and on a loaded machine (CI,
- * 2026-12-02: B ran 49 ms before the kill) the worker can be descheduled
- * past B's arrival, 1 ms later; then B runs first and the round is
- * repeated. B running first in every round fails the test: so does an
+ * is said just before A's worker queues it, and on a loaded machine (a CI
+ * run sharing its two cores with a second one, 2026-12-02: B ran 49 ms
+ * before the kill) the worker can be descheduled past B's arrival, 1 ms
+ * later; then B runs first and the round is repeated. B running first in every round fails the test: so does an
  * engine that ignores a live slice. */
 static void test_slice_owner_killed(void **state)
 {
